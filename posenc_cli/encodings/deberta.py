@@ -1,0 +1,76 @@
+"""DeBERTa disentangled attention (He et al. 2021), adapted to a causal decoder.
+
+The score is content-to-content + content-to-position + position-to-content,
+
+    q_i·k_j  +  q_i·K^r_{δ(i,j)}  +  k_j·Q^r_{δ(j,i)},   all times 1/sqrt(3E),
+
+with δ(i,j) = clamp(i - j, -k, k-1) + k the paper's clipped relative distance (k =
+``max_relative``), P a (2k, D) relative-embedding table shared by all layers, and per-layer
+projections Q^r = P W_{q,r}, K^r = P W_{k,r}. In a causal decoder only i ≥ j is kept, so c2p
+reads rows k … 2k-1 and p2c rows 1 … k. Distances beyond k reuse the edge rows: the encoding is
+defined at any length, clipped. SDPA computes the c2c term with scale 1/sqrt(3E);
+``score_bias`` returns the scaled c2p + p2c, each computed once per distinct distance and then
+relative-shifted — O(T·S·H) memory.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.relative import (align_to_keys, align_to_queries, ascending_distances,
+                                           descending_distances)
+from posenc_cli.errors import PosencError
+from posenc_cli.model.layers import Linear
+
+
+def deberta_bucket(distance: Tensor, max_relative: int) -> Tensor:
+    """δ = clamp(i - j, -k, k-1) + k, a row of the (2k, D) relative table."""
+    return distance.clamp(-max_relative, max_relative - 1) + max_relative
+
+
+class DebertaEncoding(PositionalEncoding):
+    """Shared relative table, per-layer position projections, three-term scaled score."""
+
+    relative = True
+    has_bias = True
+    bias_is_positional = False
+
+    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
+                 max_relative: int = 128) -> None:
+        super().__init__(d_model, n_heads, head_dim, n_layers)
+        if max_relative < 1:
+            raise PosencError(f"encoding.max_relative must be positive, got {max_relative}",
+                              "use e.g. encoding.max_relative=128")
+        self.max_relative = max_relative
+        self.rel_embeddings = nn.Parameter(torch.empty(2 * max_relative, d_model))
+        nn.init.trunc_normal_(self.rel_embeddings, std=1.0, a=-3.0, b=3.0)
+        width = n_heads * head_dim
+        self.q_r_proj = nn.ModuleList(Linear(d_model, width) for _ in range(n_layers))
+        self.k_r_proj = nn.ModuleList(Linear(d_model, width) for _ in range(n_layers))
+
+    def softmax_scale(self, head_dim: int) -> float:
+        """1/sqrt(3E): the score is a sum of three dot products of similar size."""
+        return (3 * head_dim) ** -0.5
+
+    def _heads(self, proj: nn.Module, rows: Tensor) -> Tensor:
+        """Project the whole table, pick ``rows`` and split into heads: (H, len(rows), E)."""
+        table = proj(self.rel_embeddings)[rows]
+        return table.view(-1, self.n_heads, self.head_dim).transpose(0, 1)
+
+    def score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                   pos_S: Tensor, layer: int | None) -> Tensor:
+        """scale · (c2p + p2c) as (B, H, T, S)."""
+        assert q_BHTE is not None and k_BHSE is not None and layer is not None
+        T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
+        c2p_rows = deberta_bucket(descending_distances(pos_T, pos_S), self.max_relative)
+        k_r = self._heads(self.k_r_proj[layer], c2p_rows).to(q_BHTE.dtype)
+        c2p = align_to_queries(q_BHTE @ k_r.transpose(-1, -2), S)
+        p2c_rows = deberta_bucket(-ascending_distances(pos_T, pos_S), self.max_relative)
+        q_r = self._heads(self.q_r_proj[layer], p2c_rows).to(k_BHSE.dtype)
+        p2c = align_to_keys(k_BHSE @ q_r.transpose(-1, -2), T)
+        return (c2p + p2c) * self.softmax_scale(self.head_dim)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, max_relative={self.max_relative}"

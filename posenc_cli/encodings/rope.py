@@ -1,0 +1,61 @@
+"""RoPE (Su et al. 2021): rotate each interleaved pair (2k, 2k+1) of q and k by angle m·θ_k.
+
+θ_k = Θ^(-2k/E), k = 0 … E/2-1, positions from 0 — the form derived in the seeds. Because
+R_mᵀ R_n = R_{n-m}, the score ⟨R_m q, R_n k⟩ depends on positions only through m - n.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.errors import PosencError
+
+
+class RotaryEncoding(PositionalEncoding):
+    """Rotary position embedding applied to queries and keys in every layer."""
+
+    relative = True
+
+    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
+                 theta: float = 10000.0) -> None:
+        super().__init__(d_model, n_heads, head_dim, n_layers)
+        if head_dim % 2:
+            raise PosencError(f"rope needs an even head dimension, got {head_dim} "
+                              f"(model.d_model / model.n_heads)",
+                              "choose model.d_model and model.n_heads so d_model/n_heads is even")
+        self.theta = theta
+        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self._cache: dict[tuple[int, int, int, str], tuple[Tensor, Tensor]] = {}
+
+    def cos_sin(self, pos: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin of m·θ_k, shape (T, E/2), cached per position range and device.
+
+        The model always passes contiguous ranges, so (first, last, count) identifies them.
+        """
+        key = (int(pos[0]), int(pos[-1]), pos.numel(), str(pos.device))
+        hit = self._cache.get(key)
+        if hit is None:
+            angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
+            hit = (angles.cos().float(), angles.sin().float())
+            if len(self._cache) > 16:
+                self._cache.clear()
+            self._cache[key] = hit
+        return hit
+
+    def rotate(self, x_BHTE: Tensor, pos_T: Tensor) -> Tensor:
+        """Apply R_m to every position m: (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos)."""
+        cos, sin = self.cos_sin(pos_T)
+        x = x_BHTE.float().unflatten(-1, (-1, 2))
+        x0, x1 = x[..., 0], x[..., 1]
+        out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+        return out.flatten(-2).to(x_BHTE.dtype)
+
+    def transform_qk(self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor,
+                     layer: int) -> tuple[Tensor, Tensor]:
+        return self.rotate(q_BHTE, pos_T), self.rotate(k_BHSE, pos_S)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, theta={self.theta}"

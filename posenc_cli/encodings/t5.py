@@ -1,0 +1,73 @@
+"""T5 relative bias (Raffel et al. 2020), causal form: one learned scalar per (bucket, head).
+
+Distances n = max(i - j, 0) below num_buckets/2 get a bucket each; larger ones share
+log-spaced buckets up to max_distance, and every distance beyond it falls into the last bucket
+— the bias saturates, so it is defined (constant) at any length. One table serves all layers,
+so the bias depends on positions only and is computed once per forward.
+
+Scale: the original T5 drops the 1/sqrt(d) on q·k. Here q·k keeps the standard softmax scale
+(as every other encoding does, so runs differ only in the encoding) and the bias is added in
+logit units, i.e. after the scaling.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.relative import BoundedCache, range_start, relative_distance
+from posenc_cli.errors import PosencError
+
+
+def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """Bucket id of each causal distance i - j (negative distances count as 0), as int64."""
+    n = distance.clamp(min=0)
+    max_exact = num_buckets // 2
+    ratio = n.double().clamp(min=max_exact) / max_exact
+    log_part = max_exact + (ratio.log() / math.log(max_distance / max_exact)
+                            * (num_buckets - max_exact)).long()
+    log_part = log_part.clamp(max=num_buckets - 1)
+    return torch.where(n < max_exact, n, log_part).long()
+
+
+class T5RelativeBias(PositionalEncoding):
+    """A (num_buckets, n_heads) table of learned biases shared by every layer."""
+
+    relative = True
+    has_bias = True
+    bias_is_positional = True
+
+    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
+                 num_buckets: int = 32, max_distance: int = 128) -> None:
+        super().__init__(d_model, n_heads, head_dim, n_layers)
+        if num_buckets < 2 or max_distance <= num_buckets // 2:
+            raise PosencError(
+                f"t5 needs num_buckets >= 2 and max_distance > num_buckets/2, got "
+                f"num_buckets={num_buckets}, max_distance={max_distance}",
+                "use e.g. encoding.num_buckets=32 encoding.max_distance=128")
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))
+        std = d_model ** -0.5
+        nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
+        self._buckets = BoundedCache()
+
+    def buckets(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
+        """(T, S) bucket ids; they depend only on (i0 - j0, T, S), the cache key."""
+        key = (range_start(pos_T) - range_start(pos_S), pos_T.numel(), pos_S.numel(),
+               str(pos_T.device))
+        return self._buckets.get(key, lambda: t5_bucket(
+            relative_distance(pos_T, pos_S), self.num_buckets, self.max_distance))
+
+    def score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                   pos_S: Tensor, layer: int | None) -> Tensor:
+        """(1, H, T, S): the table row of each pair's bucket, looked up per head."""
+        ids = self.buckets(pos_T, pos_S)
+        return self.weight.t()[:, ids].float().unsqueeze(0)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, num_buckets={self.num_buckets}, "
+                f"max_distance={self.max_distance}")

@@ -1,0 +1,72 @@
+"""Transformer-XL relative attention (Dai et al. 2019), without the segment memory.
+
+Its score between query i and key j is the sum of four terms,
+
+    (a) q_i·k_j   (b) q_i·W_R R_{i-j}   (c) u·k_j   (d) v·W_R R_{i-j}
+      = (q_i + u)·k_j + (q_i + v)·W_R R_{i-j},
+
+with R_{i-j} the fixed sinusoid of the distance (d_model wide), W_R a per-layer projection and
+u, v learned per-head vectors. Term (a) is SDPA's q·k; ``score_bias`` returns the rest, times
+the softmax scale (the bias is added to the scaled logits). u and v are shared by all layers,
+as in the original code's default. (b)+(d) are computed once per distinct distance and then
+relative-shifted, so memory stays O(T·S·H). R is defined for any distance, so the encoding
+computes any length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
+from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.relative import (BoundedCache, align_to_queries, descending_distances,
+                                           distance_bounds)
+from posenc_cli.errors import PosencError
+from posenc_cli.model.layers import Linear
+
+
+class TransformerXLEncoding(PositionalEncoding):
+    """Relative sinusoids projected per layer, plus global content and position biases u, v."""
+
+    relative = True
+    has_bias = True
+    bias_is_positional = False
+
+    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
+                 base: float = 10000.0) -> None:
+        super().__init__(d_model, n_heads, head_dim, n_layers)
+        if d_model % 2:
+            raise PosencError(f"transformer_xl needs an even model.d_model, got {d_model}",
+                              "choose an even model.d_model")
+        self.base = base
+        self.register_buffer("inv_freq", inverse_frequencies(d_model, base), persistent=False)
+        self.r_proj = nn.ModuleList(Linear(d_model, n_heads * head_dim) for _ in range(n_layers))
+        self.u = nn.Parameter(torch.zeros(n_heads, head_dim))
+        self.v = nn.Parameter(torch.zeros(n_heads, head_dim))
+        self._sinusoids = BoundedCache()
+
+    def relative_sinusoids(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
+        """(T+S-1, D) rows R_d for the distances d_max … d_min, cached per geometry."""
+        lo, hi = distance_bounds(pos_T, pos_S)
+        key = (lo, hi, str(pos_T.device))
+        return self._sinusoids.get(key, lambda: sinusoid(
+            descending_distances(pos_T, pos_S), self.inv_freq).float())
+
+    def projected(self, pos_T: Tensor, pos_S: Tensor, layer: int) -> Tensor:
+        """W_R R_d of this layer, split into heads: (H, T+S-1, E)."""
+        r = self.r_proj[layer](self.relative_sinusoids(pos_T, pos_S))
+        return r.view(-1, self.n_heads, self.head_dim).transpose(0, 1)
+
+    def score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                   pos_S: Tensor, layer: int | None) -> Tensor:
+        """scale · (u·k_j + (q_i + v)·W_R R_{i-j}) as (B, H, T, S)."""
+        assert q_BHTE is not None and k_BHSE is not None and layer is not None
+        r_HLE = self.projected(pos_T, pos_S, layer).to(q_BHTE.dtype)
+        position_BHTL = (q_BHTE + self.v[:, None, :].to(q_BHTE.dtype)) @ r_HLE.transpose(-1, -2)
+        position_BHTS = align_to_queries(position_BHTL, k_BHSE.shape[-2])
+        content_BH1S = (k_BHSE @ self.u[:, :, None].to(k_BHSE.dtype)).transpose(-1, -2)
+        return (position_BHTS + content_BH1S) * self.softmax_scale(self.head_dim)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, base={self.base}, u_v=shared across layers"

@@ -1,0 +1,10 @@
+"""The one exception type that reaches users as a single line instead of a traceback."""
+
+
+class PosencError(Exception):
+    """A problem the user can fix: the message says what is wrong and how to fix it."""
+
+    def __init__(self, what: str, fix: str | None = None) -> None:
+        self.what = what
+        self.fix = fix
+        super().__init__(f"{what} — {fix}" if fix else what)

@@ -1,0 +1,64 @@
+"""Device, precision and thread choices, made once per run from the config."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from posenc_cli.errors import PosencError
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    precision: str  # "fp32" or "bf16"
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast with fp32 master weights; a no-op in fp32."""
+        if self.precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+
+def pick_device(name: str) -> torch.device:
+    """auto: CUDA, then Apple MPS, then CPU. An explicit device that is absent is an error."""
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = bool(mps and mps.is_available())
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps") if has_mps else torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise PosencError("device=cuda but no CUDA GPU is visible", "use device=auto or device=cpu")
+    if name == "mps" and not has_mps:
+        raise PosencError("device=mps but Apple MPS is not available",
+                          "use device=auto or device=cpu")
+    return torch.device(name)
+
+
+def cpu_has_fast_bf16() -> bool:
+    """AMX or AVX512-BF16: bf16 matmuls run natively instead of being emulated."""
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def pick_precision(precision: str, device: torch.device) -> str:
+    """auto: bf16 on CUDA; fp32 elsewhere (see README "Performance" for the CPU measurement)."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise PosencError("this GPU does not support bf16", "use train.precision=fp32")
+    return precision
+
+
+def make_runtime(cfg: Any) -> Runtime:
+    if cfg.train.threads:
+        torch.set_num_threads(int(cfg.train.threads))
+    device = pick_device(str(cfg.device))
+    return Runtime(device, pick_precision(str(cfg.train.precision), device))
