@@ -120,12 +120,69 @@ def _resume(run_dir: Path) -> None:
     print_run_summary(metrics, run_dir, time.perf_counter() - t0)
 
 
+@app.command("eval")
+def eval_command(
+        run_dir: Path = typer.Argument(..., help="A run directory made by `posenc train`"),
+        overrides: Optional[list[str]] = typer.Argument(
+            None, show_default=False,
+            help="eval.*, data=NAME, data.* or device, e.g. eval.mode=sliding eval.stride=64 "
+                 "or data=text data.path=OTHER.txt")) -> None:
+    """Length extrapolation of a trained run, again or on other text; merged into metrics.json."""
+    with user_errors():
+        from posenc_cli.eval_run import evaluate_run
+
+        evaluate_run(run_dir, list(overrides or []))
+
+
 @app.command()
 def encodings() -> None:
     """List the positional encodings (one YAML each in configs/encoding/)."""
     from posenc_cli.summary import print_encodings
 
     print_encodings()
+
+
+@app.command()
+def compare(
+    dirs: list[Path] = typer.Argument(..., help="Run directories, or sweep directories that "
+                                      "contain them at any depth (each has metrics.json)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write comparison.csv, "
+                                       "comparison.md and the plots [default: the one input "
+                                       "directory, else the current directory]"),
+) -> None:
+    """Compare encodings: perplexity by evaluation length, mean ± std over seeds."""
+    from posenc_cli.report import compare as compare_runs
+
+    with user_errors():
+        compare_runs(dirs, out)
+
+
+@app.command(epilog=_groups_help())
+def sweep(overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Run a Hydra multirun, e.g. `posenc sweep encoding=rope,alibi seed=0,1,2` or
+    `posenc sweep experiment=extrapolation`; all runs land under one sweep directory."""
+    from posenc_cli.data.dataset import prepare
+    from posenc_cli.launch import launch, quote
+    from posenc_cli.sweep import (name_by_swept_keys, plan, summarize, sweep_dir, sweep_job,
+                                  write_plan)
+
+    overrides = list(overrides or [])
+    with user_errors():
+        base, jobs = plan(overrides)
+        root = sweep_dir(base, overrides)
+        for data_cfg in {str(compose(job).data): compose(job).data for job in jobs}.values():
+            prepare(data_cfg)
+        print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
+        write_plan(root, jobs)
+        launch([*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
+               sweep_job, multirun=True)
+        done, failed = summarize(root)
+        print(f"posenc sweep: {done} of {len(jobs)} jobs finished; compare them with: "
+              f"posenc compare {root}", flush=True)
+        for job_dir, why in failed:
+            print(f"  failed: {job_dir.name}: {why}", flush=True)
+        if failed:
+            raise typer.Exit(1)
 
 
 def main() -> None:

@@ -78,6 +78,12 @@ def check_group_choices(overrides: list[str]) -> None:
                     f"choose one of: {', '.join(choices)}")
 
 
+def fixed_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that are not sweeps (a,b,c lists, ranges, choices)."""
+    return [text for text, ov in zip(overrides, _parse(overrides))
+            if not ov.is_sweep_override()]
+
+
 def expand_sweep(overrides: list[str], extra: dict[str, str] | None = None) -> list[list[str]]:
     """The override lists of every job a sweep would run (cartesian product of a,b,c lists)."""
     parsed = _parse(overrides)

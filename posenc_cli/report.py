@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,23 +214,25 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
             Stat.of([r.metrics.get("tokens_per_s") for r in runs])))
 
 
-def describe(settings: dict[str, Any], keys: list[str] | None = None) -> str:
-    """'train_length=128, steps=2000, ...' for the given keys (all that are set by default)."""
-    keys = keys if keys is not None else [k for k, v in settings.items() if v is not None]
+def describe(settings: dict[str, Any], keys: list[str]) -> str:
+    """'train_length=128, steps=2000' for the given keys."""
     return ", ".join(f"{k}={settings.get(k)}" for k in keys)
 
 
-def _set_titles(groups: list[Group], notes: list[str]) -> None:
-    if len(groups) == 1:
-        groups[0].title = describe(groups[0].settings)
-        return
+def split_keys(groups: list[Group]) -> tuple[list[str], list[str]]:
+    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart."""
     keys = list(dict.fromkeys(k for g in groups for k in g.settings))
     differ = [k for k in keys if len({_key({k: g.settings.get(k)}) for g in groups}) > 1]
+    return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ
+
+
+def _set_titles(groups: list[Group], notes: list[str]) -> None:
+    differ = split_keys(groups)[1]
     for g in groups:
         g.title = describe(g.settings, differ)
-    notes.insert(0, f"the runs differ in {', '.join(differ)}: "
-                    f"{len(groups)} tables, one per setting (runs are never averaged across "
-                    "settings)")
+    if differ:
+        notes.insert(0, f"the runs differ in {', '.join(differ)}: {len(groups)} tables, one per "
+                        "setting (runs are never averaged across settings)")
 
 
 def factor(length: int, train_length: int | None) -> str:
@@ -245,19 +248,15 @@ CAPTION = ("perplexity, mean ± std over n seeds (lower is better); best per col
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
 
 
-def _num(x: float, digits: int | None) -> str:
-    if not math.isfinite(x):
-        return str(x)
-    digits = digits if digits is not None else 0 if abs(x) >= 1000 else 1 if abs(x) >= 100 else 2
-    return f"{x:,.{digits}f}"
-
-
-def _cell(stat: Stat | None, n_row: int, digits: int | None = None) -> str:
+def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True) -> str:
+    """'61.00 ± 1.00': digits follow the mean's size; '(n=2)' when not every run has a value."""
     if stat is None:
         return "n/a"
-    text = _num(stat.mean, digits)
-    if stat.std is not None:
-        text += f" ± {_num(stat.std, digits)}"
+    if digits is None:
+        digits = 0 if abs(stat.mean) >= 1000 else 1 if abs(stat.mean) >= 100 else 2
+    text = f"{stat.mean:,.{digits}f}"
+    if spread and stat.std is not None:
+        text += f" ± {stat.std:,.{digits}f}"
     return text if stat.n == n_row else f"{text} (n={stat.n})"
 
 
@@ -265,16 +264,20 @@ def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Header and (text, is best) cells, shared by the terminal and the markdown table."""
     header = ["encoding", "n", *(f"{n} ({factor(n, group.train_length)})" for n in group.lengths),
               "val loss", "tokens/s"]
-    columns = [([r.ppl[n] for r in group.rows], min, None) for n in group.lengths]
-    columns += [([r.val_loss for r in group.rows], min, 3),
-                ([r.tokens_per_s for r in group.rows], max, 0)]
+    columns = [([r.ppl[n] for r in group.rows], min, None, True) for n in group.lengths]
+    columns += [([r.val_loss for r in group.rows], min, 3, True),
+                ([r.tokens_per_s for r in group.rows], max, 0, False)]
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
-    for stats, pick, digits in columns:
+    for stats, pick, digits, spread in columns:
         means = [s.mean for s in stats if s is not None]
         best = pick(means) if len(means) > 1 else None
         for row, r, s in zip(body, group.rows, stats):
-            row.append((_cell(s, len(r.runs), digits), s is not None and s.mean == best))
+            row.append((_cell(s, len(r.runs), digits, spread), s is not None and s.mean == best))
     return header, body
+
+
+def _title(group: Group) -> str:
+    return "perplexity by evaluation length" + (f" — {group.title}" if group.title else "")
 
 
 def render(group: Group) -> Any:
@@ -283,10 +286,9 @@ def render(group: Group) -> Any:
     from rich.text import Text
 
     header, body = cells(group)
-    table = Table(title=f"perplexity by evaluation length — {group.title}", caption=CAPTION,
-                  caption_justify="left")
+    table = Table(title=_title(group), caption=CAPTION, caption_justify="left")
     for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i > 0)
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
     for row in body:
         table.add_row(*(Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
                         for t, best in row))
@@ -298,13 +300,13 @@ def markdown(groups: list[Group]) -> str:
     parts = []
     for g in groups:
         header, body = cells(g)
-        lines = [f"**Perplexity by evaluation length** — {g.title}", "",
-                 "| " + " | ".join(header) + " |",
+        lines = [f"**{_title(g).capitalize()}**", "", "| " + " | ".join(header) + " |",
                  "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
         lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
                   for row in body]
         parts.append("\n".join(lines))
-    return "\n\n".join([*parts, f"_{CAPTION}._"]) + "\n"
+    common = describe(groups[0].settings, split_keys(groups)[0])
+    return "\n\n".join([*parts, f"_{CAPTION}._  \n_Settings: {common}._"]) + "\n"
 
 
 def write_csv(groups: list[Group], path: Path) -> None:
@@ -326,9 +328,13 @@ def write_csv(groups: list[Group], path: Path) -> None:
                 values = {"final_val_loss": r.val_loss, "tokens_per_s": r.tokens_per_s,
                           **{f"ppl_{n}": s for n, s in r.ppl.items()}}
                 for name, s in values.items():
-                    rec[f"{name}_mean"] = s.mean if s else None
-                    rec[f"{name}_std"] = s.std if s else None
+                    rec[f"{name}_mean"] = _g(s.mean) if s else None
+                    rec[f"{name}_std"] = _g(s.std) if s else None
                 writer.writerow(rec)
+
+
+def _g(x: float | None) -> str | None:
+    return None if x is None else f"{x:.6g}"
 
 
 def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
@@ -353,7 +359,12 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
 
 
 def compare(dirs: list[Path], out: Path | None) -> None:
-    """The `posenc compare` command: tables on the terminal, files in the output directory."""
+    """The `posenc compare` command: tables on the terminal, files in the output directory.
+
+    Piped output gets a wide console: a file has no width to respect and wrapped cells are unreadable.
+    """
+    from rich.console import Console
+
     from posenc_cli.progress import console
 
     notes: list[str] = []
@@ -361,9 +372,12 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     if out is None:
         out = (dirs[0].parent if dirs[0].is_file() else dirs[0]) if len(dirs) == 1 else Path.cwd()
     written = write_outputs(groups, out, notes)
-    width = None if console.is_terminal else 240
+    if not (console.is_terminal or "COLUMNS" in os.environ):
+        console = Console(highlight=False, width=240)
+    console.print(f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
+                  style="dim", soft_wrap=True)
     for g in groups:
-        console.print(render(g), width=width)
+        console.print(render(g))
     for note in notes:
         console.print(f"note: {note}", style="yellow", soft_wrap=True)
     for p in written:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
@@ -149,6 +150,8 @@ def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any
     rt = make_runtime(cfg)
     data = prepare(cfg.data)
     check_data_fits(data, cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(data.tokenizer_path, run_dir / "tokenizer.json")
     torch.manual_seed(cfg.seed)
     model: nn.Module = build_model(cfg, data.meta["vocab_size"]).to(rt.device)
     opt = make_optimizer(model, cfg.train)
@@ -265,7 +268,7 @@ def _final_metrics(cfg: DictConfig, model: TransformerLM, st: TrainState, data: 
         "train_tokens": int(st.step * cfg.train.batch_size * cfg.train.context_length),
         "wall_time_s": round(st.wall_s, 2), "device": rt.device.type, "precision": rt.precision,
         "model": OmegaConf.to_container(cfg.model), "data": str(cfg.data.name),
-        "vocab_size": int(data.meta["vocab_size"]),
+        "vocab_size": int(data.meta["vocab_size"]), "tokenizer": str(data.tokenizer_path),
     }
     if cfg.eval.at_end:
         from posenc_cli.evaluate import evaluate_model

@@ -8,9 +8,9 @@ with δ(i,j) = clamp(i - j, -k, k-1) + k the paper's clipped relative distance (
 ``max_relative``), P a (2k, D) relative-embedding table shared by all layers, and per-layer
 projections Q^r = P W_{q,r}, K^r = P W_{k,r}. In a causal decoder only i ≥ j is kept, so c2p
 reads rows k … 2k-1 and p2c rows 0 … k. Longer distances reuse the edge rows (c2p from k-1 on,
-p2c from k on): the encoding is defined at any length, clipped. SDPA computes the c2c term with scale 1/sqrt(3E);
-``score_bias`` returns the scaled c2p + p2c, each computed once per distinct distance and then
-relative-shifted — O(T·S·H) memory.
+p2c from k on): the encoding is defined at any length, clipped. SDPA computes the c2c term
+with scale 1/sqrt(3E); ``score_bias`` returns the scaled c2p + p2c, each computed once per
+distinct distance and then relative-shifted — O(T·S·H) memory.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ class T5RelativeBias(PositionalEncoding):
 
     def buckets(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """(T, S) bucket ids; they depend only on (i0 - j0, T, S), the cache key."""
-        key = (pos_T.numel(), pos_T.numel(), pos_S.numel(),
+        key = (range_start(pos_T) - range_start(pos_S), pos_T.numel(), pos_S.numel(),
                str(pos_T.device))
         return self._buckets.get(key, lambda: t5_bucket(
             relative_distance(pos_T, pos_S), self.num_buckets, self.max_distance))
