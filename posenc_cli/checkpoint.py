@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from posenc_cli import faults
 from posenc_cli.errors import PosencError
 
 
@@ -24,6 +25,7 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
             torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
+        faults.pause(f"in_save_{path.stem}", int(state.get("step", -1)), path.parent)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -56,3 +58,9 @@ def load(path: Path) -> dict[str, Any]:
     except Exception as exc:  # torch raises many types for a damaged file
         raise PosencError(f"checkpoint '{path}' is damaged ({type(exc).__name__})",
                           "resume from another run or start a new one") from None
+
+
+def remove_partial_saves(folder: Path) -> None:
+    """Temporary files left by a process killed mid-save (the real checkpoints are intact)."""
+    for tmp in folder.glob(".*.pt.tmp*"):
+        tmp.unlink(missing_ok=True)

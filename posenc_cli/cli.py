@@ -37,8 +37,10 @@ OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. encoding=rope train
 
 
 def fail(message: str, code: int = 2) -> None:
+    """Print one line and exit. SystemExit (not typer.Exit) so it also passes through Hydra,
+    which would report any Exception raised inside a job as a failure with exit code 1."""
     print(message, file=sys.stderr, flush=True)
-    raise typer.Exit(code)
+    raise SystemExit(code)
 
 
 @contextlib.contextmanager
@@ -76,7 +78,7 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
     with user_errors():
         cfg = compose(overrides, with_hydra=True)
         if cfg.resume:
-            return _resume(Path(str(cfg.resume)))
+            return _resume(Path(str(cfg.resume)), cfg, overrides)
         run_dir = resolve_run_dir(cfg, overrides)
         prepare(cfg.data)
         _check_writable(run_dir)
@@ -84,11 +86,15 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
 
 
 def _check_writable(run_dir: Path) -> None:
-    parent = run_dir
-    while not parent.exists():
-        parent = parent.parent
+    """Fail before Hydra starts when the run directory cannot be created."""
     import os
 
+    parent = run_dir.absolute()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is a file",
+                          "choose another place with hydra.run.dir=DIR")
     if not os.access(parent, os.W_OK):
         raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is not "
                           "writable", "choose a writable place with hydra.run.dir=DIR")
@@ -101,7 +107,12 @@ def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkp
         _resume(run_dir)
 
 
-def _resume(run_dir: Path) -> None:
+#: Keys that may differ from the checkpoint's config on resume (they do not change the result).
+RESUME_MAY_CHANGE = {"resume", "device", "train.threads"}
+
+
+def _resume(run_dir: Path, requested: DictConfig | None = None,
+            overrides: list[str] | None = None) -> None:
     from omegaconf import OmegaConf
 
     from posenc_cli.config import validate
@@ -115,6 +126,17 @@ def _resume(run_dir: Path) -> None:
     cfg = OmegaConf.load(saved)
     assert isinstance(cfg, DictConfig)
     validate(cfg)
+    for override in overrides or []:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in RESUME_MAY_CHANGE or requested is None:
+            continue
+        new, old = (_short(OmegaConf.select(c, key)) for c in (requested, cfg))
+        if new != old:
+            raise PosencError(f"{key} is {old} in the checkpoint's config but {new} was asked",
+                              "resume with the run's own settings, or start a new run")
+    for key in RESUME_MAY_CHANGE - {"resume"}:
+        if requested is not None:
+            OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
     t0 = time.perf_counter()
     metrics = train_run(cfg, run_dir, resume=True)
     print_run_summary(metrics, run_dir, time.perf_counter() - t0)
@@ -134,6 +156,11 @@ def eval_command(
         evaluate_run(run_dir, list(overrides or []))
 
 
+def _short(value: Any) -> Any:
+    """A group's config shown by its name (encoding=alibi), other values as they are."""
+    return value.get("name", value) if isinstance(value, DictConfig) else value
+
+
 @app.command()
 def encodings() -> None:
     """List the positional encodings (one YAML each in configs/encoding/)."""
@@ -144,7 +171,8 @@ def encodings() -> None:
 
 @app.command()
 def compare(
-    dirs: list[Path] = typer.Argument(..., help="Run directories, or sweep directories that "
+    dirs: list[Path] = typer.Argument(..., metavar="DIR", show_default=False,
+                                      help="Run directories, or sweep directories that "
                                       "contain them at any depth (each has metrics.json)"),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write comparison.csv, "
                                        "comparison.md and the plots [default: the one input "
@@ -182,7 +210,7 @@ def sweep(overrides: Optional[list[str]] = OVERRIDES) -> None:
         for job_dir, why in failed:
             print(f"  failed: {job_dir.name}: {why}", flush=True)
         if failed:
-            raise typer.Exit(1)
+            raise SystemExit(1)
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The two figures of `posenc compare`; matplotlib is imported here only, when a figure is drawn.
 
 One panel per setting group (the same split as the tables), one colour per encoding across panels.
+Figures are built without pyplot: the Agg canvas, no global backend, nothing left open.
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ GUIDES = ("training length", "uniform guess (ln vocab)")
 
 def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, Any]]:
     """A figure with one panel per group and a colour per encoding label, shared by the panels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
 
     ncols = min(len(groups), 2)
     nrows = math.ceil(len(groups) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols + 1.8, 4.6 * nrows),
-                             squeeze=False, layout="constrained")
+    fig = Figure(figsize=(6.4 * ncols + 1.8, 4.6 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
     labels = sorted({r.label for g in groups for r in g.rows})
-    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors
+    palette = colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
     colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
     fig.suptitle(title, fontsize=13)
     return fig, list(axes.flat[:len(groups)]), colors
@@ -37,8 +36,6 @@ def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, 
 
 def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
     """Panel titles when there are several groups, one legend for all panels, then save."""
-    import matplotlib.pyplot as plt
-
     handles: dict[str, Any] = {}
     for ax, g in zip(axes, groups):
         if len(groups) > 1:
@@ -50,7 +47,6 @@ def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
     ordered = {**dict(sorted(handles.items())), **guides}
     fig.legend(ordered.values(), ordered.keys(), loc="outside right center", frameon=False)
     fig.savefig(path, dpi=130)
-    plt.close(fig)
 
 
 def _train_line(ax: Any, group: Group) -> None:
@@ -164,7 +160,7 @@ def plot_loss_by_position(groups: list[Group], path: Path) -> bool:
         _train_line(ax, g)
         drawn = [c for r in g.rows if (c := curves[id(r)])]
         uniform = math.log(g.settings.get("vocab_size") or 1)
-        if uniform and max(v for c in drawn for v in c[1] if v == v) > uniform - 1:
+        if uniform and max((v for c in drawn for v in c[1] if v == v), default=0) > uniform - 1:
             ax.axhline(uniform, color="0.5", linestyle=":", linewidth=1, label=GUIDES[1])
         _position_ticks(ax, g, max(c[0][-1] for c in drawn))
         ax.set_xlabel("position in the window (tokens)")

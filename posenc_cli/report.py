@@ -18,12 +18,15 @@ from posenc_cli.errors import PosencError
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
 TRAIN_KEYS = ("data", "vocab_size", "train_length", "steps", "train_tokens", "precision")
 EVAL_KEYS = ("mode", "stride", "tokens")
+OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
+CAPTION = ("perplexity, mean ± std over n seeds (lower is better); best per column in bold; "
+           "n/a = not applicable (e.g. beyond a learned position table)")
 _ENCODING_META = {"name", "description", "paper", "_target_"}
 
 
 @dataclass
 class Run:
-    """One finished run: its metrics and the encoding parameters from its saved config."""
+    """One run directory: its metrics and the encoding parameters from its saved config."""
 
     path: Path
     metrics: dict[str, Any]
@@ -37,9 +40,6 @@ class Run:
     def extrapolation(self) -> dict[str, Any] | None:
         ex = self.metrics.get("extrapolation")
         return ex if isinstance(ex, dict) else None
-
-    def ppl(self, length: int) -> float | None:
-        return ((self.extrapolation or {}).get("ppl") or {}).get(str(length))
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Row:
 
 @dataclass
 class Group:
-    """Runs that share every setting but the encoding and the seed."""
+    """Runs that share every setting but the encoding and the seed: one table."""
 
     settings: dict[str, Any]
     runs: list[Run]
@@ -92,12 +92,7 @@ def find_metrics(dirs: list[Path]) -> list[Path]:
     """Every metrics.json in or below the given directories, each once."""
     found: dict[Path, Path] = {}
     for d in dirs:
-        if d.is_file() and d.name == "metrics.json":
-            d = d.parent
-        if not d.is_dir():
-            raise PosencError(f"'{d}' is not a directory",
-                              "pass run directories or sweep directories that contain them")
-        paths = sorted(d.rglob("metrics.json"))
+        paths = sorted(d.rglob("metrics.json")) if d.is_dir() else []
         if not paths:
             raise PosencError(f"no metrics.json in or below '{d}'",
                               "pass a run directory (it gets metrics.json when training ends) "
@@ -108,7 +103,7 @@ def find_metrics(dirs: list[Path]) -> list[Path]:
 
 
 def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
-    """Read every metrics.json; unreadable ones become notes so one bad file spoils nothing."""
+    """Read every metrics.json; unreadable ones become notes, so one bad file spoils nothing."""
     runs = []
     paths = find_metrics(dirs)
     for path in paths:
@@ -123,7 +118,7 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         runs.append(Run(path.parent, metrics, _encoding_params(path.parent)))
     if not runs:
         raise PosencError(f"none of the {len(paths)} metrics.json files could be read",
-                          "rerun the evaluation or pass other run directories")
+                          "pass other run directories, or rerun `posenc eval` on these")
     return runs
 
 
@@ -138,47 +133,47 @@ def _encoding_params(run_dir: Path) -> dict[str, Any]:
         enc = OmegaConf.to_container(OmegaConf.load(saved).get("encoding") or {}, resolve=False)
     except Exception:  # a damaged optional file must not stop the comparison
         return {}
-    return {k: v for k, v in enc.items() if k not in _ENCODING_META} if isinstance(enc, dict) else {}
+    if not isinstance(enc, dict):
+        return {}
+    return {k: v for k, v in enc.items() if k not in _ENCODING_META}
 
 
 def settings_of(run: Run) -> dict[str, Any]:
     """What must be equal for two runs to be seeds of one experiment."""
-    m = run.metrics
-    s = {k: m.get(k) for k in TRAIN_KEYS}
-    s.update(m.get("model") or {})
-    ex = run.extrapolation
-    if ex is not None:
-        s.update({f"eval_{k}": ex.get(k) for k in EVAL_KEYS})
-    return s
+    m, ex = run.metrics, run.extrapolation
+    model = m.get("model")
+    return {**{k: m.get(k) for k in TRAIN_KEYS}, **(model if isinstance(model, dict) else {}),
+            **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {})}
 
 
-def _key(d: dict[str, Any]) -> str:
+def _key(d: Any) -> str:
     return json.dumps(d, sort_keys=True, default=str)
 
 
 def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     """Split runs by setting; a run without evaluation joins the one group it trained like."""
     groups: dict[str, Group] = {}
-    pending = []
-    for run in runs:
+    for run in sorted(runs, key=lambda r: r.extrapolation is None):
+        s = settings_of(run)
         if run.extrapolation is None:
-            pending.append(run)
-            continue
-        s = settings_of(run)
+            notes.append(f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
+                         "extrapolation results (eval.at_end=false or evaluation unfinished)")
+            same = [g for g in groups.values()
+                    if _key({k: g.settings.get(k) for k in s}) == _key(s)]
+            if len(same) == 1:
+                same[0].runs.append(run)
+                continue
         groups.setdefault(_key(s), Group(s, [])).runs.append(run)
-    for run in pending:
-        s = settings_of(run)
-        same = [g for g in groups.values()
-                if _key({k: g.settings[k] for k in s if k in g.settings}) == _key(s)]
-        target = same[0] if len(same) == 1 else groups.setdefault(_key(s), Group(s, []))
-        target.runs.append(run)
-        notes.append(f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
-                     "extrapolation results (eval.at_end=false or evaluation unfinished)")
-    ordered = sorted(groups.values(), key=lambda g: _key(g.settings))
+    ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, _key(g.settings)))
     labels = _labels(runs)
     for g in ordered:
         _fill_rows(g, labels, notes)
-    _set_titles(ordered, notes)
+    differ = split_keys(ordered)[1]
+    for g in ordered:
+        g.title = describe(g.settings, differ)
+    if differ:
+        notes.insert(0, f"the runs differ in {', '.join(differ)}: {len(ordered)} tables, one per "
+                        "setting (runs are never averaged across settings)")
     return ordered
 
 
@@ -197,21 +192,25 @@ def _labels(runs: list[Run]) -> dict[int, str]:
 
 
 def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
+    """One row per label, seeds aggregated; duplicate seeds are kept but pointed out."""
+    ppls = {id(r): (r.extrapolation or {}).get("ppl") or {} for r in group.runs}
+    group.lengths = sorted({int(k) for p in ppls.values() for k in p if str(k).isdigit()})
     by_label: dict[str, list[Run]] = {}
-    for r in group.runs:
+    for r in sorted(group.runs, key=_seed_order):
         by_label.setdefault(labels[id(r)], []).append(r)
-    group.lengths = sorted({int(k) for r in group.runs
-                            for k in ((r.extrapolation or {}).get("ppl") or {})})
     for label, runs in sorted(by_label.items()):
-        runs.sort(key=lambda r: str(r.metrics.get("seed")))
         seeds = [r.metrics.get("seed") for r in runs]
-        if len(set(map(str, seeds))) < len(seeds):
-            notes.append(f"{label}: the same seed appears more than once ({seeds}); all are "
-                         "averaged — remove duplicate run directories if that is unintended")
+        if len({str(s) for s in seeds}) < len(seeds):
+            notes.append(f"{label}: a seed appears more than once ({seeds}); all are averaged")
+        ppl = {n: Stat.of([ppls[id(r)].get(str(n)) for r in runs]) for n in group.lengths}
         group.rows.append(Row(
-            label, runs, {n: Stat.of([r.ppl(n) for r in runs]) for n in group.lengths},
-            Stat.of([r.metrics.get("final_val_loss") for r in runs]),
+            label, runs, ppl, Stat.of([r.metrics.get("final_val_loss") for r in runs]),
             Stat.of([r.metrics.get("tokens_per_s") for r in runs])))
+
+
+def _seed_order(run: Run) -> tuple[bool, int, str]:
+    seed = run.metrics.get("seed")
+    return (not isinstance(seed, int), seed if isinstance(seed, int) else 0, str(seed))
 
 
 def describe(settings: dict[str, Any], keys: list[str]) -> str:
@@ -222,30 +221,8 @@ def describe(settings: dict[str, Any], keys: list[str]) -> str:
 def split_keys(groups: list[Group]) -> tuple[list[str], list[str]]:
     """Setting keys equal in all groups (set ones only), and the keys that tell groups apart."""
     keys = list(dict.fromkeys(k for g in groups for k in g.settings))
-    differ = [k for k in keys if len({_key({k: g.settings.get(k)}) for g in groups}) > 1]
+    differ = [k for k in keys if len({_key(g.settings.get(k)) for g in groups}) > 1]
     return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ
-
-
-def _set_titles(groups: list[Group], notes: list[str]) -> None:
-    differ = split_keys(groups)[1]
-    for g in groups:
-        g.title = describe(g.settings, differ)
-    if differ:
-        notes.insert(0, f"the runs differ in {', '.join(differ)}: {len(groups)} tables, one per "
-                        "setting (runs are never averaged across settings)")
-
-
-def factor(length: int, train_length: int | None) -> str:
-    """'2x' — the evaluation length relative to the training length."""
-    if not train_length:
-        return "?"
-    f = length / train_length
-    return f"{f:g}x"
-
-
-CAPTION = ("perplexity, mean ± std over n seeds (lower is better); best per column in bold; "
-           "n/a = not applicable (e.g. beyond a learned position table)")
-OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
 
 
 def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True) -> str:
@@ -262,7 +239,8 @@ def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True
 
 def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Header and (text, is best) cells, shared by the terminal and the markdown table."""
-    header = ["encoding", "n", *(f"{n} ({factor(n, group.train_length)})" for n in group.lengths),
+    tl = group.train_length
+    header = ["encoding", "n", *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths),
               "val loss", "tokens/s"]
     columns = [([r.ppl[n] for r in group.rows], min, None, True) for n in group.lengths]
     columns += [([r.val_loss for r in group.rows], min, 3, True),
@@ -286,7 +264,7 @@ def render(group: Group) -> Any:
     from rich.text import Text
 
     header, body = cells(group)
-    table = Table(title=_title(group), caption=CAPTION, caption_justify="left")
+    table = Table(title=_title(group))
     for i, name in enumerate(header):
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
     for row in body:
@@ -314,31 +292,26 @@ def write_csv(groups: list[Group], path: Path) -> None:
     import csv
 
     lengths = sorted({n for g in groups for n in g.lengths})
-    keys = list(dict.fromkeys(k for g in groups for k in g.settings))
     stats = ["final_val_loss", "tokens_per_s", *(f"ppl_{n}" for n in lengths)]
-    fields = ["encoding", *keys, "n_seeds", "seeds",
-              *(f"{s}_{part}" for s in stats for part in ("mean", "std"))]
+    fields = ["encoding", *dict.fromkeys(k for g in groups for k in g.settings), "n_seeds",
+              "seeds", *(f"{s}_{part}" for s in stats for part in ("mean", "std"))]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fields)
         writer.writeheader()
         for g in groups:
             for r in g.rows:
-                rec: dict[str, Any] = {"encoding": r.label, **g.settings, "n_seeds": len(r.runs),
-                                       "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs)}
+                rec = {"encoding": r.label, **g.settings, "n_seeds": len(r.runs),
+                       "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs)}
                 values = {"final_val_loss": r.val_loss, "tokens_per_s": r.tokens_per_s,
                           **{f"ppl_{n}": s for n, s in r.ppl.items()}}
                 for name, s in values.items():
-                    rec[f"{name}_mean"] = _g(s.mean) if s else None
-                    rec[f"{name}_std"] = _g(s.std) if s else None
+                    rec[f"{name}_mean"] = f"{s.mean:.6g}" if s else None
+                    rec[f"{name}_std"] = f"{s.std:.6g}" if s and s.std is not None else None
                 writer.writerow(rec)
 
 
-def _g(x: float | None) -> str | None:
-    return None if x is None else f"{x:.6g}"
-
-
 def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
-    """The four files of OUTPUTS; a plot with nothing to show is skipped with a note."""
+    """The files of OUTPUTS; a plot with nothing to show is left out (and a stale one removed)."""
     from posenc_cli.plots import plot_loss_by_position, plot_ppl_vs_length
 
     paths = [out_dir / name for name in OUTPUTS]
@@ -346,39 +319,31 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
         out_dir.mkdir(parents=True, exist_ok=True)
         write_csv(groups, paths[0])
         paths[1].write_text(markdown(groups), encoding="utf-8")
-        drawn = [plot(groups, p) for plot, p in zip((plot_ppl_vs_length, plot_loss_by_position),
-                                                   paths[2:])]
+        for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:]):
+            if not plot(groups, path):
+                path.unlink(missing_ok=True)
+                notes.append(f"{path.name} not written: no run has the data for it")
     except OSError as exc:
         raise PosencError(f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
                           "choose a writable directory with --out DIR") from exc
-    for p, ok in zip(paths[2:], drawn):
-        if not ok:
-            p.unlink(missing_ok=True)
-            notes.append(f"{p.name} not written: no run has the data for it")
     return [p for p in paths if p.exists()]
 
 
 def compare(dirs: list[Path], out: Path | None) -> None:
-    """The `posenc compare` command: tables on the terminal, files in the output directory.
-
-    Piped output gets a wide console: a file has no width to respect and wrapped cells are unreadable.
-    """
-    from rich.console import Console
-
+    """The `posenc compare` command: tables on the terminal, files in the output directory."""
     from posenc_cli.progress import console
 
     notes: list[str] = []
     groups = group_runs(load_runs(dirs, notes), notes)
-    if out is None:
-        out = (dirs[0].parent if dirs[0].is_file() else dirs[0]) if len(dirs) == 1 else Path.cwd()
-    written = write_outputs(groups, out, notes)
+    written = write_outputs(groups, out or (dirs[0] if len(dirs) == 1 else Path.cwd()), notes)
     if not (console.is_terminal or "COLUMNS" in os.environ):
-        console = Console(highlight=False, width=240)
+        from rich.console import Console
+
+        console = Console(highlight=False, width=240)  # piped: wrapped cells help no one
     console.print(f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
                   style="dim", soft_wrap=True)
     for g in groups:
         console.print(render(g))
-    for note in notes:
-        console.print(f"note: {note}", style="yellow", soft_wrap=True)
-    for p in written:
-        console.print(f"wrote {p}", soft_wrap=True)
+    console.print(CAPTION, style="dim", soft_wrap=True)
+    for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
+        console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)

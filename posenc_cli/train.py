@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
-from posenc_cli import checkpoint
+from posenc_cli import checkpoint, faults
 from posenc_cli.data.dataset import TokenData, get_batch, prepare, validation_starts, windows
 from posenc_cli.errors import PosencError
 from posenc_cli.model import TransformerLM, build_model
@@ -106,6 +106,7 @@ def _unwrap(model: nn.Module) -> nn.Module:
 
 def restore(path: Path, model: nn.Module, opt: torch.optim.Optimizer, st: TrainState) -> None:
     ck = checkpoint.load(path)
+    checkpoint.remove_partial_saves(path.parent)
     try:
         _unwrap(model).load_state_dict(ck["model"])
     except (RuntimeError, KeyError) as exc:
@@ -216,6 +217,7 @@ def _loop(cfg: DictConfig, model: nn.Module, opt: torch.optim.Optimizer, st: Tra
                 window_t0 = time.perf_counter()
             if step % t.checkpoint_every == 0 or step == t.steps:
                 checkpoint.save_atomic(_state_dict(model, opt, st, cfg), ckpt_dir / "last.pt")
+                faults.pause("after_save", step, ckpt_dir)
                 window_t0 = time.perf_counter()
             if stop.signum is not None:
                 _stop_cleanly(stop.signum, model, opt, st, cfg, writer, ckpt_dir)

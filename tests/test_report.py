@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -109,10 +108,9 @@ def test_run_without_extrapolation_is_listed_not_averaged(sweep: Path) -> None:
 
 
 def test_best_per_column(groups: list[Group]) -> None:
-    md = markdown(groups)
-    table = md.split("\n\n")[0].splitlines()
-    assert table[2].startswith("| encoding | n | 128 (1x) | 256 (2x) |")
-    cells = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[4:]}
+    table = markdown(groups).split("\n\n")[1].splitlines()
+    assert table[0].startswith("| encoding | n | 128 (1x) | 256 (2x) |")
+    cells = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[2:]}
     assert cells["rope"][2].startswith("**61.00 ± 1.00**")
     assert cells["alibi"][3].startswith("**61.00 ± 1.00 (n=3)**")
     assert cells["learned"][5] == "n/a"
@@ -143,23 +141,46 @@ def test_missing_metrics_is_a_user_error(tmp_path: Path) -> None:
         load_runs([tmp_path], [])
 
 
-def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "posenc_cli.cli", "compare", *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=120)
-
-
 def test_cli_prints_the_table(sweep: Path, tmp_path: Path) -> None:
-    res = cli([str(sweep / "multirun"), str(sweep / "learned_0"), "--out", str(tmp_path)],
-              tmp_path)
-    assert res.returncode == 0, res.stderr
+    """In-process: the fresh-process path is covered below and costs seconds of imports."""
+    from typer.testing import CliRunner
+
+    from posenc_cli.cli import app
+
+    args = ["compare", str(sweep / "multirun"), str(sweep / "learned_0"), "--out", str(tmp_path)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
     assert "128 (1x)" in res.stdout and "61.00 ± 1.00" in res.stdout and "learned" in res.stdout
     assert (tmp_path / "ppl_vs_length.png").is_file()
 
 
 def test_cli_without_metrics_exits_2_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    res = cli([str(tmp_path / "empty")], tmp_path)
+    res = subprocess.run([sys.executable, "-m", "posenc_cli.cli", "compare",
+                          str(tmp_path / "empty"), "--out", str(tmp_path / "out")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert res.stderr.startswith("posenc: error: no metrics.json")
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_encoding_parameters_separate_rows(tmp_path: Path) -> None:
+    """RoPE at two thetas is two rows, never one average (parameters live in .hydra/)."""
+    for seed, theta in enumerate((10000.0, 500000.0)):
+        run = write_run(tmp_path, f"rope_{seed}", fake_metrics("rope", seed))
+        (run / ".hydra").mkdir()
+        (run / ".hydra" / "config.yaml").write_text(
+            f"encoding:\n  name: rope\n  _target_: x.Rope\n  theta: {theta}\nseed: {seed}\n")
+    write_run(tmp_path, "broken", {}).joinpath("metrics.json").write_text("{not json")
+    notes: list[str] = []
+    (group,) = group_runs(load_runs([tmp_path], notes), notes)
+    assert [r.label for r in group.rows] == ["rope (theta=10000.0)", "rope (theta=500000.0)"]
+    assert any("broken" in n and "unreadable" in n for n in notes)
+
+
+def test_only_runs_without_evaluation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(tmp_path, "a", fake_metrics("rope", 0, extrapolation=False))
+    compare([tmp_path], None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "comparison.csv", "comparison.md"]
+    assert "no extrapolation results" in capsys.readouterr().out

@@ -97,8 +97,8 @@ class LearnedSinusoidalEncoding(PositionalEncoding):
 
     @property
     def theta(self) -> Tensor:
-        """The current frequencies θ_i (F = d_model/2 of them)."""
-        return self.log_theta.exp()
+        """The current frequencies θ_i (F = d_model/2 of them), in float32 even in a bf16 model."""
+        return self.log_theta.float().exp()
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         return x_BTD + sinusoid(pos_T, self.theta).to(x_BTD.dtype)

@@ -64,13 +64,14 @@ class DebertaEncoding(PositionalEncoding):
         """scale · (c2p + p2c) as (B, H, T, S)."""
         assert q_BHTE is not None and k_BHSE is not None and layer is not None
         T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
+        scale = self.softmax_scale(self.head_dim)
         c2p_rows = deberta_bucket(descending_distances(pos_T, pos_S), self.max_relative)
         k_r = self._heads(self.k_r_proj[layer], c2p_rows).to(q_BHTE.dtype)
-        c2p = align_to_queries(q_BHTE @ k_r.transpose(-1, -2), S)
+        c2p = align_to_queries((q_BHTE * scale) @ k_r.transpose(-1, -2), S)
         p2c_rows = deberta_bucket(-ascending_distances(pos_T, pos_S), self.max_relative)
         q_r = self._heads(self.q_r_proj[layer], p2c_rows).to(k_BHSE.dtype)
-        p2c = align_to_keys(k_BHSE @ q_r.transpose(-1, -2), T)
-        return (c2p + p2c) * self.softmax_scale(self.head_dim)
+        p2c = align_to_keys((k_BHSE * scale) @ q_r.transpose(-1, -2), T)
+        return c2p + p2c
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, max_relative={self.max_relative}"

@@ -55,18 +55,20 @@ class TransformerXLEncoding(PositionalEncoding):
 
     def projected(self, pos_T: Tensor, pos_S: Tensor, layer: int) -> Tensor:
         """W_R R_d of this layer, split into heads: (H, T+S-1, E)."""
-        r = self.r_proj[layer](self.relative_sinusoids(pos_T, pos_S))
+        proj = self.r_proj[layer]
+        r = proj(self.relative_sinusoids(pos_T, pos_S).to(proj.weight.dtype))
         return r.view(-1, self.n_heads, self.head_dim).transpose(0, 1)
 
     def score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
                    pos_S: Tensor, layer: int | None) -> Tensor:
         """scale · (u·k_j + (q_i + v)·W_R R_{i-j}) as (B, H, T, S)."""
         assert q_BHTE is not None and k_BHSE is not None and layer is not None
+        scale = self.softmax_scale(self.head_dim)
         r_HLE = self.projected(pos_T, pos_S, layer).to(q_BHTE.dtype)
-        position_BHTL = (q_BHTE + self.v[:, None, :].to(q_BHTE.dtype)) @ r_HLE.transpose(-1, -2)
-        position_BHTS = align_to_queries(position_BHTL, k_BHSE.shape[-2])
-        content_BH1S = (k_BHSE @ self.u[:, :, None].to(k_BHSE.dtype)).transpose(-1, -2)
-        return (position_BHTS + content_BH1S) * self.softmax_scale(self.head_dim)
+        qv_BHTE = (q_BHTE + self.v[:, None, :].to(q_BHTE.dtype)) * scale
+        position_BHTS = align_to_queries(qv_BHTE @ r_HLE.transpose(-1, -2), k_BHSE.shape[-2])
+        content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
+        return position_BHTS + content_BH1S
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, base={self.base}, u_v=shared across layers"
+        return f"{super().extra_repr()}, base={self.base}, u and v shared across layers"

@@ -1,0 +1,152 @@
+"""Nothing lost: exact resume after SIGKILL, atomic checkpoints, clean SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import TINY, run_cli
+
+ARGS = [*TINY, "train.steps=30", "train.threads=1", "eval.at_end=false"]
+
+
+def start(args: list[str], cwd: Path, cache: Path, fault: str | None = None) -> subprocess.Popen:
+    env = {**os.environ, "POSENC_CACHE": str(cache)}
+    if fault:
+        env["POSENC_FAULT"] = fault
+    return subprocess.Popen([sys.executable, "-m", "posenc_cli.cli", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    end = time.time() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < end, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path) -> Path:
+    work = tmp_path_factory.mktemp("ref")
+    res = run_cli(["train", *ARGS, "data=text", f"data.path={corpus}", "hydra.run.dir=ref"],
+                  work, cache_dir)
+    assert res.returncode == 0, res.stderr
+    return work / "ref"
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+    ma, mb = (json.loads((r / "metrics.json").read_text()) for r in (a, b))
+    assert ma["final_val_loss"] == mb["final_val_loss"]
+
+
+@pytest.mark.parametrize("fault,kept_step", [("after_save:10", 10), ("in_save_last:20", 10)])
+def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path, corpus: Path,
+                                              cache_dir: Path, fault: str,
+                                              kept_step: int) -> None:
+    proc = start(["train", *ARGS, "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
+                 tmp_path, cache_dir, fault)
+    ckpt = tmp_path / "run" / "checkpoints"
+    wait_for(ckpt / f".paused-{fault.split(':')[0]}", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert torch.load(ckpt / "last.pt", weights_only=True)["step"] == kept_step
+    res = run_cli(["resume", "run"], tmp_path, cache_dir)
+    assert res.returncode == 0, res.stderr
+    assert_same_run(reference, tmp_path / "run")
+    assert not list(ckpt.glob(".*.tmp*"))
+    acc = EventAccumulator(str(tmp_path / "run"))
+    acc.Reload()
+    steps = [e.step for e in acc.Scalars("train/loss")]
+    assert steps == list(range(5, 31, 5))
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_cleanly_with_a_checkpoint(tmp_path: Path, corpus: Path, cache_dir: Path,
+                                                sig: signal.Signals, code: int) -> None:
+    proc = start(["train", *TINY, "train.steps=100000", "train.checkpoint_every=100000",
+                  "data=text", f"data.path={corpus}", "hydra.run.dir=run"], tmp_path, cache_dir)
+    wait_for(tmp_path / "run" / "checkpoints" / "best.pt", proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert f"posenc resume {tmp_path / 'run'}" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    ck = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)
+    assert ck["step"] >= 10
+
+
+def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path) -> None:
+    res = run_cli(["train", f"resume={reference}", "model.d_model=64"], reference.parent,
+                  cache_dir)
+    assert res.returncode == 2
+    assert "model.d_model is 32 in the checkpoint's config but 64 was asked" in res.stderr
+
+
+def test_resume_from_missing_or_damaged_checkpoint(tmp_path: Path, reference: Path,
+                                                   cache_dir: Path) -> None:
+    res = run_cli(["resume", str(tmp_path)], tmp_path, cache_dir)
+    assert res.returncode == 2 and "not a posenc run directory" in res.stderr
+    broken = tmp_path / "broken"
+    (broken / ".hydra").mkdir(parents=True)
+    (broken / ".hydra" / "config.yaml").write_text((reference / ".hydra" / "config.yaml")
+                                                  .read_text())
+    res = run_cli(["resume", str(broken)], tmp_path, cache_dir)
+    assert res.returncode == 2 and "no checkpoint at" in res.stderr
+    (broken / "checkpoints").mkdir()
+    (broken / "checkpoints" / "last.pt").write_bytes(b"not a checkpoint")
+    res = run_cli(["resume", str(broken)], tmp_path, cache_dir)
+    assert res.returncode == 2 and "is damaged" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path: Path, corpus: Path,
+                                                            cache_dir: Path) -> None:
+    res = run_cli(["train", *ARGS, "train.lr=1e30", "train.min_lr=0", "train.warmup_steps=0",
+                   "train.log_every=1", "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
+                  tmp_path, cache_dir)
+    assert res.returncode == 2
+    assert "training diverged at step" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_disk_full_during_save_keeps_the_previous_checkpoint(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    from posenc_cli import checkpoint
+    from posenc_cli.errors import PosencError
+
+    path = tmp_path / "last.pt"
+    checkpoint.save_atomic({"step": 1, "w": torch.ones(3)}, path)
+
+    def full_disk(obj: object, fh: object) -> None:
+        fh.write(b"partial")  # type: ignore[attr-defined]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(PosencError, match="No space left on device"):
+        checkpoint.save_atomic({"step": 2, "w": torch.zeros(3)}, path)
+    assert checkpoint.load(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    res = run_cli(["train", "hydra.run.dir=afile/run"], tmp_path, cache_dir)
+    assert res.returncode == 2 and "is a file" in res.stderr
