@@ -17,7 +17,7 @@ import typer
 from omegaconf import DictConfig
 
 from posenc_cli.config import GROUPS, compose, group_options, resolve_run_dir
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import Interrupted, PosencError
 
 
 def _groups_help() -> str:
@@ -46,8 +46,6 @@ def fail(message: str, code: int = 2) -> None:
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """Turn PosencError and Ctrl-C outside the training loop into one line and an exit code."""
-    from posenc_cli.train import Interrupted
-
     try:
         yield
     except PosencError as exc:

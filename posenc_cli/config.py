@@ -18,7 +18,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException, ValidationError
+from omegaconf.errors import (InterpolationResolutionError, MissingMandatoryValue,
+                              OmegaConfBaseException, ValidationError)
 
 from posenc_cli.errors import PosencError
 from posenc_cli.schema import RootConfig
@@ -112,7 +113,7 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     except OverrideParseException as exc:
         raise PosencError(f"cannot parse overrides: {str(exc).splitlines()[0]}",
                           "write overrides as key=value, e.g. train.steps=500") from None
-    except (HydraException, OmegaConfBaseException) as exc:
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
         raise _composition_error(exc, overrides) from None
     finally:
         GlobalHydra.instance().clear()
@@ -161,14 +162,20 @@ def validate(cfg: DictConfig) -> None:
     """Types against the schema, then the cross-field rules a run needs."""
     plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     try:
-        OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
+        typed = OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
+        OmegaConf.resolve(typed)
+    except InterpolationResolutionError as exc:
+        first = str(exc).splitlines()[0]
+        raise PosencError(f"cannot resolve '{exc.full_key}': {first}",
+                          "fix the ${...} interpolation or give a plain value") from None
     except ValidationError as exc:
         raise PosencError(f"wrong type for '{exc.full_key}': {exc.msg.splitlines()[0]}",
                           "give a value of the type in configs/") from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", "") or ""
         raise _unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
-    _check_rules(cfg)
+    _check_rules(typed)
+    _check_data_path(cfg)
 
 
 def _require(ok: bool, what: str, fix: str) -> None:
@@ -207,7 +214,6 @@ def _check_rules(cfg: DictConfig) -> None:
              "eval.factors must be a non-empty list of integers >= 1", "e.g. eval.factors=[1,2,4]")
     _require(e.stride is None or e.stride >= 1, "eval.stride must be >= 1", "e.g. eval.stride=64")
     _check_encoding(cfg)
-    _check_data_path(cfg)
 
 
 def _check_encoding(cfg: DictConfig) -> None:

@@ -8,3 +8,11 @@ class PosencError(Exception):
         self.what = what
         self.fix = fix
         super().__init__(f"{what} — {fix}" if fix else what)
+
+
+class Interrupted(Exception):
+    """A clean stop on SIGINT/SIGTERM after the checkpoint was saved; carries the exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

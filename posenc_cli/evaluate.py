@@ -32,7 +32,7 @@ from posenc_cli.errors import PosencError
 from posenc_cli.runtime import Runtime
 
 #: Tokens per forward pass (batch x length): bounds logits and activations at every length.
-BATCH_TOKENS = 4096
+BATCH_TOKENS = 2048
 #: metrics.json key and TensorBoard tag prefix of a run's own evaluation protocol.
 PRIMARY = "extrapolation"
 

@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.config import check_group_choices, compose, expand_sweep, fixed_overrides
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import Interrupted, PosencError
 from posenc_cli.progress import console
 
 FAILED_FILE = "FAILED.txt"
@@ -62,7 +62,7 @@ def name_by_swept_keys(overrides: list[str]) -> str:
 
 def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
-    from posenc_cli.train import Interrupted, train
+    from posenc_cli.train import train
 
     label = f"{cfg.encoding.name} seed {cfg.seed}"
     console.print(f"[bold]sweep job[/bold] {run_dir.name}")

@@ -23,21 +23,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli import checkpoint, faults
 from posenc_cli.data.dataset import TokenData, get_batch, prepare, validation_starts, windows
-from posenc_cli.errors import PosencError
+from posenc_cli.errors import Interrupted, PosencError
 from posenc_cli.model import TransformerLM, build_model
 from posenc_cli.progress import TrainProgress
 from posenc_cli.runtime import Runtime, make_runtime
 from posenc_cli.schedule import lr_at
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-
-class Interrupted(Exception):
-    """Raised after a clean stop on SIGINT/SIGTERM; carries the exit code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
