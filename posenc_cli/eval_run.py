@@ -5,10 +5,14 @@ the evaluated text (data=NAME, data.*) and the device may change. Text other tha
 corpus is tokenized with the run's tokenizer (data/ood.py).
 
 Where results go: metrics.json (merged) and TensorBoard, under one key that is also the tag
-prefix — ``extrapolation`` for the run's own data and protocol (what training wrote), else
-``extrapolation_<data label>`` and/or ``_<protocol>`` (``sliding8``, ``sliding``,
-``nonoverlapping``), so other evaluations never overwrite the main curve. The data label is
-data.name, plus the file's stem when the name equals the run's own data name (data=text twice).
+prefix. ``extrapolation`` is the run's own data scored with its own eval settings (what training
+wrote; re-running it reproduces it). Anything else gets a suffix per difference, in this order:
+``_<data label>`` for other text, ``_<protocol>`` (``sliding8``, ``sliding``, ``nonoverlapping``)
+for another mode or stride, ``_t<tokens>`` for another eval.tokens, ``_x<f1-f2-..>`` for other
+eval.factors — e.g. ``extrapolation_sliding8``, ``extrapolation_text_other_x1-16`` — so other
+evaluations never overwrite the main curve (eval.position_buckets changes only the curve's
+resolution and adds no suffix). The data label is data.name, plus the file's stem when the name
+is the generic ``text`` or the run's own data name; set data.name=NAME to choose it.
 """
 
 from __future__ import annotations
@@ -148,7 +152,7 @@ def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path) -> tuple[TokenD
 def data_label(cfg: DictConfig, saved: DictConfig) -> str:
     name = str(cfg.data.name)
     source = cfg.data.get("val_path") or cfg.data.get("path")
-    if name == str(saved.data.name) and source:
+    if name in ("text", str(saved.data.name)) and source:
         name = f"{name}_{Path(str(source)).stem}"
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
@@ -160,8 +164,16 @@ def protocol(ev: Any) -> str:
 
 
 def result_key(label: str | None, ev: Any, saved_ev: Any) -> str:
-    key = PRIMARY if label is None else f"{PRIMARY}_{label}"
-    return key if protocol(ev) == protocol(saved_ev) else f"{key}_{protocol(ev)}"
+    """PRIMARY, plus the data label and every scoring setting that differs from the run's."""
+    parts = [PRIMARY] if label is None else [PRIMARY, label]
+    if protocol(ev) != protocol(saved_ev):
+        parts.append(protocol(ev))
+    if int(ev.tokens) != int(saved_ev.tokens):
+        parts.append(f"t{int(ev.tokens)}")
+    factors = sorted({int(f) for f in ev.factors})
+    if factors != sorted({int(f) for f in saved_ev.factors}):
+        parts.append("x" + "-".join(map(str, factors)))
+    return "_".join(parts)
 
 
 def _read_metrics(run_dir: Path) -> dict[str, Any]:

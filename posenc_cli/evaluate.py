@@ -15,6 +15,7 @@ stride above ``L`` is capped at ``L``. Sliding with stride ``L`` is nonoverlappi
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int,
     for i in range(0, len(plan), per_batch):
         batch = plan[i:i + per_batch]
         rows = window_losses(model, ids, [w.start for w in batch], length, rt)
-        for w, row in zip(batch, rows):
+        for w, row in zip(batch, rows, strict=True):
             losses[w.start + w.first:w.start + length] = row[w.first:]
             covered[w.start + w.first:w.start + length] += 1
     assert (covered == 1).all(), "a window plan must score every target exactly once"
@@ -122,8 +123,8 @@ def token_budget(n_ids: int, requested: int, lengths: list[int]) -> tuple[int, d
             skipped[str(L)] = f"eval.tokens={requested} is less than one window of {L}"
     fit = [L for L in lengths if str(L) not in skipped]
     n = usable // max(fit) * max(fit) if fit else 0
-    notes = [f"held-out data holds only {available} targets: scored {n} of the {requested} "
-             "requested"] if available < requested else []
+    notes = [(f"held-out data holds only {available} targets: scored {n} of the {requested} "
+              "requested")] if available < requested else []
     return n, skipped, notes
 
 
@@ -177,7 +178,7 @@ def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthR
     per_position = losses.reshape(-1, L).mean(axis=0)
     k = min(max(int(ev.position_buckets), 1), L)
     edges = np.linspace(0, L, k + 1).round().astype(int)
-    loss = [float(per_position[a:b].mean()) for a, b in zip(edges[:-1], edges[1:])]
+    loss = [float(per_position[a:b].mean()) for a, b in itertools.pairwise(edges)]
     return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
 
 
@@ -193,7 +194,7 @@ def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
         "mode": str(ev.mode), "stride": None if ev.stride is None else int(ev.stride),
         "strides": {str(L): r.stride for L, r in results.items()},
         "train_length": train_length, "factors": factors, "lengths": lengths,
-        "tokens": n, "tokens_requested": int(ev.tokens), "val_tokens": int(len(ids)),
+        "tokens": n, "tokens_requested": int(ev.tokens), "val_tokens": len(ids),
         "ppl": ppl, "loss": loss,
         "ppl_by_factor": {str(f): ppl[str(f * train_length)] for f in factors},
         "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
@@ -229,7 +230,7 @@ def log_tensorboard(writer: SummaryWriter, key: str, result: dict[str, Any]) -> 
             writer.add_scalar(f"{key}/loss", result["loss"][length], int(length))
     curve = result["loss_by_position"]
     if curve is not None:
-        for start, loss in zip(curve["bucket_edges"][:-1], curve["loss"]):
+        for start, loss in zip(curve["bucket_edges"][:-1], curve["loss"], strict=True):
             writer.add_scalar(f"{key}/loss_by_position", loss, start)
 
 

@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,15 @@ from posenc_cli.config import compose
 from posenc_cli.data.dataset import TokenData
 from posenc_cli.errors import PosencError
 from posenc_cli.eval_run import apply_overrides, result_key
-from posenc_cli.evaluate import (evaluate_model, extrapolation, plan_windows, score_length,
-                                 score_lengths, scored_targets, Window)
+from posenc_cli.evaluate import (
+    Window,
+    evaluate_model,
+    extrapolation,
+    plan_windows,
+    score_length,
+    score_lengths,
+    scored_targets,
+)
 from posenc_cli.model import TransformerLM, build_model
 from posenc_cli.runtime import Runtime
 
@@ -35,7 +43,16 @@ RT = Runtime(torch.device("cpu"), "fp32")
 BASE = ("model=tiny", f"train.context_length={TRAIN_LEN}", "eval.tokens=512", "device=cpu")
 
 
-@functools.lru_cache(maxsize=None)
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny matmuls: a second thread only adds contention on a shared 2-core machine."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+@functools.cache
 def config(*overrides: str) -> DictConfig:
     return compose([*BASE, *overrides])
 
@@ -178,6 +195,9 @@ def test_eval_overrides_are_restricted() -> None:
     assert cfg.eval.mode == "sliding" and cfg.model.d_model == saved.model.d_model
     assert result_key(None, cfg.eval, saved.eval) == "extrapolation_sliding8"
     assert result_key("text_other", saved.eval, saved.eval) == "extrapolation_text_other"
+    assert result_key(None, saved.eval, saved.eval) == "extrapolation"
+    quick = apply_overrides(saved, ["eval.factors=[16,1]", "eval.tokens=1024"])
+    assert result_key(None, quick.eval, saved.eval) == "extrapolation_t1024_x1-16"
 
 
 def write_text(path: Path, n_docs: int, seed: int) -> Path:
@@ -192,7 +212,7 @@ def write_text(path: Path, n_docs: int, seed: int) -> Path:
 def posenc(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "POSENC_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "posenc_cli.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -203,7 +223,7 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     posenc(tmp_path, "train", "model=tiny", "train.steps=20", "train.context_length=16",
            "data.vocab_size=300", "eval.tokens=512", f"hydra.run.dir={run_dir}", "data=text",
-           f"data.path={corpus}", "device=cpu")
+           f"data.path={corpus}", "device=cpu", "train.threads=1")
     first = json.loads((run_dir / "metrics.json").read_text())
     assert first["extrapolation"]["tokens"] == 512 and (run_dir / "tokenizer.json").is_file()
     proc = posenc(tmp_path, "eval", str(run_dir), "eval.mode=sliding", "eval.stride=8")
