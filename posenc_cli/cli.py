@@ -69,7 +69,6 @@ def _train_job(cfg: DictConfig, run_dir: Path) -> None:
 @app.command(epilog=_groups_help())
 def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
     """Train one model; writes a run directory under outputs/ (or hydra.run.dir)."""
-    from posenc_cli.data.dataset import prepare
     from posenc_cli.launch import launch, quote
 
     overrides = list(overrides or [])
@@ -78,6 +77,8 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
         if cfg.resume:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
         run_dir = resolve_run_dir(cfg, overrides)
+        from posenc_cli.data.dataset import prepare
+
         prepare(cfg.data)
         _check_writable(run_dir)
         launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
