@@ -78,8 +78,9 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
         run_dir = resolve_run_dir(cfg, overrides)
         from posenc_cli.data.dataset import prepare
+        from posenc_cli.train import check_data_fits
 
-        prepare(cfg.data)
+        check_data_fits(prepare(cfg.data), cfg)
         _check_writable(run_dir)
         launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
 

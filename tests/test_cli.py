@@ -102,6 +102,15 @@ def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: b
     assert not (tmp_path / "outputs").exists()
 
 
+def test_corpus_shorter_than_a_window_fails_before_the_run(tmp_path: Path, corpus: Path,
+                                                          cache_dir: Path) -> None:
+    res = run_cli(["train", *TINY, "train.context_length=100000", "data=text",
+                   f"data.path={corpus}"], tmp_path, cache_dir)
+    assert res.returncode == 2
+    assert "posenc: error: the corpus is too short" in res.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_help_lists_groups_and_options(tmp_path: Path, cache_dir: Path) -> None:
     for args in (["--help"], ["train", "--help"]):
         res = run_cli(args, tmp_path, cache_dir)

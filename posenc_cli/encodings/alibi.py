@@ -9,12 +9,14 @@ extrapolate.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import (BoundedCache, range_start, relative_distance)
+from posenc_cli.encodings.relative import (BoundedCache, ascending_distances, range_start,
+                                           relative_distance, toeplitz)
 
 
 def _geometric_slopes(n: int) -> list[float]:
@@ -60,3 +62,11 @@ class ALiBiEncoding(PositionalEncoding):
         """(1, H, T, S) = -slope_h · (i - j); entries with j > i are masked by the caller."""
         dist = self.distances(pos_T, pos_S)
         return (-self.slopes.float()[:, None, None] * dist).unsqueeze(0)
+
+    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor:
+        """The same bias with -inf for j > i, built in one pass from its T+S-1 distinct values."""
+        d = ascending_distances(pos_T, pos_S).float()
+        vec = -self.slopes.float()[:, None] * d.clamp(min=0)
+        vec = vec.masked_fill(d < 0, float("-inf"))
+        return toeplitz(vec, pos_T.numel(), pos_S.numel()).unsqueeze(0)

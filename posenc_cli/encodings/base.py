@@ -7,7 +7,7 @@ encoding overrides only what its paper changes.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -25,6 +25,10 @@ class PositionalEncoding(nn.Module):
     has_bias: ClassVar[bool] = False
     #: Longest sequence the encoding is defined for; None means any length.
     max_len: int | None = None
+    #: Peak number of float32 (1|B, H, T, S) tensors alive while ``causal_score_bias`` runs, its
+    #: result included (B is 1 for a positional bias). The model sizes query chunks by it, so
+    #: that a long evaluation stays within its memory budget.
+    bias_buffers: ClassVar[int] = 1
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__()
@@ -53,6 +57,21 @@ class PositionalEncoding(nn.Module):
         parameters index them by ``layer``.
         """
         return None
+
+    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor | None:
+        """``score_bias`` with the causal mask folded in: float32, -inf where j > i.
+
+        What the attention calls. The queries pos_T always end with the keys pos_S (a chunk of
+        queries against every earlier key), so an override may skip the masked half (negative
+        distances). ``scratch`` lives for one forward: tensors that depend on parameters and
+        positions (projected tables) can be shared there by all chunks of a layer; its key
+        "positions" holds all positions of the forward.
+        """
+        bias = self.score_bias(q_BHTE, k_BHSE, pos_T, pos_S, layer)
+        if bias is None:
+            return None
+        return bias.float().masked_fill(pos_S[None, :] > pos_T[:, None], float("-inf"))
 
     def softmax_scale(self, head_dim: int) -> float:
         """Multiplier of q·k before the softmax."""

@@ -15,12 +15,17 @@ distinct distance and then relative-shifted — O(T·S·H) memory.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import (align_to_keys, align_to_queries, ascending_distances,
-                                           descending_distances)
+from posenc_cli.encodings.relative import (BoundedCache, align_to_keys, align_to_queries,
+                                           ascending_distances, causal_shift,
+                                           clipped_causal_index, descending_distances,
+                                           distance_bounds, forward_distances, future_mask,
+                                           queries_end_with_keys, range_start)
 from posenc_cli.errors import PosencError
 from posenc_cli.model.layers import Linear
 
@@ -36,6 +41,7 @@ class DebertaEncoding(PositionalEncoding):
     relative = True
     has_bias = True
     bias_is_positional = False
+    bias_buffers = 4
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
                  max_relative: int = 128) -> None:
@@ -49,6 +55,7 @@ class DebertaEncoding(PositionalEncoding):
         width = n_heads * head_dim
         self.q_r_proj = nn.ModuleList(Linear(d_model, width) for _ in range(n_layers))
         self.k_r_proj = nn.ModuleList(Linear(d_model, width) for _ in range(n_layers))
+        self._index = BoundedCache()
 
     def softmax_scale(self, head_dim: int) -> float:
         """1/sqrt(3E): the score is a sum of three dot products of similar size."""
@@ -72,6 +79,46 @@ class DebertaEncoding(PositionalEncoding):
         q_r = self._heads(self.q_r_proj[layer], p2c_rows).to(k_BHSE.dtype)
         p2c = align_to_keys((k_BHSE * scale) @ q_r.transpose(-1, -2), T)
         return c2p + p2c
+
+    def causal_tables(self, n: int, layer: int, scratch: dict[Any, Any]) -> tuple[Tensor, Tensor]:
+        """This layer's K^r rows for distances n-1 … 0 (H, n, E) and its projected Q^r table
+        (H, 2k, E), computed once per forward."""
+        key = ("deberta", layer)
+        hit = scratch.get(key)
+        if hit is None or hit[0].shape[1] < n:
+            rows = deberta_bucket(torch.arange(n - 1, -1, -1, device=self.rel_embeddings.device),
+                                  self.max_relative)
+            k_r = self._heads(self.k_r_proj[layer], rows)
+            q_r = self.q_r_proj[layer](self.rel_embeddings)
+            hit = scratch[key] = (k_r, q_r.view(-1, self.n_heads, self.head_dim).transpose(0, 1))
+        return hit[0][:, hit[0].shape[1] - n:], hit[1]
+
+    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor:
+        """scale · (c2p + p2c) for i >= j only, -inf for j > i.
+
+        c2p over the causal distances (half the columns), relative-shifted; p2c over the at most
+        k+1 distinct clipped rows, gathered per (key, query) — its cost no longer grows with the
+        number of keys times the number of distances.
+        """
+        assert q_BHTE is not None and k_BHSE is not None and layer is not None
+        if not queries_end_with_keys(pos_T, pos_S):
+            return super().causal_score_bias(q_BHTE, k_BHSE, pos_T, pos_S, layer, scratch)
+        (B, H, T, _), S = q_BHTE.shape, k_BHSE.shape[-2]
+        scale = self.softmax_scale(self.head_dim)
+        hi = distance_bounds(pos_T, pos_S)[1]
+        k_r, q_r = self.causal_tables(forward_distances(pos_T, pos_S, scratch), layer, scratch)
+        k_r = k_r[:, k_r.shape[1] - hi - 1:].to(q_BHTE.dtype)
+        c2p = causal_shift((q_BHTE * scale) @ k_r.transpose(-1, -2), S)
+        width = min(hi, self.max_relative) + 1
+        q_r = q_r[:, self.max_relative - width + 1:self.max_relative + 1].flip(1)
+        p2c_raw = (k_BHSE * scale) @ q_r.to(k_BHSE.dtype).transpose(-1, -2)
+        index = self._index.get(
+            (range_start(pos_T) - range_start(pos_S), T, S, width, str(pos_T.device)),
+            lambda: clipped_causal_index(pos_T, pos_S, width))
+        p2c = p2c_raw.gather(-1, index.expand(B, H, S, T)).transpose(-1, -2)
+        bias = (c2p + p2c).float()
+        return bias.masked_fill_(future_mask(pos_T, pos_S), float("-inf"))
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, max_relative={self.max_relative}"

@@ -10,8 +10,10 @@ slice pos_T[start:end] against keys pos_T[:end]), so a range is known by its fir
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 #: Bytes of derived, parameter-free tensors (distances, bucket ids) an encoding keeps between
@@ -108,3 +110,86 @@ def align_to_keys(x_BHSL: Tensor, T: int) -> Tensor:
     st = x.stride()
     y = x.as_strided((B, H, S, T), (st[0], st[1], L - 1, 1), x.storage_offset() + S - 1)
     return y.transpose(-1, -2)
+
+
+def causal_distances(pos_T: Tensor, pos_S: Tensor) -> Tensor:
+    """The distances hi … 0 (largest first) that causal attention needs: i - j >= 0 only.
+
+    Half the columns of ``descending_distances`` when queries and keys are the same range;
+    ``causal_shift`` expects this order.
+    """
+    hi = distance_bounds(pos_T, pos_S)[1]
+    return torch.arange(hi, -1, -1, device=pos_T.device)
+
+
+def queries_end_with_keys(pos_T: Tensor, pos_S: Tensor) -> bool:
+    """True for the geometry the model uses: a chunk of queries against every key up to its end."""
+    return pos_T.numel() > 0 and range_start(pos_T) + pos_T.numel() == \
+        range_start(pos_S) + pos_S.numel()
+
+
+class _CausalShift(torch.autograd.Function):
+    """y[..., a, b] = x[..., a, T-1-a+b]: a strided view forward, a padded view backward.
+
+    PyTorch's generic as_strided backward treats the overlapping view with a slow scatter; here
+    the backward is the inverse shift, again a view (of the gradient padded by T-1 zeros).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x_BHTL: Tensor, S: int) -> Tensor:
+        x = x_BHTL.contiguous()
+        B, H, T, L = x.shape
+        ctx.shape = (B, H, T, L, S)
+        return x.as_strided((B, H, T, S), (H * T * L, T * L, L - 1, 1), x.storage_offset() + T - 1)
+
+    @staticmethod
+    def backward(ctx: Any, grad_BHTS: Tensor) -> tuple[Tensor, None]:
+        B, H, T, L, S = ctx.shape
+        padded = F.pad(grad_BHTS, (T - 1, 0))
+        W = T - 1 + S
+        return padded.as_strided((B, H, T, L), (H * T * W, T * W, W + 1, 1)), None
+
+
+def causal_shift(x_BHTL: Tensor, S: int) -> Tensor:
+    """Relative shift for causal attention: (B, H, T, L) over distances hi … 0 -> (B, H, T, S).
+
+    Only entries with j <= i are meaningful (the caller masks the rest): there row a reads
+    column T-1-a+b of the same row; above the diagonal the view runs into the next row, which
+    stays in bounds because L = S when queries end with the keys (see ``causal_distances``).
+    """
+    B, H, T, L = x_BHTL.shape
+    if L < S:
+        raise ValueError(f"expected at least {S} distance columns, got {L}")
+    return _CausalShift.apply(x_BHTL, S)
+
+
+def clipped_causal_index(pos_T: Tensor, pos_S: Tensor, width: int) -> Tensor:
+    """(S, T) int64 min(i - j, width-1), 0 where j > i: the gather index of a key-major term."""
+    d = pos_T[None, :] - pos_S[:, None]
+    return d.clamp_(0, width - 1)
+
+
+def toeplitz(vec_HL: Tensor, T: int, S: int) -> Tensor:
+    """(H, T, S) y[h, a, b] = vec[h, a - b + S - 1] for a vector over ascending distances.
+
+    A bias that depends on i - j only, materialised in one pass from its T+S-1 values: a
+    strided view with the keys reversed, then flipped back.
+    """
+    vec = vec_HL.contiguous()
+    H, L = vec.shape
+    if L != T + S - 1:
+        raise ValueError(f"expected {T + S - 1} distances, got {L}")
+    return vec.as_strided((H, T, S), (L, 1, 1)).flip(-1)
+
+
+def future_mask(pos_T: Tensor, pos_S: Tensor) -> Tensor:
+    """(T, S) True where key j comes after query i: the logits causal attention removes."""
+    return pos_S[None, :] > pos_T[:, None]
+
+
+def forward_distances(pos_T: Tensor, pos_S: Tensor, scratch: dict[Any, Any]) -> int:
+    """Number of distinct causal distances in the whole forward (at least those of this call),
+    so a per-layer table built at the first chunk serves every later one."""
+    hi = distance_bounds(pos_T, pos_S)[1]
+    everything = scratch.get("positions")
+    return max(hi + 1, everything.numel() if everything is not None else 0)

@@ -15,13 +15,16 @@ computes any length.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import (BoundedCache, align_to_queries, descending_distances,
-                                           distance_bounds)
+from posenc_cli.encodings.relative import (BoundedCache, align_to_queries, causal_shift,
+                                           descending_distances, distance_bounds,
+                                           forward_distances, future_mask, queries_end_with_keys)
 from posenc_cli.errors import PosencError
 from posenc_cli.model.layers import Linear
 
@@ -32,6 +35,7 @@ class TransformerXLEncoding(PositionalEncoding):
     relative = True
     has_bias = True
     bias_is_positional = False
+    bias_buffers = 2
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
                  base: float = 10000.0) -> None:
@@ -69,6 +73,35 @@ class TransformerXLEncoding(PositionalEncoding):
         position_BHTS = align_to_queries(qv_BHTE @ r_HLE.transpose(-1, -2), k_BHSE.shape[-2])
         content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
         return position_BHTS + content_BH1S
+
+    def causal_table(self, n: int, layer: int, scratch: dict[Any, Any]) -> Tensor:
+        """W_R R_d for d = n-1 … 0, (H, n, E): projected once per layer and forward."""
+        key = ("transformer_xl.r", layer)
+        hit = scratch.get(key)
+        if hit is None or hit.shape[1] < n:
+            device = self.inv_freq.device
+            R = self._sinusoids.get(("causal", n, str(device)), lambda: sinusoid(
+                torch.arange(n - 1, -1, -1, device=device), self.inv_freq).float())
+            proj = self.r_proj[layer]
+            hit = proj(R.to(proj.weight.dtype)).view(n, self.n_heads, self.head_dim).transpose(0, 1)
+            scratch[key] = hit
+        return hit[:, hit.shape[1] - n:]
+
+    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
+                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor:
+        """``score_bias`` over the causal distances only (half the columns), -inf for j > i."""
+        assert q_BHTE is not None and k_BHSE is not None and layer is not None
+        if not queries_end_with_keys(pos_T, pos_S):
+            return super().causal_score_bias(q_BHTE, k_BHSE, pos_T, pos_S, layer, scratch)
+        scale = self.softmax_scale(self.head_dim)
+        table = self.causal_table(forward_distances(pos_T, pos_S, scratch), layer, scratch)
+        r_HLE = table[:, table.shape[1] - distance_bounds(pos_T, pos_S)[1] - 1:]
+        qv_BHTE = (q_BHTE + self.v[:, None, :].to(q_BHTE.dtype)) * scale
+        position_BHTS = causal_shift(qv_BHTE @ r_HLE.to(q_BHTE.dtype).transpose(-1, -2),
+                                     k_BHSE.shape[-2])
+        content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
+        bias = (position_BHTS + content_BH1S).float()
+        return bias.masked_fill_(future_mask(pos_T, pos_S), float("-inf"))
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}, u and v shared across layers"

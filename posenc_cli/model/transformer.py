@@ -50,7 +50,7 @@ class TransformerLM(nn.Module):
         self.encoding.check_length(pos_offset + T)
         pos_T = torch.arange(pos_offset, pos_offset + T, device=ids_BT.device)
         x = self.encoding.embed(self.token_embeddings(ids_BT), pos_T)
-        ctx = AttentionContext(self.encoding, pos_T, self.bias_budget_bytes)
+        ctx = AttentionContext(self.encoding, pos_T, self.bias_budget_bytes, ids_BT.shape[0])
         for block in self.layers:
             x = block(x, ctx)
         return self.lm_head(self.ln_final(x))
