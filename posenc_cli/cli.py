@@ -116,15 +116,11 @@ def _resume(run_dir: Path, requested: DictConfig | None = None,
     from omegaconf import OmegaConf
 
     from posenc_cli.config import validate
+    from posenc_cli.eval_run import load_run_config
     from posenc_cli.summary import print_run_summary
     from posenc_cli.train import train as train_run
 
-    saved = run_dir / ".hydra" / "config.yaml"
-    if not saved.is_file():
-        raise PosencError(f"'{run_dir}' is not a posenc run directory (no .hydra/config.yaml)",
-                          "pass the directory a `posenc train` run created")
-    cfg = OmegaConf.load(saved)
-    assert isinstance(cfg, DictConfig)
+    cfg = load_run_config(run_dir)
     validate(cfg)
     for override in overrides or []:
         key = override.split("=", 1)[0].lstrip("+~")

@@ -69,16 +69,14 @@ def prepare(data_cfg: Any) -> TokenData:
 def _build(corpus: Corpus, vocab_size: int, target: Path) -> None:
     from posenc_cli.errors import PosencError
 
-    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = fresh_tmp_dir(target)
     t0 = time.perf_counter()
     tok = train_tokenizer(corpus.train_segments(), vocab_size)
     tok.save(str(tmp / "tokenizer.json"))
     t1 = time.perf_counter()
-    dtype = np.uint16 if tok.get_vocab_size() <= 2**16 else np.uint32
-    n_train = _write_ids(tok, corpus.train_segments(), tmp / "train.bin", dtype)
-    n_val = _write_ids(tok, corpus.val_segments(), tmp / "val.bin", dtype)
+    dtype = id_dtype(tok)
+    n_train, _ = write_ids(tok, corpus.train_segments(), tmp / "train.bin", dtype)
+    n_val, _ = write_ids(tok, corpus.val_segments(), tmp / "val.bin", dtype)
     if n_train == 0 or n_val == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PosencError("the corpus is too small to hold out validation text",
@@ -87,6 +85,24 @@ def _build(corpus: Corpus, vocab_size: int, target: Path) -> None:
             "dtype": np.dtype(dtype).name, "train_tokens": n_train, "val_tokens": n_val,
             "eot_id": eot_id(tok), "tokenizer_seconds": round(t1 - t0, 2),
             "encode_seconds": round(time.perf_counter() - t1, 2)}
+    publish(tmp, target, meta)
+
+
+def id_dtype(tok: Tokenizer) -> type:
+    """uint16 when every id fits (vocab <= 65536): half the disk and memory of uint32."""
+    return np.uint16 if tok.get_vocab_size() <= 2**16 else np.uint32
+
+
+def fresh_tmp_dir(target: Path) -> Path:
+    """A private folder beside ``target``; publish() renames it into place."""
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def publish(tmp: Path, target: Path, meta: dict[str, Any]) -> None:
+    """Write meta.json last and rename the folder, so a cache entry is whole or absent."""
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     try:
         os.replace(tmp, target)
@@ -96,29 +112,34 @@ def _build(corpus: Corpus, vocab_size: int, target: Path) -> None:
             raise
 
 
-def _write_ids(tok: Tokenizer, segments: Iterator[str], path: Path, dtype: type) -> int:
-    """Encode in batches of ~4 M characters (parallel in Rust), <|endoftext|> after each."""
+def write_ids(tok: Tokenizer, segments: Iterator[str], path: Path, dtype: type,
+              limit: int | None = None) -> tuple[int, bool]:
+    """Encode in batches of ~4 M characters (parallel in Rust), <|endoftext|> after each
+    segment; stop after ``limit`` ids. Returns (ids written, whether the limit cut the text)."""
     eot, count = eot_id(tok), 0
     with open(path, "wb") as fh:
-        batch: list[str] = []
-        size = 0
-        for seg in segments:
-            batch.append(seg)
-            size += len(seg)
-            if size >= ENCODE_BATCH_CHARS:
-                count += _flush(tok, batch, fh, dtype, eot)
-                batch, size = [], 0
-        count += _flush(tok, batch, fh, dtype, eot)
-    return count
+        for batch in _batches(segments):
+            encoded = tok.encode_batch(batch, add_special_tokens=False)
+            ids = np.fromiter((i for e in encoded for i in (*e.ids, eot)), dtype=np.int64)
+            if limit is not None and count + ids.size >= limit:
+                ids[:limit - count].astype(dtype).tofile(fh)
+                return limit, True
+            ids.astype(dtype).tofile(fh)
+            count += int(ids.size)
+    return count, False
 
 
-def _flush(tok: Tokenizer, batch: list[str], fh: Any, dtype: type, eot: int) -> int:
-    if not batch:
-        return 0
-    encoded = tok.encode_batch(batch, add_special_tokens=False)
-    ids = np.fromiter((i for e in encoded for i in (*e.ids, eot)), dtype=np.int64)
-    ids.astype(dtype).tofile(fh)
-    return int(ids.size)
+def _batches(segments: Iterator[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for seg in segments:
+        batch.append(seg)
+        size += len(seg)
+        if size >= ENCODE_BATCH_CHARS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def load(target: Path) -> TokenData:

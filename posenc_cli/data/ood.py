@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from posenc_cli.data.corpus import Corpus, read_chunks, split_documents
-from posenc_cli.data.dataset import ENCODE_BATCH_CHARS, TokenData
+from posenc_cli.data.dataset import TokenData, fresh_tmp_dir, id_dtype, publish, write_ids
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.errors import PosencError
 
@@ -70,50 +69,13 @@ def _documents(corpus: Corpus) -> Iterator[str]:
 
 
 def _build(tok: Tokenizer, segments: Iterator[str], target: Path) -> None:
-    """Encode in batches of ~4 M characters, <|endoftext|> after each segment, then stop once
-    MAX_TOKENS are written; the folder appears atomically."""
-    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    dtype = np.uint16 if tok.get_vocab_size() <= 2**16 else np.uint32
-    count, truncated = 0, False
-    with open(tmp / "val.bin", "wb") as fh:
-        for batch in _batches(segments):
-            count += _write(tok, batch, fh, dtype, MAX_TOKENS - count)
-            if count >= MAX_TOKENS:
-                truncated = True
-                break
+    """Encode at most MAX_TOKENS ids; the folder appears atomically."""
+    tmp = fresh_tmp_dir(target)
+    dtype = id_dtype(tok)
+    count, truncated = write_ids(tok, segments, tmp / "val.bin", dtype, limit=MAX_TOKENS)
     if count == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PosencError("the evaluation text is empty", "point data.path at a file with text")
-    meta = {"format": FORMAT_VERSION, "vocab_size": tok.get_vocab_size(),
-            "dtype": np.dtype(dtype).name, "val_tokens": count, "eot_id": eot_id(tok),
-            "truncated": truncated}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-    try:
-        os.replace(tmp, target)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / "meta.json").exists():
-            raise
-
-
-def _batches(segments: Iterator[str]) -> Iterator[list[str]]:
-    batch: list[str] = []
-    size = 0
-    for seg in segments:
-        batch.append(seg)
-        size += len(seg)
-        if size >= ENCODE_BATCH_CHARS:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
-def _write(tok: Tokenizer, batch: list[str], fh: Any, dtype: type, room: int) -> int:
-    eot = eot_id(tok)
-    encoded = tok.encode_batch(batch, add_special_tokens=False)
-    ids = np.fromiter((i for e in encoded for i in (*e.ids, eot)), dtype=np.int64)[:room]
-    ids.astype(dtype).tofile(fh)
-    return int(ids.size)
+    publish(tmp, target, {"format": FORMAT_VERSION, "vocab_size": tok.get_vocab_size(),
+                          "dtype": np.dtype(dtype).name, "val_tokens": count,
+                          "eot_id": eot_id(tok), "truncated": truncated})
