@@ -30,6 +30,7 @@ from torch.utils.tensorboard.summary import hparams
 
 from posenc_cli.data.dataset import TokenData, windows
 from posenc_cli.errors import PosencError
+from posenc_cli.progress import console
 from posenc_cli.runtime import Runtime
 
 #: Tokens per forward pass (batch x length): bounds logits and activations at every length.
@@ -161,6 +162,8 @@ def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
             skipped[str(L)] = reason
             continue
         results[L] = score_length(model, ids, L, n, stride_for(ev, L), rt)
+        console.print(f"  eval length {L}: ppl {math.exp(results[L].losses.mean()):.2f} "
+                      f"({n:,} tokens, {results[L].seconds:.1f} s)", highlight=False)
     return n, results, skipped, notes
 
 
