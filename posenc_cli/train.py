@@ -172,7 +172,8 @@ def _loop(cfg: DictConfig, model: nn.Module, opt: torch.optim.Optimizer, st: Tra
     model.train()
     label = f"{cfg.encoding.name} seed {cfg.seed}"
     with TrainProgress(t.steps, st.step, label) as bar, _StopFlag() as stop:
-        window_t0, window_steps, loss_sum = time.perf_counter(), 0, torch.zeros((), device=rt.device)
+        window_t0 = clock = time.perf_counter()
+        window_steps, loss_sum = 0, torch.zeros((), device=rt.device)
         while st.step < t.steps:
             step = st.step + 1
             lr = lr_at(step, t.lr, t.min_lr, t.warmup_steps, t.steps)
@@ -190,16 +191,11 @@ def _loop(cfg: DictConfig, model: nn.Module, opt: torch.optim.Optimizer, st: Tra
             loss_sum += loss.detach()
             if step % t.log_every == 0 or step == t.steps:
                 elapsed = time.perf_counter() - window_t0
-                mean_loss = loss_sum.item() / window_steps
-                _check_finite(mean_loss, step, ckpt_dir)
-                st.wall_s += elapsed
+                st.last_train = loss_sum.item() / window_steps
+                _check_finite(st.last_train, step, ckpt_dir)
                 st.tokens_per_s = tokens_per_step * window_steps / max(elapsed, 1e-9)
-                st.last_train = mean_loss
-                writer.add_scalar("train/loss", mean_loss, step)
-                writer.add_scalar("train/lr", lr, step)
-                writer.add_scalar("train/grad_norm", float(grad_norm), step)
-                writer.add_scalar("train/tokens_per_s", st.tokens_per_s, step)
-                bar.update(step, mean_loss, st.tokens_per_s)
+                _log_train(writer, st, lr, float(grad_norm))
+                bar.update(step, st.last_train, st.tokens_per_s)
                 window_steps, loss_sum = 0, torch.zeros((), device=rt.device)
                 window_t0 = time.perf_counter()
             else:
@@ -207,12 +203,20 @@ def _loop(cfg: DictConfig, model: nn.Module, opt: torch.optim.Optimizer, st: Tra
             if step % t.eval_every == 0 or step == t.steps:
                 _validate(cfg, model, opt, st, data, rt, writer, ckpt_dir, bar)
                 window_t0 = time.perf_counter()
+            st.wall_s, clock = st.wall_s + time.perf_counter() - clock, time.perf_counter()
             if step % t.checkpoint_every == 0 or step == t.steps:
                 checkpoint.save_atomic(_state_dict(model, opt, st, cfg), ckpt_dir / "last.pt")
                 faults.pause("after_save", step, ckpt_dir)
                 window_t0 = time.perf_counter()
             if stop.signum is not None:
                 _stop_cleanly(stop.signum, model, opt, st, cfg, writer, ckpt_dir)
+
+
+def _log_train(writer: SummaryWriter, st: TrainState, lr: float, grad_norm: float) -> None:
+    writer.add_scalar("train/loss", st.last_train, st.step)
+    writer.add_scalar("train/lr", lr, st.step)
+    writer.add_scalar("train/grad_norm", grad_norm, st.step)
+    writer.add_scalar("train/tokens_per_s", st.tokens_per_s, st.step)
 
 
 def _validate(cfg: DictConfig, model: nn.Module, opt: torch.optim.Optimizer, st: TrainState,
