@@ -91,7 +91,7 @@ def _short(value: float, _pos: Any = None) -> str:
 
 
 def _log_y_labels(ax: Any) -> None:
-    """Short labels; minor ticks (2, 3, 5 per decade) labelled only when few decades show."""
+    """Short labels; every minor tick labelled within one decade, 2/3/5 up to three decades."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     low, high = ax.get_ylim()
@@ -99,8 +99,9 @@ def _log_y_labels(ax: Any) -> None:
     if math.log10(high / low) > 3:
         ax.yaxis.set_minor_formatter(NullFormatter())
         return
+    shown = range(1, 10) if math.log10(high / low) < 1 else (2, 3, 5)
     ax.yaxis.set_minor_formatter(FuncFormatter(
-        lambda v, _: _short(v) if round(v / 10 ** math.floor(math.log10(v) + 1e-9)) in (2, 3, 5)
+        lambda v, _: _short(v) if round(v / 10 ** math.floor(math.log10(v) + 1e-9)) in shown
         else ""))
 
 
