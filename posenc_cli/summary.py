@@ -31,7 +31,7 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
     ]
     ppl = metrics.get("extrapolation", {}).get("ppl", {})
     if ppl:
-        rows.append(("ppl by length", "  ".join(f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
+        rows.append(("ppl by length", "  ".join(f"{k}: {v:.1f}" if v is not None else f"{k}: n/a"
                                                 for k, v in ppl.items())))
     for k, v in rows:
         table.add_row(k, v)
