@@ -46,6 +46,7 @@ def test_random_overrides_never_show_a_traceback(monkeypatch: pytest.MonkeyPatch
     parsing and validation are under test."""
     monkeypatch.setattr("posenc_cli.launch.launch", lambda *a, **k: None)
     monkeypatch.setattr("posenc_cli.data.dataset.prepare", lambda *a, **k: None)
+    monkeypatch.setattr("posenc_cli.train.check_data_fits", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli.app, ["train", "--", *overrides])
     assert result.exit_code in (0, 2), (overrides, result.output, result.exception)
