@@ -209,6 +209,19 @@ def sweep(overrides: Optional[list[str]] = OVERRIDES) -> None:
             raise SystemExit(1)
 
 
+@app.command(epilog=_groups_help())
+def bench(overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Training and long-evaluation throughput, MFU and peak memory of every encoding, each
+    case in a fresh process; writes bench.json under outputs/bench/ (or hydra.run.dir)."""
+    from posenc_cli.bench import compose_bench, run_bench
+    from posenc_cli.bench_report import print_report
+
+    with user_errors():
+        cfg, run_dir = compose_bench(list(overrides or []))
+        _check_writable(run_dir)
+        print_report(run_bench(cfg, run_dir), run_dir)
+
+
 def main() -> None:
     app()
 

@@ -69,8 +69,12 @@ class BenchConfig:
     warmup_steps: int = 3
     timed_steps: int = 10
     eval_factors: list[int] = field(default_factory=lambda: [1, 4, 16])
+    eval_steps: int = 3
     precision: str = "fp32"
     threads: Optional[int] = 2
+    compile: bool = False
+    matmul_size: int = 4096
+    case_timeout_s: float = 1200.0
 
 
 @dataclass

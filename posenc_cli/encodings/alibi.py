@@ -9,14 +9,12 @@ extrapolate.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import (BoundedCache, ascending_distances, range_start,
-                                           relative_distance, toeplitz)
+from posenc_cli.encodings.relative import BoundedCache, range_start, relative_distance
 
 
 def _geometric_slopes(n: int) -> list[float]:
@@ -63,10 +61,6 @@ class ALiBiEncoding(PositionalEncoding):
         dist = self.distances(pos_T, pos_S)
         return (-self.slopes.float()[:, None, None] * dist).unsqueeze(0)
 
-    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
-                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor:
-        """The same bias with -inf for j > i, built in one pass from its T+S-1 distinct values."""
-        d = ascending_distances(pos_T, pos_S).float()
-        vec = -self.slopes.float()[:, None] * d.clamp(min=0)
-        vec = vec.masked_fill(d < 0, float("-inf"))
-        return toeplitz(vec, pos_T.numel(), pos_S.numel()).unsqueeze(0)
+    def distance_bias(self, distance: Tensor) -> Tensor:
+        """(H, N) = -slope_h · d: the attention expands it without materialising (H, T, S)."""
+        return -self.slopes.float()[:, None] * distance.float()[None, :]

@@ -58,8 +58,19 @@ class PositionalEncoding(nn.Module):
         """
         return None
 
+    def distance_bias(self, distance: Tensor) -> Tensor | None:
+        """(H, N) float32 logit bias for each distance i - j in ``distance`` (N,), or None.
+
+        For a bias that depends on i - j alone (ALiBi, T5, KERPLE, …): the attention then
+        never materialises the (H, T, S) bias but views these T+S-1 values as a Toeplitz
+        matrix (memory O(H·T), any length). It must agree with ``score_bias``. Negative
+        distances (j > i) may get any value: the caller masks them.
+        """
+        return None
+
     def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
-                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor | None:
+                          pos_S: Tensor, layer: int | None,
+                          scratch: dict[Any, Any]) -> Tensor | None:
         """``score_bias`` with the causal mask folded in: float32, -inf where j > i.
 
         What the attention calls. The queries pos_T always end with the keys pos_S (a chunk of

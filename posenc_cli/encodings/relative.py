@@ -157,34 +157,36 @@ def causal_shift(x_BHTL: Tensor, S: int) -> Tensor:
     column T-1-a+b of the same row; above the diagonal the view runs into the next row, which
     stays in bounds because L = S when queries end with the keys (see ``causal_distances``).
     """
-    B, H, T, L = x_BHTL.shape
+    L = x_BHTL.shape[-1]
     if L < S:
         raise ValueError(f"expected at least {S} distance columns, got {L}")
     return _CausalShift.apply(x_BHTL, S)
 
 
 def clipped_causal_index(pos_T: Tensor, pos_S: Tensor, width: int) -> Tensor:
-    """(S, T) int64 min(i - j, width-1), 0 where j > i: the gather index of a key-major term."""
-    d = pos_T[None, :] - pos_S[:, None]
+    """(T, S) int64 min(i - j, width-1), 0 where j > i: which of ``width`` distance rows each
+    (query, key) pair reads in a gather over a (…, width, S) key-indexed term."""
+    d = pos_T[:, None] - pos_S[None, :]
     return d.clamp_(0, width - 1)
-
-
-def toeplitz(vec_HL: Tensor, T: int, S: int) -> Tensor:
-    """(H, T, S) y[h, a, b] = vec[h, a - b + S - 1] for a vector over ascending distances.
-
-    A bias that depends on i - j only, materialised in one pass from its T+S-1 values: a
-    strided view with the keys reversed, then flipped back.
-    """
-    vec = vec_HL.contiguous()
-    H, L = vec.shape
-    if L != T + S - 1:
-        raise ValueError(f"expected {T + S - 1} distances, got {L}")
-    return vec.as_strided((H, T, S), (L, 1, 1)).flip(-1)
 
 
 def future_mask(pos_T: Tensor, pos_S: Tensor) -> Tensor:
     """(T, S) True where key j comes after query i: the logits causal attention removes."""
     return pos_S[None, :] > pos_T[:, None]
+
+
+def mask_future_(bias_BHTS: Tensor) -> Tensor:
+    """Set -inf where j > i, in place, for queries that end with the keys.
+
+    Only the last T keys can lie after a query, so a chunk of T queries against S >> T keys
+    touches T x T entries instead of T x S.
+    """
+    T, S = bias_BHTS.shape[-2:]
+    upper = torch.ones(T, T, dtype=torch.bool, device=bias_BHTS.device).triu_(1)
+    if S == T:
+        return bias_BHTS.masked_fill_(upper, float("-inf"))
+    bias_BHTS[..., S - T:].masked_fill_(upper, float("-inf"))
+    return bias_BHTS
 
 
 def forward_distances(pos_T: Tensor, pos_S: Tensor, scratch: dict[Any, Any]) -> int:

@@ -28,23 +28,26 @@ class RotaryEncoding(PositionalEncoding):
         self.theta = theta
         inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
-        self._cache: dict[tuple[int, int, int, str], Tensor] = {}
+        self._cache: dict[tuple[int, int, int, str], tuple[Tensor, Tensor, Tensor]] = {}
 
     def cos_sin(self, pos: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin of m·θ_k, shape (T, E/2), computed in float64 and cached per position
-        range and device. The model always passes contiguous ranges, so (first, last, count)
-        identifies them."""
-        phase = self.phase(pos)
-        return phase.real, phase.imag
+        """cos and sin of m·θ_k, shape (T, E/2), float32 from float64 angles."""
+        return self._tables(pos)[:2]
 
     def phase(self, pos: Tensor) -> Tensor:
-        """e^{i m θ_k} as complex64 (T, E/2), from angles computed in float64 (positions reach
-        the tens of thousands), cached like ``cos_sin``."""
+        """e^{i m θ_k} as complex64 (T, E/2), the same angles as ``cos_sin``."""
+        return self._tables(pos)[2]
+
+    def _tables(self, pos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """cos, sin and e^{i m θ_k}, computed in float64 (positions reach the tens of
+        thousands) and cached per position range and device: the model always passes
+        contiguous ranges, so (first, last, count) identifies them."""
         key = (int(pos[0]), int(pos[-1]), pos.numel(), str(pos.device))
         hit = self._cache.get(key)
         if hit is None:
             angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
-            hit = torch.complex(angles.cos().float(), angles.sin().float())
+            cos, sin = angles.cos().float(), angles.sin().float()
+            hit = (cos, sin, torch.complex(cos, sin))
             if len(self._cache) > 16:
                 self._cache.clear()
             self._cache[key] = hit
@@ -53,9 +56,16 @@ class RotaryEncoding(PositionalEncoding):
     def rotate(self, x_BHTE: Tensor, pos_T: Tensor) -> Tensor:
         """Apply R_m to every position m: (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos).
 
-        That is the complex product (x0 + i x1)·e^{i m θ}: one fused kernel (forward and
-        backward) instead of six elementwise passes and a stack.
+        In eager mode that is the complex product (x0 + i x1)·e^{i m θ}: one kernel forward and
+        backward instead of six elementwise passes and a stack (~10x faster on CPU). Under
+        torch.compile, which cannot trace complex views, the real form is fused by the compiler.
         """
+        if torch.compiler.is_compiling():
+            cos, sin = self.cos_sin(pos_T)
+            x = x_BHTE.float().unflatten(-1, (-1, 2))
+            x0, x1 = x[..., 0], x[..., 1]
+            out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+            return out.flatten(-2).to(x_BHTE.dtype)
         pairs = x_BHTE.float().unflatten(-1, (-1, 2))
         try:
             x = torch.view_as_complex(pairs)

@@ -13,14 +13,12 @@ logit units, i.e. after the scaling.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import (BoundedCache, ascending_distances, range_start,
-                                           relative_distance, toeplitz)
+from posenc_cli.encodings.relative import BoundedCache, range_start, relative_distance
 from posenc_cli.errors import PosencError
 
 
@@ -70,14 +68,11 @@ class T5RelativeBias(PositionalEncoding):
         ids = self.buckets(pos_T, pos_S)
         return self.weight.t()[:, ids].float().unsqueeze(0)
 
-    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
-                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor:
-        """The same bias with -inf for j > i: one lookup per distinct distance, then a Toeplitz
-        expansion (one pass) instead of a lookup per (i, j) pair."""
-        d = ascending_distances(pos_T, pos_S)
-        ids = t5_bucket(d, self.num_buckets, self.max_distance)
-        vec = self.weight.t()[:, ids].float().masked_fill(d < 0, float("-inf"))
-        return toeplitz(vec, pos_T.numel(), pos_S.numel()).unsqueeze(0)
+    def distance_bias(self, distance: Tensor) -> Tensor:
+        """(H, N): the table row of each distance's bucket — one lookup per distinct distance
+        instead of one per (i, j) pair."""
+        ids = t5_bucket(distance, self.num_buckets, self.max_distance)
+        return self.weight.t()[:, ids].float()
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, num_buckets={self.num_buckets}, "

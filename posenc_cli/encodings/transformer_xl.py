@@ -23,8 +23,8 @@ from torch import Tensor, nn
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.relative import (BoundedCache, align_to_queries, causal_shift,
-                                           descending_distances, distance_bounds,
-                                           forward_distances, future_mask, queries_end_with_keys)
+                                           descending_distances, distance_bounds, forward_distances,
+                                           mask_future_, queries_end_with_keys)
 from posenc_cli.errors import PosencError
 from posenc_cli.model.layers import Linear
 
@@ -83,7 +83,8 @@ class TransformerXLEncoding(PositionalEncoding):
             R = self._sinusoids.get(("causal", n, str(device)), lambda: sinusoid(
                 torch.arange(n - 1, -1, -1, device=device), self.inv_freq).float())
             proj = self.r_proj[layer]
-            hit = proj(R.to(proj.weight.dtype)).view(n, self.n_heads, self.head_dim).transpose(0, 1)
+            hit = proj(R.to(proj.weight.dtype)).view(n, self.n_heads, self.head_dim)
+            hit = hit.transpose(0, 1).contiguous()
             scratch[key] = hit
         return hit[:, hit.shape[1] - n:]
 
@@ -101,7 +102,7 @@ class TransformerXLEncoding(PositionalEncoding):
                                      k_BHSE.shape[-2])
         content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
         bias = (position_BHTS + content_BH1S).float()
-        return bias.masked_fill_(future_mask(pos_T, pos_S), float("-inf"))
+        return mask_future_(bias)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}, u and v shared across layers"

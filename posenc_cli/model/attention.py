@@ -7,9 +7,8 @@ The fused kernel has no gradient for the mask, so a bias that must be trained (T
 Transformer-XL's and DeBERTa's content-position terms) goes through ``BiasedAttention``, a
 lean explicit softmax attention with a hand-written backward (SDPA's math fallback spends a
 third more time on masking and "safe" softmax passes).
-Position-only biases are computed once per forward (AttentionContext) and shared by all layers.
-For long sequences a materialised (B, H, T, S) bias would not fit in memory, so queries are then
-processed in chunks sized by batch, heads, keys and the encoding's ``bias_buffers``.
+Position-only biases are computed once per forward (AttentionContext, model/context.py) and
+shared by all layers; long sequences are processed in query chunks (see there).
 """
 
 from __future__ import annotations
@@ -21,73 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
 from posenc_cli.model.layers import Linear
 
-#: Largest bias workspace (bytes, one layer, one chunk) before queries are chunked.
-DEFAULT_BIAS_BUDGET = 64 * 2**20
-#: Position-only biases kept for the later layers of the same forward, as a multiple of the
-#: chunk budget; chunks beyond it are recomputed per layer (one pass each).
-MEMO_BUDGETS = 6
-#: Fewest query rows in a chunk (tiny budgets in tests would otherwise give one row per chunk).
-MIN_CHUNK_ROWS = 16
-
-
-class AttentionContext:
-    """Per-forward state shared by every layer: positions, query chunks and the cached bias."""
-
-    def __init__(self, encoding: PositionalEncoding, pos_T: Tensor,
-                 bias_budget_bytes: int = DEFAULT_BIAS_BUDGET, batch: int = 1) -> None:
-        self.encoding = encoding
-        self.pos_T = pos_T
-        self.bias_budget_bytes = bias_budget_bytes
-        self.batch = batch
-        self.scratch: dict[Any, Any] = {"positions": pos_T}
-        self._memo: dict[tuple[int, int], Tensor] = {}
-        self._memo_bytes = 0
-
-    def chunks(self, n_heads: int, batch: int | None = None) -> list[tuple[int, int]]:
-        """Query ranges [s, e) whose bias workspace (against keys < e) fits in the budget.
-
-        The workspace of a chunk of t rows is 4 bytes x bias_buffers x (1|B) x H x t x e, so
-        early chunks (few keys) may be longer than late ones.
-        """
-        T = self.pos_T.numel()
-        enc = self.encoding
-        if not enc.has_bias:
-            return [(0, T)]
-        b = 1 if enc.bias_is_positional else (batch or self.batch)
-        per_cell = 4 * enc.bias_buffers * b * n_heads
-        cells = max(1, self.bias_budget_bytes // per_cell)
-        out, s = [], 0
-        while s < T:
-            t = int((-s + math.sqrt(s * s + 4 * cells)) / 2)
-            e = min(T, s + max(MIN_CHUNK_ROWS, t))
-            out.append((s, e))
-            s = e
-        return out
-
-    def bias(self, start: int, end: int, q_BHtE: Tensor, k_BHsE: Tensor, layer: int) -> Tensor:
-        """Bias + causal mask (-inf) for queries [start, end) against keys [0, end), float32."""
-        enc = self.encoding
-        pos_t, pos_s = self.pos_T[start:end], self.pos_T[:end]
-        if not enc.bias_is_positional:
-            b = enc.causal_score_bias(q_BHtE, k_BHsE, pos_t, pos_s, layer, self.scratch)
-            return _checked(b)
-        cached = self._memo.get((start, end))
-        if cached is not None:
-            return cached
-        b = _checked(enc.causal_score_bias(None, None, pos_t, pos_s, None, self.scratch))
-        size = b.numel() * b.element_size()
-        if self._memo_bytes + size <= MEMO_BUDGETS * self.bias_budget_bytes:
-            self._memo[(start, end)] = b
-            self._memo_bytes += size
-        return b
-
-
-def _checked(bias: Tensor | None) -> Tensor:
-    assert bias is not None and bias.dim() == 4, "score_bias must return a 4-D (1|B, H, T, S) bias"
-    return bias if bias.dtype == torch.float32 else bias.float()
+__all__ = ["DEFAULT_BIAS_BUDGET", "AttentionContext", "BiasedAttention", "CausalSelfAttention",
+           "causal_mask", "reference_attention"]
 
 
 def causal_mask(pos_t: Tensor, pos_s: Tensor) -> Tensor:
@@ -104,8 +41,7 @@ class BiasedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float) -> Tensor:
-        logits = torch.matmul(q, k.transpose(-1, -2))
-        logits = logits.float() if logits.dtype != torch.float32 else logits
+        logits = _wide(torch.matmul(q, k.transpose(-1, -2)))
         p = torch.softmax(logits.mul_(scale).add_(bias), dim=-1)
         out = torch.matmul(p.to(v.dtype), v)
         ctx.save_for_backward(q, k, v, p, out)
@@ -117,8 +53,8 @@ class BiasedAttention(torch.autograd.Function):
         q, k, v, p, out = ctx.saved_tensors
         grad_out = grad_out.to(v.dtype)
         grad_v = torch.matmul(p.to(v.dtype).transpose(-1, -2), grad_out)
-        delta = (grad_out.float() * out.float()).sum(-1, keepdim=True)
-        grad_s = torch.matmul(grad_out, v.transpose(-1, -2)).float().sub_(delta).mul_(p)
+        delta = (_wide(grad_out) * _wide(out)).sum(-1, keepdim=True)
+        grad_s = _wide(torch.matmul(grad_out, v.transpose(-1, -2))).sub_(delta).mul_(p)
         grad_bias = None
         if ctx.needs_input_grad[3]:
             grad_bias = grad_s if ctx.bias_batch == grad_s.shape[0] else \
@@ -127,6 +63,20 @@ class BiasedAttention(torch.autograd.Function):
         grad_q = torch.matmul(grad_s_c, k).mul_(ctx.scale)
         grad_k = torch.matmul(grad_s_c.transpose(-1, -2), q).mul_(ctx.scale)
         return grad_q, grad_k, grad_v, grad_bias, None
+
+
+def _for_attention(x: Tensor) -> Tensor:
+    """bf16 -> float32 on CPU when training: there the fused kernel's bf16 backward runs ~3x
+    slower than its float32 one (measured, torch 2.13, no AMX), while the cast costs one pass
+    over (B, H, T, E); the projections around it stay in bf16."""
+    if x.dtype == torch.bfloat16 and x.device.type == "cpu" and torch.is_grad_enabled():
+        return x.float()
+    return x
+
+
+def _wide(x: Tensor) -> Tensor:
+    """float32 for bf16/fp16 tensors (softmax and its gradient), anything wider unchanged."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
 class CausalSelfAttention(nn.Module):
@@ -151,28 +101,48 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._heads(self.q_proj(x_BTD)), self._heads(self.k_proj(x_BTD)), \
             self._heads(self.v_proj(x_BTD))
         scale = enc.softmax_scale(self.head_dim)
+        qt, kt = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)
+        dtype = v.dtype
+        qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
         if not enc.has_bias:
-            q, k = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
+        elif ctx.distance_vector() is not None:
+            y = self._toeplitz(qt, kt, v, ctx, scale)
         else:
-            parts = [self._chunk(q, k, v, s, e, ctx, scale)
-                     for s, e in ctx.chunks(self.n_heads, q.shape[0])]
-            y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+            y = self._chunked(q, k, qt, kt, v, ctx, scale)
+        y = y.to(dtype)
         B, H, T, E = y.shape
         return self.output_proj(y.transpose(1, 2).reshape(B, T, H * E))
 
-    def _chunk(self, q: Tensor, k: Tensor, v: Tensor, start: int, end: int,
-               ctx: AttentionContext, scale: float) -> Tensor:
-        """Attention of queries [start, end) over keys [0, end) with the bias folded in."""
-        q_c, k_c, v_c = q[:, :, start:end], k[:, :, :end], v[:, :, :end]
-        bias = ctx.bias(start, end, q_c, k_c, self.layer)
-        q_c, k_c = ctx.encoding.transform_qk(q_c, k_c, ctx.pos_T[start:end], ctx.pos_T[:end],
-                                             self.layer)
-        if bias.requires_grad and torch.is_grad_enabled():
-            return BiasedAttention.apply(q_c, k_c, v_c, bias, scale)
-        if q_c.device.type != "cpu":  # CPU's fused kernel takes a float32 mask with bf16 q
-            bias = bias.to(q_c.dtype)
-        return F.scaled_dot_product_attention(q_c, k_c, v_c, attn_mask=bias, scale=scale)
+    def _toeplitz(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext,
+                  scale: float) -> Tensor:
+        """A bias of i - j alone: with the keys reversed it is a view of one row per distance."""
+        T = q.shape[2]
+        k_rev, v_rev = k.flip(2), v.flip(2)
+        parts = [_attend(q[:, :, s:e], k_rev[:, :, T - e:], v_rev[:, :, T - e:],
+                         ctx.toeplitz_mask(s, e), scale)
+                 for s, e in ctx.chunks(self.n_heads, q.shape[0])]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+
+    def _chunked(self, q: Tensor, k: Tensor, qt: Tensor, kt: Tensor, v: Tensor,
+                 ctx: AttentionContext, scale: float) -> Tensor:
+        """Queries [s, e) over keys [0, e), each chunk with its bias (from q, k before
+        ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
+        keys) goes first, so an encoding can compute a key-indexed term once per layer and
+        slice it for the shorter chunks (DeBERTa's p2c)."""
+        parts = [_attend(qt[:, :, s:e], kt[:, :, :e], v[:, :, :e],
+                         ctx.bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer), scale)
+                 for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))]
+        return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=2)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """The fused kernel when the bias needs no gradient, else ``BiasedAttention``."""
+    if bias.requires_grad and torch.is_grad_enabled():
+        return BiasedAttention.apply(q, k, v, bias, scale)
+    if q.device.type != "cpu":  # CPU's fused kernel takes a float32 mask with bf16 q
+        bias = bias.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
 
 def reference_attention(q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float,

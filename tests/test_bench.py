@@ -1,0 +1,55 @@
+"""`posenc bench` end to end on a tiny config: bench.json's schema and records, no timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from posenc_cli.bench import compose_bench
+from posenc_cli.errors import PosencError
+
+from conftest import run_cli
+
+TINY_BENCH = ["model=tiny", "bench.encodings=[none,alibi]", "bench.context_length=16",
+              "bench.batch_size=2", "bench.warmup_steps=1", "bench.timed_steps=2",
+              "bench.eval_steps=1", "bench.eval_factors=[1,2]", "bench.matmul_size=64",
+              "data.vocab_size=300"]
+RECORD_KEYS = {"encoding", "mode", "length", "batch", "precision", "tokens_per_s", "peak_rss_mb",
+               "rss_growth_mb", "mfu", "step_time_ratio_vs_none"}
+
+
+def test_bench_writes_bench_json(tmp_path: Path) -> None:
+    res = run_cli(["bench", *TINY_BENCH, "hydra.run.dir=b"], tmp_path, tmp_path / "cache")
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "alibi" in res.stdout and "bench.json" in res.stdout
+    report = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert {"machine", "matmul_peak_gflops", "records"} <= set(report)
+    assert set(report["matmul_peak_gflops"]) == {"fp32", "bf16"}
+    records = report["records"]
+    expected = [(e, m, n) for e in ("none", "alibi")
+                for m, n in (("train", 16), ("eval", 16), ("eval", 32))]
+    assert [(r["encoding"], r["mode"], r["length"]) for r in records] == expected
+    for r in records:
+        assert RECORD_KEYS <= set(r) and "error" not in r, r
+        assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["mfu"] > 0
+        assert r["batch"] == (2 if r["mode"] == "train" else 1) and r["precision"] == "fp32"
+    assert all(r["step_time_ratio_vs_none"] == 1.0 for r in records if r["encoding"] == "none")
+    assert (tmp_path / "b" / "bench.md").read_text().startswith("| encoding |")
+
+
+def test_bench_rejects_bad_settings_before_any_run_directory(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PosencError, match="unknown encoding 'ropee'"):
+        compose_bench(["bench.encodings=[ropee]"])
+    with pytest.raises(PosencError, match="eval_factors"):
+        compose_bench(["bench.eval_factors=[0]"])
+    cfg, run_dir = compose_bench(["model=tiny"])
+    assert cfg.model.d_model == 32 and run_dir.parts[:2] == ("outputs", "bench")
+    assert compose_bench([])[0].model.d_model == 256
+    assert not (tmp_path / "outputs").exists()
+    (tmp_path / "taken" / "x").mkdir(parents=True)
+    with pytest.raises(PosencError, match="already exists"):
+        compose_bench(["hydra.run.dir=taken"])
