@@ -140,6 +140,9 @@ def _measure(step: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    from posenc_cli.runtime import keep_freed_memory
+
+    keep_freed_memory()
     torch.set_num_threads(spec["threads"])
     model = build(spec)
     baseline = reset_peak_rss()

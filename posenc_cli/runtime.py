@@ -77,7 +77,31 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     return torch.compile(model)
 
 
+def keep_freed_memory() -> None:
+    """Let glibc reuse freed tensors instead of returning them to the kernel.
+
+    By default glibc serves large allocations with fresh mmap()s and trims the heap as soon as
+    its top is free, so a forward that allocates the same (chunk of) attention-bias tensors
+    again and again page-faults on every one of them: measured at 4096 tokens, Transformer-XL
+    took up to 2.6 M minor faults per 6 forwards and ~1.6x longer. Up to 32 MB (glibc's limit)
+    allocations now come from the heap, which is kept. No effect outside glibc.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 32 * 2**20)
+    libc.mallopt(m_trim_threshold, 2**30)
+
+
 def make_runtime(cfg: Any) -> Runtime:
+    keep_freed_memory()
     if cfg.train.threads:
         torch.set_num_threads(int(cfg.train.threads))
     device = pick_device(str(cfg.device))

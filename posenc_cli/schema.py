@@ -75,6 +75,7 @@ class BenchConfig:
     compile: bool = False
     matmul_size: int = 4096
     case_timeout_s: float = 1200.0
+    repeats: int = 1
 
 
 @dataclass

@@ -14,7 +14,7 @@ from conftest import run_cli
 
 TINY_BENCH = ["model=tiny", "bench.encodings=[none,alibi]", "bench.context_length=16",
               "bench.batch_size=2", "bench.warmup_steps=1", "bench.timed_steps=2",
-              "bench.eval_steps=1", "bench.eval_factors=[1,2]", "bench.matmul_size=64",
+              "bench.eval_steps=1", "bench.eval_factors=[1,2]", "bench.matmul_size=64", "bench.repeats=1",
               "data.vocab_size=300"]
 RECORD_KEYS = {"encoding", "mode", "length", "batch", "precision", "tokens_per_s", "peak_rss_mb",
                "rss_growth_mb", "mfu", "step_time_ratio_vs_none"}
