@@ -53,3 +53,26 @@ def test_bench_rejects_bad_settings_before_any_run_directory(tmp_path: Path,
     (tmp_path / "taken" / "x").mkdir(parents=True)
     with pytest.raises(PosencError, match="already exists"):
         compose_bench(["hydra.run.dir=taken"])
+
+
+def test_ab_train_script_times_every_variant(tmp_path: Path) -> None:
+    """benchmarks/ab_train.py: one row per variant, the first is the 1.0x reference."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, TINY
+
+    out = tmp_path / "ab.json"
+    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ab_train.py"),
+                          "--variants", "fp32,bf16", "--rounds", "2", "--steps", "1",
+                          "--warmup", "0", "--json", str(out), *TINY, "encoding=rope"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())["variants"]
+    assert [r["variant"] for r in rows] == ["fp32", "bf16"]
+    assert rows[0]["speedup_vs_first"] == 1.0
+    assert all(r["median_step_s"] > 0 and r["tokens_per_s"] > 0 for r in rows)
+    assert "bf16" in res.stdout and "x vs fp32" in res.stdout
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ab_train.py"),
+                          "--variants", "fp16"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown variant 'fp16'" in bad.stderr

@@ -13,6 +13,7 @@ shared by all layers; long sequences are processed in query chunks (see there).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -66,12 +67,21 @@ class BiasedAttention(torch.autograd.Function):
 
 
 def _for_attention(x: Tensor) -> Tensor:
-    """bf16 -> float32 on CPU when training: there the fused kernel's bf16 backward runs
-    1.4-2.5x slower than its float32 one (measured, torch 2.13, AVX512-BF16 without AMX), while
-    the cast costs one pass over (B, H, T, E); the projections around it stay in bf16."""
-    if x.dtype == torch.bfloat16 and x.device.type == "cpu" and torch.is_grad_enabled():
+    """bf16 -> float32 on CPU: there the fused kernel's bf16 backward runs 1.4-2.5x slower than
+    its float32 one and, with a float32 mask, so does its forward (measured, torch 2.13,
+    AVX512-BF16 without AMX), while the cast costs one pass over (B, H, T, E); the projections
+    around the attention stay in bf16."""
+    if x.dtype == torch.bfloat16 and x.device.type == "cpu":
         return x.float()
     return x
+
+
+def _no_cpu_autocast(x: Tensor) -> contextlib.AbstractContextManager[Any]:
+    """CPU autocast would cast the float32 attention (see ``_for_attention``) back to bf16 and
+    materialise the strided float32 masks as dense bf16 copies; on GPUs it stays on."""
+    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        return torch.autocast("cpu", enabled=False)
+    return contextlib.nullcontext()
 
 
 def _wide(x: Tensor) -> Tensor:
@@ -104,12 +114,13 @@ class CausalSelfAttention(nn.Module):
         qt, kt = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)
         dtype = v.dtype
         qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
-        if not enc.has_bias:
-            y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
-        elif ctx.distance_vector() is not None:
-            y = self._toeplitz(qt, kt, v, ctx, scale)
-        else:
-            y = self._chunked(q, k, qt, kt, v, ctx, scale)
+        with _no_cpu_autocast(v):
+            if not enc.has_bias:
+                y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
+            elif ctx.distance_vector() is not None:
+                y = self._toeplitz(qt, kt, v, ctx, scale)
+            else:
+                y = self._chunked(q, k, qt, kt, v, ctx, scale)
         y = y.to(dtype)
         B, H, T, E = y.shape
         return self.output_proj(y.transpose(1, 2).reshape(B, T, H * E))

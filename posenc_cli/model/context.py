@@ -65,9 +65,12 @@ class AttentionContext:
         if not enc.has_bias:
             return [(0, T)]
         b = 1 if enc.bias_is_positional else (batch or self.batch)
-        budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if torch.is_grad_enabled() else 1)
+        grad = torch.is_grad_enabled()
+        budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))
-        cap = TOEPLITZ_CHUNK_ROWS if self.distance_vector() is not None else T
+        cap = T
+        if self.distance_vector() is not None:  # a view, nothing materialised without autograd
+            cap, cells = TOEPLITZ_CHUNK_ROWS, cells if grad else T * T
         out, s = [], 0
         while s < T:
             t = int((-s + math.sqrt(s * s + 4 * cells)) / 2)
