@@ -50,7 +50,8 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
         nn.init.trunc_normal_(self.weight, std=1.0, a=-3.0, b=3.0)
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
-        self.check_length(int(pos_T[-1]) + 1 if pos_T.numel() else 0)
+        if not torch.compiler.is_compiling():  # reading a position would split the graph;
+            self.check_length(int(pos_T[-1]) + 1 if pos_T.numel() else 0)  # the model checked
         return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
 
     def extra_repr(self) -> str:
@@ -70,6 +71,8 @@ class SinusoidalEncoding(PositionalEncoding):
 
     def table(self, pos_T: Tensor) -> Tensor:
         """(T, D) encodings of a contiguous position range, cached per range and device."""
+        if torch.compiler.is_compiling():  # the key reads a position: a graph break
+            return sinusoid(pos_T, self.inv_freq).float()
         key = (range_start(pos_T), pos_T.numel(), str(pos_T.device))
         return self._cache.get(key, lambda: sinusoid(pos_T, self.inv_freq).float())
 

@@ -60,8 +60,9 @@ class RotaryEncoding(PositionalEncoding):
         backward instead of six elementwise passes and a stack (~10x faster on CPU). Under
         torch.compile, which cannot trace complex views, the real form is fused by the compiler.
         """
-        if torch.compiler.is_compiling():
-            cos, sin = self.cos_sin(pos_T)
+        if torch.compiler.is_compiling():  # no cache: its key would read positions
+            angles = pos_T.double()[:, None] * self.inv_freq.double()[None, :]
+            cos, sin = angles.cos().float(), angles.sin().float()
             x = x_BHTE.float().unflatten(-1, (-1, 2))
             x0, x1 = x[..., 0], x[..., 1]
             out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
