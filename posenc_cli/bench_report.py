@@ -38,19 +38,35 @@ def _cells(rec: dict[str, Any] | None, keys: tuple[str, ...]) -> list[str]:
 
 
 def print_report(report: dict[str, Any], run_dir: Path) -> None:
+    """Two narrow tables (training, evaluation) so an 80-column terminal shows every number;
+    the full single table is bench.md."""
+    from rich import box
     from rich.table import Table
 
     from posenc_cli.progress import console
 
     m, peak = report["machine"], report["matmul_peak_gflops"]
     header, rows = table_rows(report)
-    table = Table(title=f"posenc bench: {m['cpu']}, {m['threads']} threads, torch {m['torch']}, "
-                        f"{report['records'][0]['precision'] if report['records'] else ''}")
-    for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i == 0 else "right")
+    precision = report["records"][0]["precision"] if report["records"] else ""
+    train = Table(title=f"posenc bench: {m['cpu']}, {m['threads']} threads, torch {m['torch']}, "
+                        f"{precision}; training (x none: step time)", box=box.SIMPLE_HEAD)
+    for i, col in enumerate(header[:5]):
+        train.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:
-        table.add_row(*row)
-    console.print(table)
+        train.add_row(*row[:5])
+    console.print(train)
+    lengths = [h.split()[1] for h in header[5::3]]
+    evaluation = Table(title="evaluation by length, batch 1: tokens/s (time x none); +MB: peak "
+                             "RSS growth at the longest", box=box.SIMPLE_HEAD)
+    evaluation.add_column("encoding", no_wrap=True)
+    for L in lengths:
+        evaluation.add_column(L, justify="right", no_wrap=True)
+    evaluation.add_column("+MB", justify="right")
+    for row in rows:
+        cells = [row[5 + 3 * i:8 + 3 * i] for i in range(len(lengths))]
+        evaluation.add_row(row[0], *[f"{c[0]} ({c[1]})" if c[1] != "-" else c[0] for c in cells],
+                           cells[-1][2] if cells else "-")
+    console.print(evaluation)
     console.print("matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
                   + f"; MFU by {report['flops_convention']}", soft_wrap=True)
     console.print(f"wrote {run_dir / 'bench.json'}", soft_wrap=True)

@@ -50,9 +50,12 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
         nn.init.trunc_normal_(self.weight, std=1.0, a=-3.0, b=3.0)
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
-        if not torch.compiler.is_compiling():  # reading a position would split the graph;
-            self.check_length(int(pos_T[-1]) + 1 if pos_T.numel() else 0)  # the model checked
-        return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
+        if torch.compiler.is_compiling():  # reading a position would split the graph
+            return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
+        start = range_start(pos_T)
+        self.check_length(start + pos_T.numel())
+        rows = self.weight.narrow(0, start, pos_T.numel())  # a contiguous range: a slice, whose
+        return x_BTD + rows.to(x_BTD.dtype)  # backward is a copy, not an index_put scatter
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, max_len={self.max_len}"
