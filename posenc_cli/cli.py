@@ -107,8 +107,9 @@ def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkp
         _resume(run_dir)
 
 
-#: Keys that may differ from the checkpoint's config on resume (they do not change the result).
-RESUME_MAY_CHANGE = {"resume", "device", "train.threads"}
+#: Keys that may differ from the checkpoint's config on resume: they change how the run is
+#: executed, not what it computes (beyond float rounding on another device or compiled).
+RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile"}
 
 
 def _resume(run_dir: Path, requested: DictConfig | None = None,

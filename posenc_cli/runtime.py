@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -80,6 +81,25 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
         raise PosencError("train.compile=true needs a C++ compiler (g++ or clang++) on CPU",
                           "install one (e.g. apt-get install g++) or use train.compile=false")
     return torch.compile(model)
+
+
+@contextlib.contextmanager
+def compile_failures(run_dir: Any, compiling: bool) -> Iterator[None]:
+    """A TorchDynamo/Inductor failure (no working C++ compiler, an unsupported operator) as
+    one line naming the way out, instead of a page of compiler traceback."""
+    try:
+        yield
+    except Exception as exc:
+        from torch._dynamo.exc import BackendCompilerFailed
+
+        if not compiling or not isinstance(exc, BackendCompilerFailed):
+            raise
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        first = next((ln for ln in lines if not ln.startswith("backend=")), type(exc).__name__)
+        saved = (Path(run_dir) / "checkpoints" / "last.pt").exists()
+        fix = (f"continue this run without it: posenc train resume={run_dir} train.compile=false"
+               if saved else "run again with train.compile=false")
+        raise PosencError(f"torch.compile failed: {first[:300]}", fix) from None
 
 
 def keep_freed_memory() -> None:

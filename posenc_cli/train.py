@@ -26,7 +26,7 @@ from posenc_cli.data.dataset import TokenData, get_batch, prepare, validation_st
 from posenc_cli.errors import Interrupted, PosencError
 from posenc_cli.model import TransformerLM, build_model
 from posenc_cli.progress import TrainProgress
-from posenc_cli.runtime import Runtime, compile_model, make_runtime
+from posenc_cli.runtime import Runtime, compile_failures, compile_model, make_runtime
 from posenc_cli.schedule import lr_at
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -158,7 +158,8 @@ def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any
     try:
         if cfg.train.compile:
             model = compile_model(model, rt.device)
-        _loop(cfg, model, opt, st, data, rt, writer, ckpt_dir)
+        with compile_failures(run_dir, cfg.train.compile):
+            _loop(cfg, model, opt, st, data, rt, writer, ckpt_dir)
         metrics = _final_metrics(cfg, _unwrap(model), st, data, rt, writer, n_params, run_dir)
     finally:
         writer.close()

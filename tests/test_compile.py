@@ -49,3 +49,42 @@ def test_posenc_train_compiled_matches_eager_end_to_end(tmp_path: Path, corpus: 
         assert metrics["steps"] == 10
         losses[flag] = metrics["final_val_loss"]
     assert losses["true"] == pytest.approx(losses["false"], abs=2e-3)
+
+
+def test_a_failing_compiler_is_one_line_and_resumable(tmp_path: Path, corpus: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor with a C++ compiler that does not work: exit 2, one line naming the fix, no
+    traceback; after a checkpoint the fix is resuming with train.compile=false, which works."""
+    monkeypatch.setenv("CXX", "false")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    args = [*TINY, "encoding=none", "train.precision=fp32", "data=text", f"data.path={corpus}"]
+    res = run_cli(["train", *args, "train.compile=true", "hydra.run.dir=run"], tmp_path,
+                  tmp_path / "cache")
+    assert res.returncode == 2, res.stderr[-2000:]
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert err[0].startswith("posenc: error: torch.compile failed:")
+    assert "run again with train.compile=false" in err[0]
+    monkeypatch.delenv("CXX")
+    done = run_cli(["train", *args, "hydra.run.dir=run2"], tmp_path, tmp_path / "cache")
+    assert done.returncode == 0, done.stderr[-2000:]
+    switched = run_cli(["train", "resume=run2", "train.compile=true"], tmp_path,
+                       tmp_path / "cache")
+    assert switched.returncode == 0, switched.stderr[-2000:]  # compile may change on resume
+
+
+def test_compile_failure_after_a_checkpoint_names_the_resume_command(tmp_path: Path) -> None:
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    from posenc_cli.errors import PosencError
+    from posenc_cli.runtime import compile_failures
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.pt").write_bytes(b"")
+    with pytest.raises(PosencError, match="no kernel for you") as info:
+        with compile_failures(tmp_path, compiling=True):
+            raise BackendCompilerFailed(lambda: None, RuntimeError("no kernel for you"), None)
+    assert f"posenc train resume={tmp_path} train.compile=false" in str(info.value)
+    with pytest.raises(ValueError):  # anything else, or not compiling: untouched
+        with compile_failures(tmp_path, compiling=True):
+            raise ValueError("x")
