@@ -84,7 +84,7 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
 
 
 @contextlib.contextmanager
-def compile_failures(run_dir: Any, compiling: bool) -> Iterator[None]:
+def compile_failures(run_dir: Path, compiling: bool) -> Iterator[None]:
     """A TorchDynamo/Inductor failure (no working C++ compiler, an unsupported operator) as
     one line naming the way out, instead of a page of compiler traceback."""
     try:
@@ -96,7 +96,7 @@ def compile_failures(run_dir: Any, compiling: bool) -> Iterator[None]:
             raise
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         first = next((ln for ln in lines if not ln.startswith("backend=")), type(exc).__name__)
-        saved = (Path(run_dir) / "checkpoints" / "last.pt").exists()
+        saved = (run_dir / "checkpoints" / "last.pt").exists()
         fix = (f"continue this run without it: posenc train resume={run_dir} train.compile=false"
                if saved else "run again with train.compile=false")
         raise PosencError(f"torch.compile failed: {first[:300]}", fix) from None
