@@ -130,4 +130,11 @@ def make_runtime(cfg: Any) -> Runtime:
     if cfg.train.threads:
         torch.set_num_threads(int(cfg.train.threads))
     device = pick_device(str(cfg.device))
-    return Runtime(device, pick_precision(str(cfg.train.precision), device))
+    precision = pick_precision(str(cfg.train.precision), device)
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
+        from posenc_cli.progress import console
+
+        console.print("warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "
+                      "emulated and slower than fp32; use train.precision=auto or fp32",
+                      style="yellow", soft_wrap=True)
+    return Runtime(device, precision)

@@ -25,6 +25,19 @@ def test_auto_is_bf16_on_cpus_with_native_bf16_only(fast: bool,
     assert runtime.pick_precision("auto", torch.device("mps")) == "fp32"
 
 
+def test_explicit_bf16_on_a_cpu_without_it_warns(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"device": "cpu", "train": {"threads": None, "precision": "bf16"}})
+    monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: False)
+    assert runtime.make_runtime(cfg).precision == "bf16"
+    assert "emulated and slower than fp32" in capsys.readouterr().out
+    monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: True)
+    runtime.make_runtime(cfg)
+    assert "emulated" not in capsys.readouterr().out
+
+
 def test_auto_is_bf16_on_cuda_and_refused_where_unsupported(
         monkeypatch: pytest.MonkeyPatch) -> None:
     cuda = torch.device("cuda")
