@@ -39,13 +39,14 @@ from posenc_cli.runtime import Runtime, make_runtime
 
 #: Data settings that change which tokens are evaluated.
 TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth")
-ALLOWED = "eval.*, eval=NAME, data=NAME, data.* and device"
+ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
 
 
 def evaluate_run(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Evaluate ``run_dir``'s last checkpoint; merge into metrics.json; print a table."""
     saved = load_run_config(run_dir)
     cfg = apply_overrides(saved, overrides)
+    pin_precision(cfg, _read_metrics(run_dir), overrides)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
     data, label = eval_data(cfg, saved, run_dir)
@@ -82,7 +83,8 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
         if ov.is_sweep_override() or ov.is_delete():
             raise PosencError(f"'{ov.input_line}': posenc eval takes one value per key",
                               "evaluate each setting with its own command")
-        if key not in ("data", "eval", "device") and not key.startswith(("data.", "eval.")):
+        if key not in ("data", "eval", "device", "train.precision") \
+                and not key.startswith(("data.", "eval.")):
             raise PosencError(f"posenc eval cannot change '{key}' (the run fixes it)",
                               f"override only {ALLOWED}")
     check_group_choices(overrides)
@@ -174,6 +176,16 @@ def result_key(label: str | None, ev: Any, saved_ev: Any) -> str:
     if factors != sorted({int(f) for f in saved_ev.factors}):
         parts.append("x" + "-".join(map(str, factors)))
     return "_".join(parts)
+
+
+def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]) -> None:
+    """Evaluate in the precision the run actually used, not what `auto` means on this machine
+    (bf16 on one, fp32 on another), so that re-evaluating gives the run's own numbers; an
+    explicit train.precision=... wins."""
+    asked = any(o.split("=", 1)[0].lstrip("+") == "train.precision" for o in overrides)
+    used = metrics.get("precision")
+    if not asked and cfg.train.precision == "auto" and used in ("fp32", "bf16"):
+        cfg.train.precision = used
 
 
 def _read_metrics(run_dir: Path) -> dict[str, Any]:

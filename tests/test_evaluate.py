@@ -241,3 +241,23 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path) -> None:
     tags = set(acc.Tags()["scalars"])
     assert {"extrapolation/ppl", "extrapolation_sliding8/ppl",
             "extrapolation_text_other/ppl", "val/loss"} <= tags
+
+
+def test_eval_uses_the_precision_the_run_used_unless_told_otherwise() -> None:
+    """`auto` means bf16 on one machine and fp32 on another: re-evaluation pins what the run
+    recorded in metrics.json, so it reproduces the run's numbers; train.precision=... wins."""
+    from posenc_cli.eval_run import pin_precision
+
+    saved = config()
+    saved.train.precision = "auto"
+    cfg = apply_overrides(saved, [])
+    pin_precision(cfg, {"precision": "fp32"}, [])
+    assert cfg.train.precision == "fp32"
+    cfg = apply_overrides(saved, ["train.precision=bf16"])
+    pin_precision(cfg, {"precision": "fp32"}, ["train.precision=bf16"])
+    assert cfg.train.precision == "bf16"
+    cfg = apply_overrides(saved, [])
+    pin_precision(cfg, {}, [])  # nothing recorded: auto stays auto
+    assert cfg.train.precision == "auto"
+    with pytest.raises(PosencError, match="cannot change 'train.steps'"):
+        apply_overrides(saved, ["train.steps=5"])
