@@ -17,7 +17,6 @@ first variant, and the first step's time (which includes compilation).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -26,12 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from posenc_cli.bench_case import training_step
 from posenc_cli.config import compose
 from posenc_cli.errors import PosencError
 from posenc_cli.model import build_model
-from posenc_cli.runtime import compile_model, keep_freed_memory
+from posenc_cli.runtime import keep_freed_memory
 from posenc_cli.train import make_optimizer
 
 
@@ -56,25 +55,12 @@ class Variant:
 
 
 def make_step(variant: Variant, cfg: Any, vocab: int, x: torch.Tensor, y: torch.Tensor) -> Any:
-    """A closure doing one full optimizer step (forward, loss, backward, clipping, AdamW)."""
+    """A fresh model and optimizer (same seed for every variant) and its training step."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, vocab)
-    model.train()
     opt = make_optimizer(model, cfg.train)
-    run = compile_model(model, torch.device("cpu")) if variant.compile else model
-
-    def step() -> None:
-        cast = (torch.autocast("cpu", dtype=torch.bfloat16) if variant.precision == "bf16"
-                else contextlib.nullcontext())
-        with cast:
-            logits = run(x)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-        opt.step()
-
-    return step
+    return training_step(model, opt, x, y, variant.precision, variant.compile,
+                         cfg.train.grad_clip)
 
 
 def timed(fn: Any) -> float:

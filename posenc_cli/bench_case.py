@@ -7,17 +7,19 @@ Kinds: "train" (median over timed AdamW steps: forward, backward, clipping, step
 
 from __future__ import annotations
 
-import contextlib
 import json
 import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from posenc_cli.runtime import Runtime, compile_model
 
 MARKER = "RESULT "
 
@@ -57,12 +59,6 @@ def peak_rss_mb() -> float:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024
 
 
-def autocast(precision: str) -> contextlib.AbstractContextManager[Any]:
-    if precision != "bf16":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
-
-
 def matmul_peak(n: int, repeats: int = 3) -> dict[str, float]:
     """Best GFLOP/s of an n x n x n matmul, fp32 and bf16."""
     out = {}
@@ -100,30 +96,40 @@ def train_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"] + 1), generator=gen)
     x, y = ids[:, :-1], ids[:, 1:]
-    step_model = torch.compile(model) if spec["compile"] else model
+    return _measure(training_step(model, opt, x, y, spec["precision"], spec["compile"]), spec)
+
+
+def training_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+                  y: torch.Tensor, precision: str, compiled: bool,
+                  grad_clip: float = 1.0) -> Callable[[], None]:
+    """One optimizer step on (x, y) as `posenc train` takes it: autocast forward, float32
+    loss, backward, clipping, AdamW (benchmarks/ab_train.py times the same step)."""
+    rt = Runtime(torch.device("cpu"), precision)
+    run = compile_model(model, rt.device) if compiled else model
     model.train()
 
     def step() -> None:
-        with autocast(spec["precision"]):
-            logits = step_model(x)
+        with rt.autocast():
+            logits = run(x)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         opt.step()
 
-    return _measure(step, spec)
+    return step
 
 
 def eval_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     """No-grad forwards of one sequence of the evaluation length."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"]), generator=gen)
-    step_model = torch.compile(model) if spec["compile"] else model
+    rt = Runtime(torch.device("cpu"), spec["precision"])
+    step_model = compile_model(model, rt.device) if spec["compile"] else model
     model.eval()
 
     def step() -> None:
-        with torch.no_grad(), autocast(spec["precision"]):
+        with torch.no_grad(), rt.autocast():
             step_model(x)
 
     return _measure(step, spec)

@@ -45,13 +45,16 @@ class RotaryEncoding(PositionalEncoding):
         key = (int(pos[0]), int(pos[-1]), pos.numel(), str(pos.device))
         hit = self._cache.get(key)
         if hit is None:
-            angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
-            cos, sin = angles.cos().float(), angles.sin().float()
+            cos, sin = self._cos_sin_uncached(pos)
             hit = (cos, sin, torch.complex(cos, sin))
             if len(self._cache) > 16:
                 self._cache.clear()
             self._cache[key] = hit
         return hit
+
+    def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
+        angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
+        return angles.cos().float(), angles.sin().float()
 
     def rotate(self, x_BHTE: Tensor, pos_T: Tensor) -> Tensor:
         """Apply R_m to every position m: (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos).
@@ -61,8 +64,7 @@ class RotaryEncoding(PositionalEncoding):
         torch.compile, which cannot trace complex views, the real form is fused by the compiler.
         """
         if torch.compiler.is_compiling():  # no cache: its key would read positions
-            angles = pos_T.double()[:, None] * self.inv_freq.double()[None, :]
-            cos, sin = angles.cos().float(), angles.sin().float()
+            cos, sin = self._cos_sin_uncached(pos_T)
             x = x_BHTE.float().unflatten(-1, (-1, 2))
             x0, x1 = x[..., 0], x[..., 1]
             out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
