@@ -15,7 +15,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from posenc_cli.errors import PosencError
+from posenc_cli.common.atomic import write_json_atomic
+from posenc_cli.common.digest import file_digest
+from posenc_cli.common.errors import PosencError
 
 EOT = "<|endoftext|>"
 READ_CHUNK_CHARS = 1 << 22
@@ -152,27 +154,16 @@ class Corpus:
                 st = f.stat()
                 key = f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}"
                 if key not in index:
-                    index[key], changed = _file_hash(f), True
+                    index[key], changed = file_digest(f), True
                 h.update(f"{role}{index[key]}".encode())
         if changed:
-            _write_json_atomic(index_path, index)
+            _save_index(index_path, index)
         return h.hexdigest()
 
 
-def _file_hash(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 24):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_json_atomic(path: Path, obj: object) -> None:
+def _save_index(path: Path, index: dict[str, str]) -> None:
     """Best effort: the index only saves time, so a read-only cache folder is not an error."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(obj))
-        os.replace(tmp, path)
+        write_json_atomic(path, index, indent=None)
     except OSError:
         pass

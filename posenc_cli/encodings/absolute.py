@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import BoundedCache, range_start
-from posenc_cli.errors import PosencError
+from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.base import PositionalEncoding, first_position
+from posenc_cli.encodings.cache import BoundedCache
 
 
 def inverse_frequencies(dim: int, base: float = 10000.0) -> Tensor:
@@ -52,7 +52,7 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         if torch.compiler.is_compiling():  # reading a position would split the graph
             return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
-        start = range_start(pos_T)
+        start = first_position(pos_T)
         self.check_length(start + pos_T.numel())
         rows = self.weight.narrow(0, start, pos_T.numel())  # a contiguous range: a slice, whose
         return x_BTD + rows.to(x_BTD.dtype)  # backward is a copy, not an index_put scatter
@@ -76,7 +76,7 @@ class SinusoidalEncoding(PositionalEncoding):
         """(T, D) encodings of a contiguous position range, cached per range and device."""
         if torch.compiler.is_compiling():  # the key reads a position: a graph break
             return sinusoid(pos_T, self.inv_freq).float()
-        key = (range_start(pos_T), pos_T.numel(), str(pos_T.device))
+        key = (first_position(pos_T), pos_T.numel(), str(pos_T.device))
         return self._cache.get(key, lambda: sinusoid(pos_T, self.inv_freq).float())
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:

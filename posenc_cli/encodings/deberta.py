@@ -9,24 +9,21 @@ with δ(i,j) = clamp(i - j, -k, k-1) + k the paper's clipped relative distance (
 projections Q^r = P W_{q,r}, K^r = P W_{k,r}. In a causal decoder only i ≥ j is kept, so c2p
 reads rows k … 2k-1 and p2c rows 0 … k. Longer distances reuse the edge rows (c2p from k-1 on,
 p2c from k on): the encoding is defined at any length, clipped. SDPA computes the c2c term
-with scale 1/sqrt(3E); ``score_bias`` returns the scaled c2p + p2c, each computed once per
+with scale 1/sqrt(3E); ``content_bias`` returns the scaled c2p + p2c, each computed once per
 distinct distance and then relative-shifted — O(T·S·H) memory.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import (BoundedCache, align_to_keys, align_to_queries,
-                                           ascending_distances, causal_shift, clipped_causal_index,
-                                           descending_distances, distance_bounds, forward_distances,
-                                           mask_future_, queries_end_with_keys, range_start)
-from posenc_cli.errors import PosencError
-from posenc_cli.model.layers import Linear
+from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
+from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.relative import (causal_shift, clipped_causal_index, forward_distances,
+                                           largest_distance, mask_future_)
+from posenc_cli.nn.layers import Linear
 
 
 def deberta_bucket(distance: Tensor, max_relative: int) -> Tensor:
@@ -38,8 +35,6 @@ class DebertaEncoding(PositionalEncoding):
     """Shared relative table, per-layer position projections, three-term scaled score."""
 
     relative = True
-    has_bias = True
-    bias_is_positional = False
     bias_buffers = 3
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
@@ -65,35 +60,20 @@ class DebertaEncoding(PositionalEncoding):
         table = proj(self.rel_embeddings)[rows]
         return table.view(-1, self.n_heads, self.head_dim).transpose(0, 1)
 
-    def score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
-                   pos_S: Tensor, layer: int | None) -> Tensor:
-        """scale · (c2p + p2c) as (B, H, T, S)."""
-        assert q_BHTE is not None and k_BHSE is not None and layer is not None
-        T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
-        scale = self.softmax_scale(self.head_dim)
-        c2p_rows = deberta_bucket(descending_distances(pos_T, pos_S), self.max_relative)
-        k_r = self._heads(self.k_r_proj[layer], c2p_rows).to(q_BHTE.dtype)
-        c2p = align_to_queries((q_BHTE * scale) @ k_r.transpose(-1, -2), S)
-        p2c_rows = deberta_bucket(-ascending_distances(pos_T, pos_S), self.max_relative)
-        q_r = self._heads(self.q_r_proj[layer], p2c_rows).to(k_BHSE.dtype)
-        p2c = align_to_keys((k_BHSE * scale) @ q_r.transpose(-1, -2), T)
-        return c2p + p2c
-
-    def causal_tables(self, n: int, layer: int, scratch: dict[Any, Any]) -> tuple[Tensor, Tensor]:
+    def causal_tables(self, n: int, layer: int, cache: ForwardCache) -> tuple[Tensor, Tensor]:
         """This layer's K^r rows for distances n-1 … 0 (H, n, E) and its projected Q^r table
         (H, 2k, E), computed once per forward."""
-        key = ("deberta", layer)
-        hit = scratch.get(key)
+        hit = cache.tables.get(layer)
         if hit is None or hit[0].shape[1] < n:
             rows = deberta_bucket(torch.arange(n - 1, -1, -1, device=self.rel_embeddings.device),
                                   self.max_relative)
             k_r = self._heads(self.k_r_proj[layer], rows).contiguous()
             q_r = self.q_r_proj[layer](self.rel_embeddings)
-            hit = scratch[key] = (k_r, q_r.view(-1, self.n_heads, self.head_dim).transpose(0, 1))
+            hit = (k_r, q_r.view(-1, self.n_heads, self.head_dim).transpose(0, 1))
+            cache.tables[layer] = hit
         return hit[0][:, hit[0].shape[1] - n:], hit[1]
 
-    def causal_score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
-                          pos_S: Tensor, layer: int | None, scratch: dict[Any, Any]) -> Tensor:
+    def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         """scale · (c2p + p2c) for i >= j only, -inf for j > i.
 
         c2p over the causal distances (half the columns), relative-shifted. p2c over its at
@@ -101,45 +81,39 @@ class DebertaEncoding(PositionalEncoding):
         evaluation (no gradient) one broadcast row for the keys beyond the clipping distance
         plus a band of width k near the diagonal — no pass over (T, S) beyond the sum itself.
         """
-        assert q_BHTE is not None and k_BHSE is not None and layer is not None
-        if not queries_end_with_keys(pos_T, pos_S):
-            return super().causal_score_bias(q_BHTE, k_BHSE, pos_T, pos_S, layer, scratch)
         S, scale = k_BHSE.shape[-2], self.softmax_scale(self.head_dim)
-        hi = distance_bounds(pos_T, pos_S)[1]
-        k_r, q_r = self.causal_tables(forward_distances(pos_T, pos_S, scratch), layer, scratch)
+        hi = largest_distance(site)
+        k_r, q_r = self.causal_tables(forward_distances(site), site.layer, site.cache)
         k_r = k_r[:, k_r.shape[1] - hi - 1:].to(q_BHTE.dtype)
         c2p = causal_shift((q_BHTE * scale) @ k_r.transpose(-1, -2), S)
         width = min(hi, self.max_relative) + 1
-        p2c_desc = self._p2c_rows(k_BHSE, q_r, width, layer, scratch)
-        start = S - pos_T.numel()
+        p2c_desc = self._p2c_rows(k_BHSE, q_r, width, site)
+        start = S - site.queries.length
         if torch.is_grad_enabled() or start < width - 2:
-            bias = c2p + self._gathered(p2c_desc.flip(2), pos_T, pos_S)
+            bias = c2p + self._gathered(p2c_desc.flip(2), site)
         else:
             bias = _add_banded(c2p, p2c_desc, start)
         return mask_future_(bias.float())
 
-    def _p2c_rows(self, k_BHSE: Tensor, q_r: Tensor, width: int, layer: int,
-                  scratch: dict[Any, Any]) -> Tensor:
-        """(B, H, W, S) scale · Q^r_{bucket(-d)} · k_j for d = W-1 … 0. Keys of a shorter chunk
-        are a prefix of the longest one's (the attention runs that first), so the product is
-        computed once per layer and forward and sliced."""
-        key = ("deberta.p2c", layer)
-        hit = scratch.get(key)
+    def _p2c_rows(self, k_BHSE: Tensor, q_r: Tensor, width: int, site: BiasSite) -> Tensor:
+        """(B, H, W, S) scale · Q^r_{bucket(-d)} · k_j for d = W-1 … 0. The keys of every chunk
+        of one layer are prefixes of the same tensor, so a product over more keys (and the
+        same width) is sliced instead of recomputed, in whatever order the chunks come."""
+        hit = site.cache.key_terms.get(site.layer)
         S = k_BHSE.shape[-2]
-        if hit is not None and hit[0] == k_BHSE.data_ptr() and hit[1].shape[-1] >= S \
-                and hit[1].shape[2] == width:
-            return hit[1][..., :S]
+        if hit is not None and hit.shape[-1] >= S and hit.shape[2] == width:
+            return hit[..., :S]
         rows = q_r[:, self.max_relative - width + 1:self.max_relative + 1]
         p2c = rows.to(k_BHSE.dtype) @ (k_BHSE * self.softmax_scale(self.head_dim)).transpose(-1, -2)
-        scratch[key] = (k_BHSE.data_ptr(), p2c)
+        site.cache.key_terms[site.layer] = p2c
         return p2c
 
-    def _gathered(self, p2c_asc: Tensor, pos_T: Tensor, pos_S: Tensor) -> Tensor:
+    def _gathered(self, p2c_asc: Tensor, site: BiasSite) -> Tensor:
         """(B, H, T, S) p2c from its (B, H, W, S) rows of distances 0 … W-1 (clipped)."""
-        (B, H, W, S), T = p2c_asc.shape, pos_T.numel()
+        (B, H, W, S), T = p2c_asc.shape, site.queries.length
         index = self._index.get(
-            (range_start(pos_T) - range_start(pos_S), T, S, W, str(pos_T.device)),
-            lambda: clipped_causal_index(pos_T, pos_S, W))
+            (site.queries.start - site.keys.start, T, S, W, str(site.queries.device)),
+            lambda: clipped_causal_index(site.queries.positions(), site.keys.positions(), W))
         return p2c_asc.gather(-2, index.expand(B, H, T, S))
 
     def extra_repr(self) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.errors import PosencError
+from posenc_cli.encodings.cache import BoundedCache
 
 
 class RotaryEncoding(PositionalEncoding):
@@ -28,29 +29,14 @@ class RotaryEncoding(PositionalEncoding):
         self.theta = theta
         inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
-        self._cache: dict[tuple[int, int, int, str], tuple[Tensor, Tensor, Tensor]] = {}
-
-    def cos_sin(self, pos: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin of m·θ_k, shape (T, E/2), float32 from float64 angles."""
-        return self._tables(pos)[:2]
+        self._phases = BoundedCache()
 
     def phase(self, pos: Tensor) -> Tensor:
-        """e^{i m θ_k} as complex64 (T, E/2), the same angles as ``cos_sin``."""
-        return self._tables(pos)[2]
-
-    def _tables(self, pos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """cos, sin and e^{i m θ_k}, computed in float64 (positions reach the tens of
-        thousands) and cached per position range and device: the model always passes
-        contiguous ranges, so (first, last, count) identifies them."""
+        """e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
+        thousands), cached per position range and device: (first, last, count) identifies the
+        contiguous ranges the model passes."""
         key = (int(pos[0]), int(pos[-1]), pos.numel(), str(pos.device))
-        hit = self._cache.get(key)
-        if hit is None:
-            cos, sin = self._cos_sin_uncached(pos)
-            hit = (cos, sin, torch.complex(cos, sin))
-            if len(self._cache) > 16:
-                self._cache.clear()
-            self._cache[key] = hit
-        return hit
+        return self._phases.get(key, lambda: torch.complex(*self._cos_sin_uncached(pos)))
 
     def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.double()[:, None] * self.inv_freq.double()[None, :]

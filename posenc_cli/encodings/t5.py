@@ -3,7 +3,7 @@
 Distances n = max(i - j, 0) below num_buckets/2 get a bucket each; larger ones share
 log-spaced buckets up to max_distance, and every distance beyond it falls into the last bucket
 — the bias saturates, so it is defined (constant) at any length. One table serves all layers,
-so the bias depends on positions only and is computed once per forward.
+so the bias depends on positions only: a ``distance_bias``, computed once per forward.
 
 Scale: the original T5 drops the 1/sqrt(d) on q·k. Here q·k keeps the standard softmax scale
 (as every other encoding does, so runs differ only in the encoding) and the bias is added in
@@ -18,8 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.encodings.relative import BoundedCache, range_start, relative_distance
-from posenc_cli.errors import PosencError
+from posenc_cli.common.errors import PosencError
 
 
 def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
@@ -37,8 +36,6 @@ class T5RelativeBias(PositionalEncoding):
     """A (num_buckets, n_heads) table of learned biases shared by every layer."""
 
     relative = True
-    has_bias = True
-    bias_is_positional = True
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
                  num_buckets: int = 32, max_distance: int = 128) -> None:
@@ -53,20 +50,6 @@ class T5RelativeBias(PositionalEncoding):
         self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))
         std = d_model ** -0.5
         nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
-        self._buckets = BoundedCache()
-
-    def buckets(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
-        """(T, S) bucket ids; they depend only on (i0 - j0, T, S), the cache key."""
-        key = (range_start(pos_T) - range_start(pos_S), pos_T.numel(), pos_S.numel(),
-               str(pos_T.device))
-        return self._buckets.get(key, lambda: t5_bucket(
-            relative_distance(pos_T, pos_S), self.num_buckets, self.max_distance))
-
-    def score_bias(self, q_BHTE: Tensor | None, k_BHSE: Tensor | None, pos_T: Tensor,
-                   pos_S: Tensor, layer: int | None) -> Tensor:
-        """(1, H, T, S): the table row of each pair's bucket, looked up per head."""
-        ids = self.buckets(pos_T, pos_S)
-        return self.weight.t()[:, ids].float().unsqueeze(0)
 
     def distance_bias(self, distance: Tensor) -> Tensor:
         """(H, N): the table row of each distance's bucket — one lookup per distinct distance

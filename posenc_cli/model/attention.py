@@ -7,30 +7,21 @@ The fused kernel has no gradient for the mask, so a bias that must be trained (T
 Transformer-XL's and DeBERTa's content-position terms) goes through ``BiasedAttention``, a
 lean explicit softmax attention with a hand-written backward (SDPA's math fallback spends a
 third more time on masking and "safe" softmax passes).
-Position-only biases are computed once per forward (AttentionContext, model/context.py) and
+A bias of i - j alone is computed once per forward (AttentionContext, model/context.py) and
 shared by all layers; long sequences are processed in query chunks (see there).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
-from posenc_cli.model.layers import Linear
-
-__all__ = ["DEFAULT_BIAS_BUDGET", "AttentionContext", "BiasedAttention", "CausalSelfAttention",
-           "causal_mask", "reference_attention"]
-
-
-def causal_mask(pos_t: Tensor, pos_s: Tensor) -> Tensor:
-    """True where key position > query position (those logits are removed)."""
-    return pos_s[None, :] > pos_t[:, None]
+from posenc_cli.model.context import AttentionContext
+from posenc_cli.nn.layers import Linear
 
 
 class BiasedAttention(torch.autograd.Function):
@@ -68,10 +59,8 @@ class BiasedAttention(torch.autograd.Function):
 
 def _for_attention(x: Tensor) -> Tensor:
     """bf16 -> float32 on CPU: there the fused kernel's bf16 backward is slower than its float32
-    one at training lengths (measured, torch 2.13, AVX512-BF16 without AMX: 2.3x at 8 x 4 heads
-    x 128, 1.3x at 16 x 8 x 256; only at 2048 tokens is bf16 faster), while the cast costs one
-    pass over (B, H, T, E). A default-run training step is 1.38x faster than fp32 this way,
-    1.11x with the attention in bf16; the projections around it stay in bf16."""
+    one at training lengths (docs/performance.md), while the cast costs one pass over
+    (B, H, T, E); the projections around it stay in bf16."""
     if x.dtype == torch.bfloat16 and x.device.type == "cpu":
         return x.float()
     return x
@@ -116,12 +105,12 @@ class CausalSelfAttention(nn.Module):
         dtype = v.dtype
         qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
         with _no_cpu_autocast(v):
-            if not enc.has_bias:
-                y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
-            elif ctx.distance_vector() is not None:
+            if enc.has_content_bias:
+                y = self._chunked(q, k, qt, kt, v, ctx, scale)
+            elif enc.has_distance_bias:
                 y = self._toeplitz(qt, kt, v, ctx, scale)
             else:
-                y = self._chunked(q, k, qt, kt, v, ctx, scale)
+                y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
         y = y.to(dtype)
         B, H, T, E = y.shape
         return self.output_proj(y.transpose(1, 2).reshape(B, T, H * E))
@@ -140,10 +129,10 @@ class CausalSelfAttention(nn.Module):
                  ctx: AttentionContext, scale: float) -> Tensor:
         """Queries [s, e) over keys [0, e), each chunk with its bias (from q, k before
         ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
-        keys) goes first, so an encoding can compute a key-indexed term once per layer and
-        slice it for the shorter chunks (DeBERTa's p2c)."""
+        keys) goes first, so a key-indexed term computed there serves the shorter chunks as a
+        slice (DeBERTa's p2c); any order gives the same result."""
         parts = [_attend(qt[:, :, s:e], kt[:, :, :e], v[:, :, :e],
-                         ctx.bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer), scale)
+                         ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer), scale)
                  for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))]
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=2)
 
@@ -155,15 +144,3 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float) -> Tens
     if q.device.type != "cpu":  # CPU's fused kernel takes a float32 mask with bf16 q
         bias = bias.to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
-
-
-def reference_attention(q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float,
-                        bias: Tensor | None = None) -> Tensor:
-    """Plain softmax(q·kᵀ·scale + bias + causal)·v, the definition the fused path must match."""
-    T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
-    logits = (q_BHTE @ k_BHSE.transpose(-1, -2)) * scale
-    if bias is not None:
-        logits = logits + bias
-    mask = torch.ones(T, S, dtype=torch.bool, device=q_BHTE.device).triu(S - T + 1)
-    logits = logits.masked_fill(mask, -math.inf)
-    return torch.softmax(logits, dim=-1) @ v_BHSE

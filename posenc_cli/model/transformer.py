@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
-from posenc_cli.encodings.base import PositionalEncoding
-from posenc_cli.model.attention import DEFAULT_BIAS_BUDGET, AttentionContext, CausalSelfAttention
-from posenc_cli.model.layers import Embedding, Linear, RMSNorm, SwiGLU, default_d_ff
+from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
+from posenc_cli.model.attention import CausalSelfAttention
+from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
+from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU, default_d_ff
 
 
 class TransformerBlock(nn.Module):
@@ -48,27 +48,15 @@ class TransformerLM(nn.Module):
         """Logits (B, T, vocab). ``pos_offset`` shifts every position (tests of relativity)."""
         T = ids_BT.shape[1]
         self.encoding.check_length(pos_offset + T)
-        pos_T = torch.arange(pos_offset, pos_offset + T, device=ids_BT.device)
-        x = self.encoding.embed(self.token_embeddings(ids_BT), pos_T)
-        ctx = AttentionContext(self.encoding, pos_T, self.bias_budget_bytes, ids_BT.shape[0])
+        ctx = AttentionContext(self.encoding, Span(pos_offset, T, ids_BT.device),
+                               self.bias_budget_bytes, ids_BT.shape[0])
+        x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         for block in self.layers:
             x = block(x, ctx)
         return self.lm_head(self.ln_final(x))
 
-    def num_parameters(self, exclude_embeddings: bool = False) -> int:
-        n = sum(p.numel() for p in self.parameters())
-        return n - self.token_embeddings.weight.numel() if exclude_embeddings else n
-
-
-def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> PositionalEncoding:
-    """Instantiate the encoding named by ``_target_`` with its YAML parameters."""
-    from hydra.utils import get_class
-
-    params = {k: v for k, v in dict(enc_cfg).items()
-              if k not in ("_target_", "name", "description", "paper")}
-    cls = get_class(enc_cfg["_target_"])
-    return cls(d_model=d_model, n_heads=n_heads, head_dim=d_model // n_heads,
-               n_layers=n_layers, **params)
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
 
 
 def build_model(cfg: Any, vocab_size: int) -> TransformerLM:

@@ -1,0 +1,1 @@
+"""`posenc bench` (suite, one process per case, tables) and the interleaved A/B script."""

@@ -1,0 +1,122 @@
+"""Interleaved A/B timing of training-step variants (precision, torch.compile) in one process.
+
+Why a separate script: `posenc bench` runs each case in a fresh process, which is right for peak
+memory but lets machine load drift between cases; a speed-up *ratio* needs both sides measured
+under the same load. Here every variant has its own model and optimizer, and the timed blocks
+alternate (the order rotates every round), so a burst of load elsewhere hits all variants alike.
+
+    python -m posenc_cli.bench.ab                       # the default `posenc train` config
+    python -m posenc_cli.bench.ab --variants fp32,bf16 model=base train.context_length=256 \
+        train.batch_size=16                             # the bench reference config
+
+A variant is a precision (fp32|bf16), optionally with "+compile". Overrides are the ones
+`posenc train` takes. Prints one line per variant: median step time, tokens/s, ratio to the
+first variant, and the first step's time (which includes compilation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from posenc_cli.bench.case import training_step
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.engine.runtime import keep_freed_memory
+from posenc_cli.engine.step import make_optimizer
+from posenc_cli.model import build_model
+
+
+@dataclass
+class Variant:
+    """One way of running the same training step, with its own model and optimizer."""
+
+    name: str
+    precision: str
+    compile: bool
+    step: Any = None
+    first_step_s: float = 0.0
+    times: list[float] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, text: str) -> "Variant":
+        precision, *flags = text.split("+")
+        if precision not in ("fp32", "bf16") or any(f != "compile" for f in flags):
+            raise PosencError(f"unknown variant '{text}'",
+                              "use fp32 or bf16, optionally followed by +compile")
+        return cls(text, precision, bool(flags))
+
+
+def make_step(variant: Variant, cfg: Any, vocab: int, x: torch.Tensor, y: torch.Tensor) -> Any:
+    """A fresh model and optimizer (same seed for every variant) and its training step."""
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, vocab)
+    opt = make_optimizer(model, cfg.train)
+    return training_step(model, opt, x, y, variant.precision, variant.compile,
+                         cfg.train.grad_clip)
+
+
+def timed(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--variants", default="fp32,bf16,fp32+compile,bf16+compile")
+    p.add_argument("--rounds", type=int, default=6, help="alternations of all variants")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps after the first")
+    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("overrides", nargs="*", help="`posenc train` overrides, e.g. encoding=rope")
+    args = p.parse_args(argv)
+    try:
+        variants = [Variant.parse(v) for v in args.variants.split(",")]
+        cfg = compose(args.overrides)
+    except PosencError as err:
+        print(f"ab_train: error: {err}", file=sys.stderr)
+        return 2
+    keep_freed_memory()
+    if cfg.train.threads:
+        torch.set_num_threads(int(cfg.train.threads))
+    t = cfg.train
+    vocab = int(cfg.data.vocab_size)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    ids = torch.randint(0, vocab, (t.batch_size, t.context_length + 1), generator=gen)
+    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    for v in variants:
+        v.step = make_step(v, cfg, vocab, x, y)
+        v.first_step_s = timed(v.step)
+        for _ in range(args.warmup):
+            v.step()
+    for r in range(args.rounds):
+        for v in variants[r % len(variants):] + variants[:r % len(variants)]:
+            v.times += [timed(v.step) for _ in range(args.steps)]
+    tokens = t.batch_size * t.context_length
+    base = statistics.median(variants[0].times)
+    rows = []
+    print(f"{cfg.encoding.name}, d_model {cfg.model.d_model}, batch {t.batch_size} x "
+          f"{t.context_length}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+          f"{args.rounds} rounds x {args.steps} steps per variant")
+    for v in variants:
+        med = statistics.median(v.times)
+        rows.append({"variant": v.name, "median_step_s": med, "tokens_per_s": tokens / med,
+                     "speedup_vs_first": base / med, "first_step_s": v.first_step_s})
+        print(f"  {v.name:>14}: {med * 1e3:7.1f} ms/step  {tokens / med:8,.0f} tok/s  "
+              f"{base / med:5.2f}x vs {variants[0].name}  first step {v.first_step_s:6.1f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"overrides": args.overrides, "variants": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The `posenc` command line: Typer commands that parse, call the stage that does the work,
+and print.
+
+Every user-fixable problem is printed as one line `posenc: error: <what> — <fix>` with exit
+code 2; an unexpected exception is one line saying it is a bug and where its traceback is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Optional
+
+import typer
+from omegaconf import DictConfig
+
+from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.config.groups import GROUPS, group_options
+
+
+def _groups_help() -> str:
+    lines = ["Config groups (choose with GROUP=OPTION):"]
+    for g in GROUPS:
+        lines.append(f"  {g}: {', '.join(group_options(g)) or '-'}")
+    lines.append("Any key with KEY=VALUE, e.g. model.d_model=256 train.steps=500 seed=1 "
+                 "device=cpu hydra.run.dir=outputs/my-run")
+    return "\n\n".join(lines)
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Train small decoder LMs with different positional encodings and "
+                       "compare their length extrapolation.\n\n" + _groups_help())
+OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. encoding=rope train.steps=500",
+                           show_default=False)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line and exit. SystemExit (not typer.Exit) so it also passes through Hydra,
+    which would report any Exception raised inside a job as a failure with exit code 1."""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """PosencError, signals and unexpected exceptions as one line and an exit code."""
+    try:
+        yield
+    except PosencError as exc:
+        fail(f"posenc: error: {exc}")
+    except Interrupted as exc:
+        fail(str(exc), exc.code)
+    except KeyboardInterrupt:
+        fail("posenc: interrupted", 130)
+    except Exception as exc:  # a bug: keep the traceback, show one line
+        from posenc_cli.cli.crash import save_traceback
+
+        fail(f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
+             f"the full traceback is in {save_traceback()}", 1)
+
+
+def _train_job(cfg: DictConfig, run_dir: Path) -> None:
+    from posenc_cli.cli.console import print_run_summary
+    from posenc_cli.cli.jobs import run_training
+
+    t0 = time.perf_counter()
+    with user_errors():
+        metrics = run_training(cfg, run_dir)
+        if metrics is not None:
+            print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+
+
+@app.command(epilog=_groups_help())
+def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Train one model; writes a run directory under outputs/ (or hydra.run.dir)."""
+    overrides = list(overrides or [])
+    with user_errors():
+        cfg = compose(overrides, with_hydra=True)
+        if cfg.resume:
+            return _resume(Path(str(cfg.resume)), cfg, overrides)
+        from posenc_cli.cli.launch import launch
+        from posenc_cli.cli.preflight import preflight
+        from posenc_cli.config.overrides import quote
+        from posenc_cli.config.rundir import claim_new_run_dir
+
+        preflight(cfg)
+        run_dir = claim_new_run_dir(cfg, overrides)
+        launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
+
+
+@app.command()
+def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/")) -> None:
+    """Continue a run from its last checkpoint, exactly where it stopped."""
+    with user_errors():
+        _resume(run_dir)
+
+
+def _resume(run_dir: Path, requested: DictConfig | None = None,
+            overrides: list[str] | None = None) -> None:
+    from posenc_cli.cli.console import print_run_summary
+    from posenc_cli.cli.jobs import run_training
+    from posenc_cli.cli.preflight import preflight
+    from posenc_cli.config.rundir import lock_run_dir
+    from posenc_cli.engine.resume import resume_config
+
+    cfg = resume_config(run_dir, requested, overrides)
+    preflight(cfg)
+    lock_run_dir(run_dir)
+    t0 = time.perf_counter()
+    metrics = run_training(cfg, run_dir, resume=True)
+    if metrics is not None:
+        print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+
+
+@app.command("eval")
+def eval_command(
+        run_dir: Path = typer.Argument(..., help="A run directory made by `posenc train`"),
+        overrides: Optional[list[str]] = typer.Argument(
+            None, show_default=False,
+            help="eval.*, data=NAME, data.* or device, e.g. eval.mode=sliding eval.stride=64 "
+                 "or data=text data.path=OTHER.txt")) -> None:
+    """Length extrapolation of a trained run, again or on other text; merged into metrics.json."""
+    with user_errors():
+        from posenc_cli.cli.console import print_eval_result
+        from posenc_cli.evals.run import evaluate_run
+
+        cfg, out = evaluate_run(run_dir, list(overrides or []))
+        for key, result in out.items():
+            print_eval_result(run_dir, cfg, key, result)
+
+
+@app.command()
+def encodings() -> None:
+    """List the positional encodings (one YAML each in configs/encoding/)."""
+    from posenc_cli.cli.console import print_encodings
+
+    print_encodings()
+
+
+@app.command()
+def compare(
+    dirs: list[Path] = typer.Argument(..., metavar="DIR", show_default=False,
+                                      help="Run directories, or sweep directories that "
+                                      "contain them at any depth (each has metrics.json)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write comparison.csv, "
+                                       "comparison.md and the plots [default: the one input "
+                                       "directory, else the current directory]"),
+) -> None:
+    """Compare encodings: perplexity by evaluation length, mean ± std over seeds."""
+    from posenc_cli.report.compare import compare as compare_runs
+
+    with user_errors():
+        compare_runs(dirs, out)
+
+
+@app.command(epilog=_groups_help())
+def sweep(overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Run a Hydra multirun, e.g. `posenc sweep encoding=rope,alibi seed=0,1,2` or
+    `posenc sweep experiment=extrapolation`; all runs land under one sweep directory."""
+    from posenc_cli.cli.sweep import run_sweep
+
+    with user_errors():
+        run_sweep(list(overrides or []))
+
+
+@app.command(epilog=_groups_help())
+def bench(overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Training and long-evaluation throughput, MFU and peak memory of every encoding, each
+    case in a fresh process; writes bench.json under outputs/bench/ (or hydra.run.dir)."""
+    from posenc_cli.bench.suite import compose_bench, run_bench
+    from posenc_cli.bench.tables import print_report
+
+    with user_errors():
+        cfg, run_dir = compose_bench(list(overrides or []))
+        print_report(run_bench(cfg, run_dir), run_dir)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""What a user sees: the training progress bar, the run summary, evaluation tables, the
+list of encodings."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+
+from posenc_cli.common.console import console
+from posenc_cli.config.groups import config_dir
+from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.evals.keys import protocol
+
+
+class TrainProgress:
+    """Shows step, loss, tokens/s and ETA; ``update`` is cheap enough to call every step."""
+
+    def __init__(self, total: int, start: int, label: str) -> None:
+        self.total, self.start, self.label = total, start, label
+        self.interactive = sys.stdout.isatty()
+        self.every = max(1, total // 20)
+        self.t0 = time.perf_counter()
+        self._bar: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> "TrainProgress":
+        if self.interactive:
+            self._bar = Progress(
+                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=console, transient=False)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("train", total=self.total, completed=self.start,
+                                            loss="-", tps="-")
+        return self
+
+    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
+               val_loss: float | None = None) -> None:
+        loss_s = f"{loss:.3f}" if loss is not None else "-"
+        tps_s = f"{tokens_per_s:,.0f}" if tokens_per_s else "-"
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=step, loss=loss_s, tps=tps_s)
+            if val_loss is not None:
+                self._bar.console.print(f"step {step}: val loss {val_loss:.4f}")
+        elif step % self.every == 0 or step == self.total or val_loss is not None:
+            done = step - self.start
+            elapsed = time.perf_counter() - self.t0
+            eta = elapsed / done * (self.total - step) if done else 0.0
+            val = f" val {val_loss:.4f}" if val_loss is not None else ""
+            print(f"[{self.label}] step {step}/{self.total} loss {loss_s}{val} "
+                  f"{tps_s} tok/s eta {eta:.0f}s", flush=True)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, exc, tb)
+
+
+def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> None:
+    """A short table of the run's results and the exact TensorBoard command."""
+    table = Table(title=f"posenc run: {metrics['encoding']} (seed {metrics['seed']})",
+                  show_header=False)
+    val = metrics.get("final_val_loss")
+    rows = [
+        ("run directory", str(run_dir)),
+        ("parameters", f"{metrics['n_params']:,}"),
+        ("steps / tokens", f"{metrics['steps']:,} / {metrics['train_tokens']:,}"),
+        ("final train loss", _fmt(metrics.get("final_train_loss"))),
+        ("final val loss", _fmt(val)),
+        ("val perplexity", _fmt(math.exp(val) if val is not None else None, 2)),
+        ("uniform guess", f"{math.log(metrics['vocab_size']):.4f} (ln {metrics['vocab_size']})"),
+        ("tokens/s", f"{metrics['tokens_per_s']:,.0f}" if metrics.get("tokens_per_s") else "-"),
+        ("wall time", f"{wall_s:.1f} s"),
+    ]
+    ppl = metrics.get("extrapolation", {}).get("ppl", {})
+    if ppl:
+        rows.append(("ppl by length", "  ".join(f"{k}: {v:.1f}" if v is not None else f"{k}: n/a"
+                                                for k, v in ppl.items())))
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+    console.print(f"TensorBoard: tensorboard --logdir {run_dir}", soft_wrap=True)
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def print_encodings() -> None:
+    """One line per YAML in configs/encoding/: a new file appears here with no code change."""
+    table = Table(title="positional encodings (posenc train encoding=NAME)")
+    for col in ("name", "description", "parameters"):
+        table.add_column(col)
+    for path in sorted((config_dir() / "encoding").glob("*.yaml")):
+        cfg = OmegaConf.load(path)
+        params = ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in META_KEYS)
+        table.add_row(path.stem, str(cfg.get("description", "")), params or "-")
+    console.print(table)
+
+
+def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
+    """A table of ppl by length, then where the numbers were written."""
+    if set(result) == {"skipped"}:
+        console.print(f"{key}: skipped ({result['skipped']})")
+        return
+    mode = protocol(cfg.eval)
+    table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} — "
+                        f"{result['tokens']:,} tokens, {mode}")
+    for col in ("length", "factor", "ppl", "loss", "seconds", "note"):
+        table.add_column(col, justify="left" if col == "note" else "right")
+    train_length = int(result["train_length"])
+    for length in result["lengths"]:
+        k = str(length)
+        ppl, loss = result["ppl"][k], result["loss"][k]
+        table.add_row(k, f"x{length // train_length}", f"{ppl:.2f}" if ppl is not None else "n/a",
+                      f"{loss:.4f}" if loss is not None else "-",
+                      f"{result['seconds'].get(k, 0):.1f}" if k in result["seconds"] else "-",
+                      result["skipped"].get(k, ""))
+    console.print(table)
+    for note in result["notes"]:
+        console.print(f"note: {note}")
+    console.print(f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
+                  f"tags {key}/*", soft_wrap=True)
+

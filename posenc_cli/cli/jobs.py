@@ -1,0 +1,71 @@
+"""One training job as every command runs it: prepare, fit, write metrics, evaluate.
+
+The trainer fits; the evaluation tasks run afterwards, here, so `posenc train`, `posenc
+resume` and each sweep job do exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from posenc_cli.cli.console import TrainProgress
+from posenc_cli.common.console import console
+from posenc_cli.common.errors import PosencError
+from posenc_cli.data.prepare import check_data_fits, prepare
+from posenc_cli.engine.metrics import merge_metrics, read_metrics
+from posenc_cli.engine.runtime import make_runtime
+from posenc_cli.engine.signals import InterruptNow
+from posenc_cli.engine.trainer import Trainer
+from posenc_cli.evals.runner import run_tasks
+
+
+def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
+    """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished."""
+    rt = make_runtime(cfg)
+    data = prepare(cfg.data)
+    check_data_fits(data, cfg)
+    if rt.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data.tokenizer_path, run_dir / "tokenizer.json")
+    trainer = Trainer(cfg, run_dir, rt, data)
+    try:
+        if resume and _resume(trainer) and trainer.finished:
+            console.print(f"posenc: {run_dir} finished at step {trainer.state.step} of "
+                          f"{cfg.train.steps}; nothing to train — `posenc eval {run_dir}` "
+                          "evaluates it again")
+            return None
+        trainer.fit(TrainProgress)
+        metrics = _write(run_dir, trainer.metrics(), rt.is_main)
+        if cfg.eval.at_end:
+            with InterruptNow(f"the trained model is saved — evaluate it with: posenc eval "
+                              f"{run_dir}"):
+                results = run_tasks(trainer.lm, data, cfg, rt, trainer.open_writer())
+                metrics = _write(run_dir, results, rt.is_main)
+    finally:
+        trainer.close()
+    return metrics
+
+
+def _resume(trainer: Trainer) -> bool:
+    """Restore the last checkpoint; a run stopped before its first one starts afresh."""
+    if not (trainer.ckpt_dir / "last.pt").exists() and not read_metrics(trainer.run_dir):
+        console.print(f"note: {trainer.run_dir} has no checkpoint yet: training it from step 0")
+        return False
+    trainer.resume()
+    return True
+
+
+def _write(run_dir: Path, update: dict[str, Any], is_main: bool) -> dict[str, Any]:
+    """Merge into metrics.json; a full disk is one line that says what is kept."""
+    if not is_main:
+        return update
+    try:
+        return merge_metrics(run_dir, update)
+    except OSError as exc:
+        raise PosencError(f"could not write {run_dir / 'metrics.json'}: {exc.strerror or exc}",
+                          f"free disk space, then `posenc eval {run_dir}` (the checkpoints "
+                          "are intact)") from None

@@ -1,0 +1,121 @@
+"""`posenc sweep`: a Hydra multirun over encodings x seeds (or any keys).
+
+Every job is validated before the first one starts, the data is prepared once, the sweep
+directory is claimed exclusively (two sweeps started in the same second get two), one failing
+job never stops the others, and the sweep ends with a list of what failed and why.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from posenc_cli.common.console import console
+from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.config.overrides import (check_group_choices, expand_sweep, fixed_overrides,
+                                         given, key_of, quote)
+from posenc_cli.config.rundir import create_exclusive, run_dir_of
+
+FAILED_FILE = "FAILED.txt"
+
+
+def run_sweep(overrides: list[str]) -> None:
+    """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
+    from posenc_cli.cli.launch import launch
+    from posenc_cli.data.prepare import prepare
+
+    base, jobs = plan(overrides)
+    configs = [compose(job) for job in jobs]
+    for data_cfg in {str(c.data): c.data for c in configs}.values():
+        prepare(data_cfg)
+    root = claim_sweep_dir(base, overrides)
+    print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
+    (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))
+    launch([*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
+           sweep_job, multirun=True)
+    done, failed = summarize(root)
+    print(f"posenc sweep: {done} of {len(jobs)} jobs finished; compare them with: "
+          f"posenc compare {root}", flush=True)
+    for job_dir, why in failed:
+        print(f"  failed: {job_dir.name}: {why}", flush=True)
+    if failed:
+        raise SystemExit(1)
+
+
+def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
+    """The base config and the override list of every job, each one composed and validated."""
+    check_group_choices(overrides)
+    base = compose(fixed_overrides(overrides), with_hydra=True)
+    params = base.hydra.sweeper.get("params") or {}
+    jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
+    for job in jobs:
+        try:
+            compose(job)
+        except PosencError as exc:
+            raise PosencError(f"sweep job [{' '.join(job)}]: {exc.what}", exc.fix) from None
+    return base, jobs
+
+
+def claim_sweep_dir(base: DictConfig, overrides: list[str]) -> Path:
+    """hydra.sweep.dir if given (it must not hold anything yet), else a fresh default."""
+    root = run_dir_of(base, "hydra.sweep.dir")
+    if given(overrides, "hydra.sweep.dir"):
+        if root.exists() and any(root.iterdir()):
+            raise PosencError(f"sweep directory '{root}' already exists",
+                              "choose a new hydra.sweep.dir")
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+    return create_exclusive(root)
+
+
+def name_by_swept_keys(overrides: list[str]) -> str:
+    """Override that names job directories by the swept keys only (`encoding=alibi,seed=0`)."""
+    fixed = fixed_overrides(overrides)
+    swept = {key_of(o) for o in overrides if o not in fixed}
+    keys = sorted(({key_of(o) for o in fixed} - swept) |
+                  {"hydra.launcher.n_jobs", "device", "experiment"})
+    return f"hydra.job.config.override_dirname.exclude_keys=[{','.join(keys)}]"
+
+
+def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
+    """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
+    from posenc_cli.cli.jobs import run_training
+    from posenc_cli.config.rundir import lock_run_dir
+
+    label = f"{cfg.encoding.name} seed {cfg.seed}"
+    console.print(f"[bold]sweep job[/bold] {run_dir.name}")
+    t0 = time.perf_counter()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock_run_dir(run_dir)
+        metrics = run_training(cfg, run_dir)
+    except Interrupted as exc:
+        raise KeyboardInterrupt(str(exc)) from None
+    except PosencError as exc:
+        (run_dir / FAILED_FILE).write_text(f"posenc: error: {exc}\n")
+        console.print(f"[red]failed[/red] {label}: {exc}")
+        return None
+    except Exception as exc:  # one broken job must not stop the sweep; keep its traceback
+        (run_dir / FAILED_FILE).write_text(traceback.format_exc())
+        console.print(f"[red]failed[/red] {label}: {type(exc).__name__}: {exc}")
+        return None
+    if metrics is not None:
+        console.print(f"[green]done[/green] {label}: val loss {metrics['final_val_loss']:.4f} "
+                      f"in {time.perf_counter() - t0:.0f} s")
+    return metrics
+
+
+def summarize(root: Path) -> tuple[int, list[tuple[Path, str]]]:
+    """Count finished jobs and collect failures (directory, first line of the error)."""
+    done = len(list(root.rglob("metrics.json")))
+    failed = []
+    for f in sorted(root.rglob(FAILED_FILE)):
+        lines = f.read_text().strip().splitlines()
+        failed.append((f.parent, lines[-1] if lines else "unknown error"))
+    return done, failed

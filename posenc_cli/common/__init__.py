@@ -1,0 +1,1 @@
+"""Leaf helpers every stage may use: the user-error type, atomic writes, the shared console."""

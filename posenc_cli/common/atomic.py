@@ -1,0 +1,57 @@
+"""The one way posenc replaces a file: write a private temporary file, fsync, rename over.
+
+A kill or a full disk in the middle leaves either the old file or the new one, never half of
+one, and the temporary file is removed when the write fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def write_json_atomic(path: Path, obj: Any, indent: int | None = 2) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=indent))
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_partial_writes(folder: Path, pattern: str = ".*.tmp*") -> None:
+    """Temporary files left by a process killed mid-write (the real files are intact)."""
+    for tmp in folder.glob(pattern):
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Configs: the schema, composing configs/ with overrides, parsing overrides, run directories."""

@@ -1,0 +1,80 @@
+"""The checks of a composed config that the schema's types alone cannot express."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from omegaconf import DictConfig
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.schema import NAME_PATTERN, RootConfig
+
+SECTIONS = {f.name: f.default_factory() for f in dataclasses.fields(RootConfig)
+            if f.default_factory is not dataclasses.MISSING and f.name != "encoding"}
+
+
+def schema_keys() -> list[tuple[str, dataclasses.Field[Any]]]:
+    """Every checked key as ('section.key', field), root keys as ('key', field)."""
+    keys = [(f"{s}.{f.name}", f) for s, obj in SECTIONS.items()
+            for f in dataclasses.fields(obj)]
+    keys += [(f.name, f) for f in dataclasses.fields(RootConfig) if f.name not in SECTIONS
+             and f.name != "encoding"]
+    return keys
+
+
+def check_keys_present(plain: DictConfig) -> None:
+    """A key deleted with ~KEY would otherwise be filled in silently by the schema default."""
+    for name, f in schema_keys():
+        section, _, leaf = name.rpartition(".")
+        node = plain.get(section) if section else plain
+        if isinstance(node, DictConfig) and leaf not in node:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            raise PosencError(f"{name} is missing from the config",
+                              f"set it instead of deleting it, e.g. {name}={default}")
+        if node is None:
+            raise PosencError(f"{section} is missing from the config",
+                              f"keep the {section} group, e.g. {section}=<option>")
+
+
+def check_rules(cfg: DictConfig) -> None:
+    """Every key in its range (schema Rules), then the rules that relate keys."""
+    for name, f in schema_keys():
+        rule = f.metadata.get("rule")
+        section, _, leaf = name.rpartition(".")
+        value = (cfg[section] if section else cfg)[leaf]
+        if rule is not None and (problem := rule.problem(value)) is not None:
+            raise PosencError(f"{name} {problem}", f"use {rule.describe()}")
+    _check_relations(cfg)
+
+
+def _require(ok: bool, what: str, fix: str) -> None:
+    if not ok:
+        raise PosencError(what, fix)
+
+
+def _check_relations(cfg: DictConfig) -> None:
+    m, t = cfg.model, cfg.train
+    _require(m.d_model % m.n_heads == 0,
+             f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}",
+             "pick n_heads that divides d_model, e.g. model.n_heads=4")
+    _require(t.min_lr <= t.lr, f"train.min_lr={t.min_lr} is above train.lr={t.lr}",
+             "use 0 <= train.min_lr <= train.lr")
+    _check_encoding(cfg)
+
+
+def _check_encoding(cfg: DictConfig) -> None:
+    """The name is a plain name; building the encoding checks its own parameters."""
+    from posenc_cli.encodings.registry import build_encoding
+
+    enc = cfg.encoding
+    _require("_target_" in enc and "name" in enc,
+             "the encoding config has no _target_ or name", "see configs/encoding/rope.yaml")
+    _require(bool(NAME_PATTERN.fullmatch(str(enc.name))),
+             f"encoding.name is '{enc.name}', not a plain name",
+             "use letters, digits, '_', '.' or '-' (it names the run directory)")
+    built = build_encoding(enc, cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers)
+    L = cfg.train.context_length
+    _require(built.max_len is None or built.max_len >= L,
+             f"encoding.max_len={built.max_len} is below train.context_length={L}",
+             f"raise encoding.max_len to at least {L}, or train shorter")

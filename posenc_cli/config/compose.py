@@ -1,0 +1,94 @@
+"""Compose configs/ with command-line overrides and validate the result against the schema.
+
+Every problem a user can cause here becomes a PosencError (one line, exit 2) *before* any
+run directory is created, so a typo never leaves debris or touches earlier runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (InterpolationResolutionError, MissingMandatoryValue,
+                              OmegaConfBaseException, ValidationError)
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.checks import check_keys_present, check_rules
+from posenc_cli.config.errors import resolution_error, unknown_key
+from posenc_cli.config.groups import config_dir
+from posenc_cli.config.overrides import check_group_choices
+from posenc_cli.config.schema import RootConfig
+
+
+def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
+    """Composed and validated config; raises PosencError naming the offending key."""
+    check_group_choices(overrides)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            cfg = hydra_compose("config", overrides=overrides, return_hydra_config=with_hydra)
+    except OverrideParseException as exc:
+        raise PosencError(f"cannot parse overrides: {str(exc).splitlines()[0]}",
+                          "write overrides as key=value, e.g. train.steps=500") from None
+    except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
+        raise _composition_error(exc) from None
+    finally:
+        GlobalHydra.instance().clear()
+    validate(cfg)
+    return cfg
+
+
+def _composition_error(exc: Exception) -> PosencError:
+    text = str(exc)
+    key = re.search(r"Could not (?:override|append to|delete from) '([^']+)'", text)
+    if key:
+        name = key.group(1)
+        if "not in struct" in text or "To append" in text or "Key '" in text:
+            return unknown_key(name)
+        return PosencError(f"cannot set '{name}': {text.splitlines()[-1].strip()}",
+                           "check the value's type against the YAML in configs/")
+    missing = re.search(r"Could not find '([^']+)'", text)
+    if missing:
+        return PosencError(f"no config '{missing.group(1)}'",
+                           "run `posenc --help` to list the config groups and their options")
+    cause = exc.__cause__ or exc
+    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    return PosencError(f"invalid config: {first}", "run `posenc train --help` for the accepted keys")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Presence, types and ranges against the schema, then the rules across keys."""
+    plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+    check_keys_present(plain)
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
+        OmegaConf.resolve(typed)
+    except InterpolationResolutionError as exc:
+        raise resolution_error(exc) from None
+    except ValidationError as exc:
+        raise PosencError(f"wrong type for '{exc.full_key}': {exc.msg.splitlines()[0]}",
+                          "give a value of the type in configs/") from None
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or ""
+        raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
+    check_rules(typed)
+    _check_data_path(cfg)
+
+
+def _check_data_path(cfg: DictConfig) -> None:
+    for key in ("path", "val_path"):
+        try:
+            value = cfg.data[key]
+        except MissingMandatoryValue:
+            raise PosencError(f"data={cfg.data.name} needs data.{key}",
+                              f"add data.{key}=FILE_OR_DIR to the command") from None
+        if value is None:
+            continue
+        if not Path(str(value)).expanduser().exists():
+            raise PosencError(f"data.{key} '{value}' does not exist",
+                              "give an existing UTF-8 text file or a folder of .txt files")

@@ -1,0 +1,26 @@
+"""configs/ and its groups: each YAML file of a group is one option (the group's registry)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+GROUPS = ("encoding", "model", "data", "train", "eval", "bench", "experiment")
+
+
+def config_dir() -> Path:
+    """configs/ shipped inside the wheel, else the checkout's top-level configs/ (editable)."""
+    package = Path(__file__).resolve().parent.parent
+    shipped = package / "configs"
+    return shipped if shipped.is_dir() else package.parent / "configs"
+
+
+def group_options(group: str) -> list[str]:
+    """Names of the YAML files of one config group."""
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+def closest(word: str, choices: list[str]) -> str:
+    """' (did you mean X?)' when a choice is close to ``word``, else ''."""
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""

@@ -1,0 +1,144 @@
+"""Run directories: choosing a fresh one, claiming it for one process, loading a saved one.
+
+A run directory is claimed by creating it exclusively and holding an advisory lock on its
+``.posenc.lock`` for the life of the process, so two commands started in the same second never
+share one, and `posenc resume` of a run that is still training is refused. The lock goes away
+with the process, however it ends.
+
+A run directory may come from someone else: its saved config chooses neither which class is
+built (the encoding is mapped by name through posenc's own configs/encoding/) nor where the
+data cache lives (the user's $POSENC_CACHE, as for a new run).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import IO
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.errors import resolution_error
+from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.overrides import given
+from posenc_cli.config.schema import NAME_PATTERN, RootConfig
+from posenc_cli.encodings.registry import META_KEYS
+
+LOCK = ".posenc.lock"
+_held: list[IO[str]] = []
+
+
+def run_dir_of(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
+    """hydra.run.dir (or another path key) resolved, as one line when it cannot be."""
+    try:
+        return Path(str(OmegaConf.select(cfg, key, throw_on_missing=True)))
+    except OmegaConfBaseException as exc:
+        raise resolution_error(exc, key) from None
+
+
+def claim_new_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
+    """Create and lock the run directory: hydra.run.dir if given (it must not exist yet, or be
+    empty), else the default with -1, -2, … appended until one can be created."""
+    run_dir = run_dir_of(cfg)
+    check_writable(run_dir)
+    if given(overrides, "hydra.run.dir"):
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise PosencError(f"run directory '{run_dir}' already exists",
+                              "choose a new hydra.run.dir, or resume it with `posenc resume DIR`")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock_run_dir(run_dir)
+        if any(p.name != LOCK for p in run_dir.iterdir()):
+            raise PosencError(f"run directory '{run_dir}' was just taken by another command",
+                              "choose a new hydra.run.dir")
+        return run_dir
+    return create_exclusive(run_dir, lock=True)
+
+
+def create_exclusive(path: Path, lock: bool = False) -> Path:
+    """``path``, or ``path-1``, ``path-2``, …: the first that this process could create."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    candidate, n = path, 1
+    while True:
+        try:
+            candidate.mkdir()
+            break
+        except FileExistsError:
+            candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+    if lock:
+        lock_run_dir(candidate)
+    return candidate
+
+
+def lock_run_dir(run_dir: Path) -> None:
+    """Hold an exclusive lock on the run directory until this process ends."""
+    fh = open(run_dir / LOCK, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise PosencError(f"run directory '{run_dir}' is in use by another posenc process",
+                          "wait for it to finish (or stop it), then try again") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    _held.append(fh)
+
+
+def check_writable(run_dir: Path) -> None:
+    """Fail before anything is created when the run directory cannot be created."""
+    parent = run_dir.absolute()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is a file",
+                          "choose another place with hydra.run.dir=DIR")
+    if not os.access(parent, os.W_OK):
+        raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is not "
+                          "writable", "choose a writable place with hydra.run.dir=DIR")
+
+
+def load_run_config(run_dir: Path) -> DictConfig:
+    """The run's saved config with its encoding rebuilt from posenc's own YAML and the data
+    cache in the user's place (see the module docstring)."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        raise PosencError(f"'{run_dir}' is not a posenc run directory (no .hydra/config.yaml)",
+                          "pass the directory a `posenc train` run created")
+    try:
+        cfg = OmegaConf.load(saved)
+    except Exception as exc:  # a damaged or hostile YAML file: parse errors of many kinds
+        raise PosencError(f"'{saved}' cannot be read ({type(exc).__name__})",
+                          "restore the run's .hydra/config.yaml") from None
+    if not isinstance(cfg, DictConfig) or not isinstance(cfg.get("encoding"), DictConfig) \
+            or not isinstance(cfg.get("data"), DictConfig):
+        raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
+    defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
+    cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
+    cfg.encoding = trusted_encoding(cfg.encoding)
+    cfg.data.cache_dir = OmegaConf.load(config_dir() / "data" / "sotu.yaml")._get_node(
+        "cache_dir")._value()
+    cfg.resume = None
+    return cfg
+
+
+def trusted_encoding(saved: DictConfig) -> DictConfig:
+    """configs/encoding/<name>.yaml with the saved parameter values (plain values only)."""
+    name = str(saved.get("name", ""))
+    if not NAME_PATTERN.fullmatch(name) or name not in group_options("encoding"):
+        raise PosencError(f"the run's encoding '{name}' is not one of posenc's encodings",
+                          f"posenc knows: {', '.join(group_options('encoding'))}")
+    trusted = OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")
+    for key in saved:
+        if key in META_KEYS:
+            continue
+        value = saved._get_node(key)._value() if key in saved else None
+        if key not in trusted or not isinstance(value, (int, float, str, bool, type(None))):
+            raise PosencError(f"the run's config gives encoding '{name}' an unknown or "
+                              f"non-plain parameter '{key}'", "restore the run's config")
+        trusted[key] = value
+    return trusted
+

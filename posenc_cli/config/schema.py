@@ -1,0 +1,153 @@
+"""The typed schema of the composed config: every key's type and valid range live here.
+
+The YAML files in configs/ hold the values; these dataclasses say which keys exist, what type
+each has and which values make sense (``Rule`` in each field's metadata). config.validate
+checks the config as composed against both, so a key that is missing, of the wrong type or
+out of range is one line before anything is created. `encoding` is free-form because every
+encoding has its own parameters (its class checks them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import ListConfig
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The valid values of one key: a numeric range, a set of choices, or a plain name."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    choices: tuple[str, ...] = ()
+    name: bool = False
+    nonempty: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is invalid (None when it is fine); lists are checked element-wise."""
+        if isinstance(value, (list, tuple, ListConfig)):
+            if self.nonempty and not value:
+                return "is empty"
+            return next((p for v in value if (p := self.problem(v)) is not None), None)
+        if value is None:
+            return None
+        if self.choices and str(value) not in self.choices:
+            return f"is '{value}'"
+        if self.name and not NAME_PATTERN.fullmatch(str(value)):
+            return f"is '{value}', not a plain name"
+        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
+            return f"is {value}"
+        if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
+            return f"is {value}"
+        return None
+
+    def describe(self) -> str:
+        """What a valid value looks like, for the error message."""
+        if self.choices:
+            return "one of: " + ", ".join(self.choices)
+        if self.name:
+            return "letters, digits, '_', '.' or '-' (it names a folder)"
+        parts = []
+        if self.lo is not None:
+            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+        if self.hi is not None:
+            parts.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
+        return "a value " + " and ".join(parts) if parts else "a valid value"
+
+
+def key(default: Any = None, factory: Any = None, **rule: Any) -> Any:
+    """A schema field with its Rule."""
+    meta = {"rule": Rule(**rule)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = key(128, lo=1)
+    n_layers: int = key(4, lo=1)
+    n_heads: int = key(4, lo=1)
+    d_ff: Optional[int] = key(None, lo=1)
+
+
+@dataclass
+class DataConfig:
+    name: str = key("sotu", name=True)
+    kind: str = key("sotu", choices=("sotu", "text"))
+    path: Optional[str] = None
+    val_path: Optional[str] = None
+    vocab_size: int = key(4096, lo=257, hi=2**31 - 1)
+    val_every_nth: int = key(20, lo=2)
+    cache_dir: str = "~/.cache/posenc"
+
+
+@dataclass
+class TrainConfig:
+    steps: int = key(2000, lo=1)
+    batch_size: int = key(8, lo=1)
+    context_length: int = key(128, lo=2)
+    lr: float = key(3e-3, lo=0, lo_open=True)
+    min_lr: float = key(3e-4, lo=0)
+    warmup_steps: int = key(100, lo=0)
+    weight_decay: float = key(0.1, lo=0)
+    beta1: float = key(0.9, lo=0, hi=1, hi_open=True)
+    beta2: float = key(0.95, lo=0, hi=1, hi_open=True)
+    grad_clip: float = key(1.0, lo=0, lo_open=True)
+    eval_every: int = key(250, lo=1)
+    eval_batches: int = key(16, lo=1)
+    checkpoint_every: int = key(500, lo=1)
+    log_every: int = key(10, lo=1)
+    precision: str = key("auto", choices=("auto", "fp32", "bf16"))
+    compile: bool = False
+    threads: Optional[int] = key(None, lo=1)
+    deterministic: bool = False
+
+
+@dataclass
+class EvalConfig:
+    tasks: list[str] = key(factory=lambda: ["extrapolation"], name=True, nonempty=True)
+    factors: list[int] = key(factory=lambda: [1, 2, 4, 8, 16], lo=1, nonempty=True)
+    tokens: int = key(32768, lo=1)
+    mode: str = key("nonoverlapping", choices=("nonoverlapping", "sliding"))
+    stride: Optional[int] = key(None, lo=1)
+    position_buckets: int = key(32, lo=1)
+    at_end: bool = True
+
+
+@dataclass
+class BenchConfig:
+    encodings: Any = "all"
+    model: str = key("base", name=True)
+    context_length: int = key(256, lo=2)
+    batch_size: int = key(16, lo=1)
+    warmup_steps: int = key(3, lo=1)
+    timed_steps: int = key(10, lo=1)
+    eval_factors: list[int] = key(factory=lambda: [1, 4, 16], lo=1, nonempty=True)
+    eval_steps: int = key(3, lo=1)
+    precision: str = key("fp32", choices=("fp32", "bf16"))
+    threads: Optional[int] = key(2, lo=1)
+    compile: bool = False
+    matmul_size: int = key(4096, lo=16)
+    case_timeout_s: float = key(1200.0, lo=0, lo_open=True)
+    repeats: int = key(1, lo=1)
+
+
+@dataclass
+class RootConfig:
+    encoding: dict[str, Any] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    seed: int = key(0, lo=0, hi=2**63 - 1)
+    device: str = key("auto", choices=("auto", "cpu", "cuda", "mps"))
+    resume: Optional[str] = None

@@ -1,0 +1,52 @@
+"""From an encoding's config to its object, instantiating only posenc's own encoding classes.
+
+A config's ``_target_`` is a dotted class path. Run directories and sweeps can come from
+someone else, so a class is accepted only when it lives in a module of posenc_cli.encodings
+and subclasses PositionalEncoding: no config can make posenc instantiate anything else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.base import PositionalEncoding
+
+PACKAGE = "posenc_cli.encodings"
+#: Keys of an encoding's YAML that describe it rather than parameterise it.
+META_KEYS = frozenset({"_target_", "name", "description", "paper"})
+
+
+def encoding_params(enc_cfg: Any) -> dict[str, Any]:
+    """The constructor parameters of an encoding config (everything but its description)."""
+    return {str(k): v for k, v in dict(enc_cfg).items() if k not in META_KEYS}
+
+
+def encoding_class(target: str) -> type[PositionalEncoding]:
+    """The class ``target`` names, if it is one of posenc's encodings."""
+    module, _, name = str(target).rpartition(".")
+    if not module.startswith(PACKAGE + ".") or not name.isidentifier():
+        raise PosencError(f"encoding class '{target}' is not one of posenc's encodings",
+                          "use an encoding from configs/encoding/ (`posenc encodings`)")
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        cls = None
+    if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
+        raise PosencError(f"encoding class '{target}' does not exist in posenc",
+                          "use an encoding from configs/encoding/ (`posenc encodings`)")
+    return cls
+
+
+def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> PositionalEncoding:
+    """Instantiate the encoding with its YAML parameters; a wrong parameter is one line."""
+    cls = encoding_class(enc_cfg["_target_"])
+    try:
+        enc = cls(d_model=d_model, n_heads=n_heads, head_dim=d_model // n_heads,
+                  n_layers=n_layers, **encoding_params(enc_cfg))
+    except TypeError as exc:
+        raise PosencError(f"encoding '{enc_cfg.get('name', cls.__name__)}': {exc}",
+                          "check its parameters in configs/encoding/") from None
+    enc.config_name = str(enc_cfg.get("name", ""))
+    return enc

@@ -1,0 +1,1 @@
+"""Training: runtime choices, the one training step, the Trainer, checkpoints, the schedule."""

@@ -1,0 +1,50 @@
+"""metrics.json: the run's record, written atomically and only ever merged into.
+
+Training writes the keys it owns; `posenc eval` and later tasks add theirs. Nothing replaces
+the file wholesale, so no later command loses what an earlier one recorded. A file that cannot
+be parsed is moved aside (metrics.json.corrupt-N), never silently overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.common.atomic import write_json_atomic
+from posenc_cli.common.console import console
+
+FILE = "metrics.json"
+
+
+def read_metrics(run_dir: Path, keep_corrupt: bool = False) -> dict[str, Any]:
+    """The run's metrics, {} when absent; with ``keep_corrupt`` a damaged file is set aside."""
+    path = run_dir / FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        return data
+    if keep_corrupt and path.exists():
+        aside = _free_name(path)
+        path.replace(aside)
+        console.print(f"note: {path} was not valid JSON; kept as {aside.name}", style="yellow")
+    return {}
+
+
+def _free_name(path: Path) -> Path:
+    n = 1
+    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
+        n += 1
+    return aside
+
+
+def merge_metrics(run_dir: Path, update: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json with ``update`` merged over what it already holds; returns the result."""
+    metrics = read_metrics(run_dir, keep_corrupt=True)
+    metrics.update(update)
+    write_json_atomic(run_dir / FILE, metrics)
+    return metrics

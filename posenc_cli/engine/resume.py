@@ -1,0 +1,40 @@
+"""The resume policy: which settings of a run may change when it is continued."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import validate
+from posenc_cli.config.overrides import key_of
+from posenc_cli.config.rundir import load_run_config
+
+#: Keys that may differ from the checkpoint's config on resume: they change how the run is
+#: executed, not what it computes (beyond float rounding on another device or compiled).
+RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile"}
+
+
+def resume_config(run_dir: Path, requested: DictConfig | None = None,
+                  overrides: list[str] | None = None) -> DictConfig:
+    """The run's own config; the overrides may change only RESUME_MAY_CHANGE."""
+    cfg = load_run_config(run_dir)
+    validate(cfg)
+    if requested is None:
+        return cfg
+    for key in {key_of(o) for o in overrides or []} - RESUME_MAY_CHANGE:
+        new, old = (_short(OmegaConf.select(c, key)) for c in (requested, cfg))
+        if new != old:
+            raise PosencError(f"{key} is {old} in the checkpoint's config but {new} was asked",
+                              "resume with the run's own settings, or start a new run")
+    for key in RESUME_MAY_CHANGE - {"resume"}:
+        OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
+    validate(cfg)
+    return cfg
+
+
+def _short(value: Any) -> Any:
+    """A group's config shown by its name (encoding=alibi), other values as they are."""
+    return value.get("name", value) if isinstance(value, DictConfig) else value

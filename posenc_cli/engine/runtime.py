@@ -1,0 +1,141 @@
+"""Device, precision and thread choices, made once per run from the config."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from posenc_cli.common.errors import PosencError
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    precision: str  # "fp32" or "bf16"
+    #: Whether this process writes files (always true with one process; rank 0 of several).
+    is_main: bool = True
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast with fp32 master weights; a no-op in fp32."""
+        if self.precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+
+def pick_device(name: str) -> torch.device:
+    """auto: CUDA, then Apple MPS, then CPU. An explicit device that is absent is an error."""
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = bool(mps and mps.is_available())
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps") if has_mps else torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise PosencError("device=cuda but no CUDA GPU is visible", "use device=auto or device=cpu")
+    if name == "mps" and not has_mps:
+        raise PosencError("device=mps but Apple MPS is not available",
+                          "use device=auto or device=cpu")
+    return torch.device(name)
+
+
+@functools.cache
+def cpu_has_fast_bf16() -> bool:
+    """AMX or AVX512-BF16: bf16 matmuls run natively instead of being emulated (read once)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def pick_precision(precision: str, device: torch.device) -> str:
+    """auto: bf16 on CUDA and on CPUs with fast bf16 (``cpu_has_fast_bf16``), else fp32.
+
+    bf16 autocast pays there with a loss within the noise of fp32 (measurements in
+    docs/performance.md); elsewhere bf16 is emulated and slower.
+    """
+    if precision == "auto":
+        fast = device.type == "cuda" or (device.type == "cpu" and cpu_has_fast_bf16())
+        return "bf16" if fast else "fp32"
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise PosencError("this GPU does not support bf16", "use train.precision=fp32")
+    return precision
+
+
+def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """torch.compile, or a one-line PosencError where TorchInductor cannot work.
+
+    On CPU Inductor compiles generated C++, so without a compiler the first step would fail
+    deep inside the training loop with a long traceback.
+    """
+    import shutil
+
+    if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        raise PosencError("train.compile=true needs a C++ compiler (g++ or clang++) on CPU",
+                          "install one (e.g. apt-get install g++) or use train.compile=false")
+    return torch.compile(model)
+
+
+@contextlib.contextmanager
+def compile_failures(run_dir: Path, compiling: bool) -> Iterator[None]:
+    """A TorchDynamo/Inductor failure (no working C++ compiler, an unsupported operator) as
+    one line naming the way out, instead of a page of compiler traceback."""
+    try:
+        yield
+    except Exception as exc:
+        from torch._dynamo.exc import BackendCompilerFailed
+
+        if not compiling or not isinstance(exc, BackendCompilerFailed):
+            raise
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        first = next((ln for ln in lines if not ln.startswith("backend=")), type(exc).__name__)
+        saved = (run_dir / "checkpoints" / "last.pt").exists()
+        fix = (f"continue this run without it: posenc train resume={run_dir} train.compile=false"
+               if saved else "run again with train.compile=false")
+        raise PosencError(f"torch.compile failed: {first[:300]}", fix) from None
+
+
+def keep_freed_memory() -> None:
+    """Let glibc reuse freed tensors instead of returning them to the kernel.
+
+    By default glibc serves large allocations with fresh mmap()s and trims the heap as soon as
+    its top is free, so a forward that allocates the same (chunk of) attention-bias tensors
+    again and again page-faults on every one of them (docs/performance.md). Up to 32 MB
+    (glibc's limit) allocations now come from the heap, which is kept. No effect outside glibc.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 32 * 2**20)
+    libc.mallopt(m_trim_threshold, 2**30)
+
+
+def make_runtime(cfg: Any) -> Runtime:
+    keep_freed_memory()
+    if cfg.train.get("deterministic"):
+        torch.set_num_threads(1)  # CPU reductions then always sum in the same order
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    elif cfg.train.threads:
+        torch.set_num_threads(int(cfg.train.threads))
+    device = pick_device(str(cfg.device))
+    precision = pick_precision(str(cfg.train.precision), device)
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
+        from posenc_cli.common.console import console
+
+        console.print("warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "
+                      "emulated and slower than fp32; use train.precision=auto or fp32",
+                      style="yellow", soft_wrap=True)
+    return Runtime(device, precision)

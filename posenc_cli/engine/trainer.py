@@ -1,0 +1,270 @@
+"""The Trainer: one run's model, optimizer, state, TensorBoard writer and checkpoints.
+
+It knows nothing about any particular encoding (the model is built from the config) and
+nothing about evaluation: the command that trains runs the evaluation tasks afterwards.
+Every file it writes goes through ``Runtime.is_main`` (the seam for multi-process training).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+from posenc_cli.common import faults
+from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.data.batches import get_batch
+from posenc_cli.data.cache import TokenData
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
+from posenc_cli.engine.schedule import lr_at
+from posenc_cli.engine.signals import StopFlag
+from posenc_cli.engine.step import make_optimizer, train_step
+from posenc_cli.engine.validation import validation_loss
+from posenc_cli.model import TransformerLM, build_model
+
+
+class Progress(Protocol):
+    """What the trainer reports to (the CLI's progress bar, or nothing)."""
+
+    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
+               val_loss: float | None = None) -> None: ...
+
+
+ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
+
+
+@dataclass
+class TrainState:
+    """Everything besides model and optimizer that an exact resume needs."""
+
+    step: int = 0
+    best_val: float = math.inf
+    wall_s: float = 0.0
+    last_val: float | None = None
+    last_train: float | None = None
+    tokens_per_s: float | None = None
+    batch_rng: torch.Generator = field(default_factory=torch.Generator)
+
+
+class Trainer:
+    """Build once, then ``resume()`` (optionally) and ``fit()``; ``close()`` at the end."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime, data: TokenData) -> None:
+        self.cfg, self.run_dir, self.rt, self.data = cfg, run_dir, rt, data
+        self.ckpt_dir = run_dir / "checkpoints"
+        torch.manual_seed(cfg.seed)
+        self.model: nn.Module = build_model(cfg, data.meta["vocab_size"]).to(rt.device)
+        self.opt = make_optimizer(self.model, cfg.train)
+        self.state = TrainState()
+        self.state.batch_rng.manual_seed(cfg.seed)
+        self.writer: SummaryWriter | None = None
+
+    @property
+    def lm(self) -> TransformerLM:
+        """The model itself, also when ``fit`` runs a compiled wrapper of it."""
+        return getattr(self.model, "_orig_mod", self.model)
+
+    @property
+    def finished(self) -> bool:
+        return self.state.step >= int(self.cfg.train.steps)
+
+    def resume(self) -> None:
+        """Continue exactly where checkpoints/last.pt stopped: weights, moments, data order."""
+        path = self.ckpt_dir / "last.pt"
+        ck = checkpoint.load(path)
+        checkpoint.remove_partial_saves(self.ckpt_dir)
+        try:
+            self.lm.load_state_dict(ck["model"])
+            self.opt.load_state_dict(ck["optimizer"])
+            st = self.state
+            st.step, st.best_val, st.wall_s = int(ck["step"]), float(ck["best_val"]), \
+                float(ck["wall_s"])
+            st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
+            st.batch_rng.set_state(ck["batch_rng"])
+            torch.set_rng_state(ck["torch_rng"])
+        except (RuntimeError, KeyError, ValueError, TypeError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            raise PosencError(f"checkpoint '{path}' does not match this run ({first})",
+                              "resume with the run's own config (do not change model.* or "
+                              "encoding), or start a new run") from None
+
+    def open_writer(self) -> SummaryWriter:
+        """The run's TensorBoard writer; on resume it drops points past the checkpoint."""
+        if self.writer is None:
+            purge = self.state.step + 1 if self.state.step else None
+            self.writer = SummaryWriter(str(self.run_dir), purge_step=purge) if self.rt.is_main \
+                else _NullWriter()
+        return self.writer
+
+    def fit(self, progress: ProgressFactory) -> None:
+        """Train until train.steps; SIGINT/SIGTERM end on a checkpoint and an Interrupted."""
+        self.open_writer()
+        if self.cfg.train.compile:
+            self.model = compile_model(self.model, self.rt.device)
+        with compile_failures(self.run_dir, self.cfg.train.compile):
+            self._loop(progress)
+
+    def _loop(self, progress: ProgressFactory) -> None:
+        t, st = self.cfg.train, self.state
+        meter = Throughput(t.batch_size * t.context_length)
+        self.model.train()
+        label = f"{self.cfg.encoding.name} seed {self.cfg.seed}"
+        with progress(t.steps, st.step, label) as bar, StopFlag() as stop:
+            clock = time.perf_counter()
+            while st.step < t.steps:
+                step = st.step + 1
+                lr = lr_at(step, t.lr, t.min_lr, t.warmup_steps, t.steps)
+                for g in self.opt.param_groups:
+                    g["lr"] = lr
+                x, y = get_batch(self.data.train, t.batch_size, t.context_length, st.batch_rng,
+                                 self.rt.device)
+                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip)
+                st.step = step
+                meter.add(loss)
+                if step % t.log_every == 0 or step == t.steps:
+                    self._log_train(meter, lr, float(grad_norm))
+                bar.update(step, st.last_train, st.tokens_per_s)
+                with meter.paused():
+                    self._periodic(step, bar)
+                st.wall_s, clock = st.wall_s + time.perf_counter() - clock, time.perf_counter()
+                if step % t.checkpoint_every == 0 or step == t.steps:
+                    with meter.paused():
+                        self.save()
+                if stop.signum is not None:
+                    self._stop_cleanly(stop.signum)
+
+    def _periodic(self, step: int, bar: Progress) -> None:
+        t = self.cfg.train
+        if step % t.eval_every == 0 or step == t.steps:
+            val = self.validate()
+            bar.update(step, self.state.last_train, self.state.tokens_per_s, val_loss=val)
+
+    def _log_train(self, meter: Throughput, lr: float, grad_norm: float) -> None:
+        st = self.state
+        st.last_train, st.tokens_per_s = meter.take()
+        self._check_finite(st.last_train)
+        w = self.open_writer()
+        w.add_scalar("train/loss", st.last_train, st.step)
+        w.add_scalar("train/lr", lr, st.step)
+        w.add_scalar("train/grad_norm", grad_norm, st.step)
+        w.add_scalar("train/tokens_per_s", st.tokens_per_s, st.step)
+
+    def validate(self) -> float:
+        """Validation loss now; a new best is saved as checkpoints/best.pt."""
+        st = self.state
+        val = validation_loss(self.model, self.data, self.cfg, self.rt)
+        self._check_finite(val)
+        st.last_val = val
+        self.open_writer().add_scalar("val/loss", val, st.step)
+        if val < st.best_val:
+            st.best_val = val
+            self._write_checkpoint({"model": self.lm.state_dict(), "step": st.step,
+                                    "val_loss": val, "config": OmegaConf.to_container(self.cfg)},
+                                   "best.pt")
+        return val
+
+    def save(self) -> None:
+        """checkpoints/last.pt, never of a model whose weights are no longer finite."""
+        if not all(torch.isfinite(p).all() for p in self.lm.parameters()):
+            self._diverged("the weights are no longer finite")
+        self._write_checkpoint(self._state_dict(), "last.pt")
+        faults.pause("after_save", self.state.step, self.ckpt_dir)
+
+    def _write_checkpoint(self, state: dict[str, Any], name: str) -> None:
+        if self.rt.is_main:
+            checkpoint.save_atomic(state, self.ckpt_dir / name)
+
+    def _state_dict(self) -> dict[str, Any]:
+        st = self.state
+        return {"model": self.lm.state_dict(), "optimizer": self.opt.state_dict(),
+                "step": st.step, "best_val": st.best_val, "wall_s": st.wall_s,
+                "last_val": st.last_val, "last_train": st.last_train,
+                "batch_rng": st.batch_rng.get_state(), "torch_rng": torch.get_rng_state(),
+                "config": OmegaConf.to_container(self.cfg)}
+
+    def _check_finite(self, value: float) -> None:
+        if not math.isfinite(value):
+            self._diverged(f"loss {value}")
+
+    def _diverged(self, what: str) -> None:
+        last = self.ckpt_dir / "last.pt"
+        kept = f"the last good checkpoint is kept at {last}" if last.exists() else \
+            "no checkpoint was written"
+        raise PosencError(f"training diverged at step {self.state.step} ({what}); {kept}",
+                          "start a new run with a lower train.lr or more train.warmup_steps")
+
+    def _stop_cleanly(self, signum: int) -> None:
+        self.save()
+        self.open_writer().flush()
+        raise Interrupted(StopFlag.exit_code(signum),
+                          f"posenc: stopped by {StopFlag.name(signum)} after step "
+                          f"{self.state.step}; checkpoint saved — continue with: posenc resume "
+                          f"{self.run_dir}")
+
+    def metrics(self) -> dict[str, Any]:
+        """The training part of metrics.json (evaluation tasks add their own keys)."""
+        cfg, st = self.cfg, self.state
+        return {
+            "encoding": cfg.encoding.name, "seed": int(cfg.seed),
+            "train_length": int(cfg.train.context_length), "steps": int(st.step),
+            "final_val_loss": st.last_val, "final_train_loss": st.last_train,
+            "best_val_loss": st.best_val if math.isfinite(st.best_val) else None,
+            "tokens_per_s": st.tokens_per_s, "n_params": int(self.lm.num_parameters()),
+            "train_tokens": int(st.step * cfg.train.batch_size * cfg.train.context_length),
+            "wall_time_s": round(st.wall_s, 2), "device": self.rt.device.type,
+            "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),
+            "data": str(cfg.data.name), "vocab_size": int(self.data.meta["vocab_size"]),
+            "tokenizer": str(self.data.tokenizer_path),
+        }
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class Throughput:
+    """Mean training loss and tokens/s over the steps since the last ``take``, counting only
+    the time spent in training steps (validation and checkpoints are ``paused`` out)."""
+
+    def __init__(self, tokens_per_step: int) -> None:
+        self.tokens_per_step = tokens_per_step
+        self.steps, self.loss_sum = 0, None
+        self.t0, self.excluded = time.perf_counter(), 0.0
+
+    def add(self, loss: torch.Tensor) -> None:
+        self.steps += 1
+        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.excluded += time.perf_counter() - start
+
+    def take(self) -> tuple[float, float]:
+        elapsed = time.perf_counter() - self.t0 - self.excluded
+        loss = float(self.loss_sum.item()) / self.steps if self.loss_sum is not None else math.nan
+        rate = self.tokens_per_step * self.steps / max(elapsed, 1e-9)
+        self.steps, self.loss_sum = 0, None
+        self.t0, self.excluded = time.perf_counter(), 0.0
+        return loss, rate
+
+
+class _NullWriter:
+    """A SummaryWriter that writes nothing: what a non-main process logs to."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None

@@ -1,0 +1,46 @@
+"""Which metrics.json key (and TensorBoard tag prefix) an evaluation's result goes under.
+
+``<task>`` alone is the run's own data scored with its own eval settings (what training wrote;
+re-running it reproduces it). Anything else gets a suffix per difference, in this order:
+``_<data label>`` for other text, ``_<protocol>`` (``sliding8``, ``sliding``, ``nonoverlapping``)
+for another mode or stride, ``_t<tokens>`` for another eval.tokens, ``_x<f1-f2-..>`` for other
+eval.factors — e.g. ``extrapolation_sliding8``, ``extrapolation_text_other_x1-16`` — so other
+evaluations never overwrite the main curve (eval.position_buckets changes only the curve's
+resolution and adds no suffix). The data label is data.name, plus the file's stem when the name
+is the generic ``text`` or the run's own data name; set data.name=NAME to choose it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+
+def data_label(cfg: DictConfig, saved: DictConfig) -> str:
+    name = str(cfg.data.name)
+    source = cfg.data.get("val_path") or cfg.data.get("path")
+    if name in ("text", str(saved.data.name)) and source:
+        name = f"{name}_{Path(str(source)).stem}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def protocol(ev: Any) -> str:
+    if ev.mode != "sliding":
+        return str(ev.mode)
+    return "sliding" if ev.stride is None else f"sliding{int(ev.stride)}"
+
+
+def result_key(task: str, label: str | None, ev: Any, saved_ev: Any) -> str:
+    """``task``, plus the data label and every scoring setting that differs from the run's."""
+    parts = [task] if label is None else [task, label]
+    if protocol(ev) != protocol(saved_ev):
+        parts.append(protocol(ev))
+    if int(ev.tokens) != int(saved_ev.tokens):
+        parts.append(f"t{int(ev.tokens)}")
+    factors = sorted({int(f) for f in ev.factors})
+    if factors != sorted({int(f) for f in saved_ev.factors}):
+        parts.append("x" + "-".join(map(str, factors)))
+    return "_".join(parts)

@@ -1,0 +1,146 @@
+"""`posenc eval RUN_DIR [OVERRIDES]`: evaluate a trained run again, or on other text.
+
+The run's saved config (loaded through config.rundir, which trusts none of it) and
+checkpoints/last.pt define the model; only the evaluation (eval.*), the evaluated text
+(data=NAME, data.*), the device and the precision may change. Text other than the run's own
+corpus is tokenized with the run's tokenizer (data/eval_text.py). Results are merged into
+metrics.json and TensorBoard under the keys of evals/keys.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.tensorboard import SummaryWriter
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import validate
+from posenc_cli.config.groups import config_dir
+from posenc_cli.config.overrides import check_group_choices, given, parse
+from posenc_cli.config.rundir import load_run_config, lock_run_dir
+from posenc_cli.data.cache import TokenData
+from posenc_cli.data.eval_text import encode_for_eval
+from posenc_cli.data.prepare import prepare
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.metrics import merge_metrics, read_metrics
+from posenc_cli.engine.runtime import Runtime, make_runtime
+from posenc_cli.evals.keys import data_label, result_key
+from posenc_cli.evals.runner import run_tasks
+from posenc_cli.model import TransformerLM, build_model
+
+#: Data settings that change which tokens are evaluated.
+TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth")
+ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
+
+
+def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]]:
+    """Evaluate ``run_dir``'s last checkpoint; merge into metrics.json; the config used and
+    the results by key."""
+    saved = load_run_config(run_dir)
+    cfg = apply_overrides(saved, overrides)
+    pin_precision(cfg, read_metrics(run_dir), overrides)
+    lock_run_dir(run_dir)
+    rt = make_runtime(cfg)
+    model = load_model(run_dir, cfg, rt)
+    data, label = eval_data(cfg, saved, run_dir)
+    if int(data.meta["vocab_size"]) != model.vocab_size:
+        raise PosencError(f"the tokenizer has {data.meta['vocab_size']} tokens but the model "
+                          f"{model.vocab_size}", "evaluate with the run's own data cache")
+    writer = SummaryWriter(str(run_dir))
+    try:
+        out = run_tasks(model, data, cfg, rt, writer,
+                        key_for=lambda task: result_key(task, label, cfg.eval, saved.eval),
+                        data_name=label or str(cfg.data.name))
+    finally:
+        writer.close()
+    merge_metrics(run_dir, {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
+                            "train_length": int(cfg.train.context_length),
+                            **read_metrics(run_dir), **out})
+    return cfg, out
+
+
+def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
+    """The saved config with eval/data/device overrides applied on top, validated."""
+    parsed = parse(overrides)
+    for ov in parsed:
+        key = ov.key_or_group
+        if ov.is_sweep_override() or ov.is_delete():
+            raise PosencError(f"'{ov.input_line}': posenc eval takes one value per key",
+                              "evaluate each setting with its own command")
+        if key not in ("data", "eval", "device", "train.precision") \
+                and not key.startswith(("data.", "eval.")):
+            raise PosencError(f"posenc eval cannot change '{key}' (the run fixes it)",
+                              f"override only {ALLOWED}")
+    check_group_choices(overrides)
+    cfg = copy.deepcopy(saved)
+    for ov in parsed:
+        if ov.key_or_group in ("data", "eval"):
+            cfg[ov.key_or_group] = OmegaConf.load(
+                config_dir() / ov.key_or_group / f"{ov.value()}.yaml")
+    for ov in parsed:
+        if ov.key_or_group not in ("data", "eval"):
+            OmegaConf.update(cfg, ov.key_or_group, ov.value(), merge=False, force_add=True)
+    validate(cfg)
+    return cfg
+
+
+def load_model(run_dir: Path, cfg: DictConfig, rt: Runtime) -> TransformerLM:
+    """The run's model with the weights of checkpoints/last.pt (loaded weights_only)."""
+    path = run_dir / "checkpoints" / "last.pt"
+    if not path.is_file():
+        raise PosencError(f"no checkpoint at '{path}'",
+                          "evaluate a run that has trained at least until its first checkpoint")
+    state = checkpoint.load(path)["model"]
+    try:
+        model = build_model(cfg, int(state["lm_head.weight"].shape[0]))
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError, AttributeError, IndexError) as exc:
+        first = str(exc).strip().splitlines()[0][:160]
+        raise PosencError(f"checkpoint '{path}' does not match the run's config ({first})",
+                          "restore the run's .hydra/config.yaml") from None
+    return model.to(rt.device)
+
+
+def run_tokenizer(run_dir: Path, saved: DictConfig) -> Path:
+    """The tokenizer the run trained with: its copy in the run directory (training keeps one),
+    else the run's data cache (rebuilt if it is gone). A path recorded in metrics.json is not
+    followed: the run directory may come from someone else."""
+    copy_path = run_dir / "tokenizer.json"
+    if copy_path.is_file():
+        return copy_path
+    return prepare(saved.data).tokenizer_path
+
+
+def _same_data(cfg: DictConfig, saved: DictConfig) -> bool:
+    def norm(data: DictConfig, field: str) -> Any:
+        value = data.get(field)
+        if field in ("path", "val_path") and value is not None:
+            return Path(str(value)).expanduser().resolve()
+        return value
+
+    return all(norm(cfg.data, f) == norm(saved.data, f) for f in TOKEN_FIELDS)
+
+
+def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path) -> tuple[TokenData, str | None]:
+    """Held-out ids and a label (None for the run's own data)."""
+    tokenizer = run_tokenizer(run_dir, saved)
+    if _same_data(cfg, saved):
+        data = prepare(cfg.data)
+        if data.tokenizer_path.read_bytes() == tokenizer.read_bytes():
+            return data, None
+        return encode_for_eval(cfg.data, tokenizer, held_out=True), None
+    held_out = cfg.data.get("val_path") is not None
+    return encode_for_eval(cfg.data, tokenizer, held_out=held_out), data_label(cfg, saved)
+
+
+def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]) -> None:
+    """Evaluate in the precision the run actually used, not what `auto` means on this machine
+    (bf16 on one, fp32 on another), so that re-evaluating gives the run's own numbers; an
+    explicit train.precision=... wins."""
+    asked = given(overrides, "train.precision")
+    used = metrics.get("precision")
+    if not asked and cfg.train.precision == "auto" and used in ("fp32", "bf16"):
+        cfg.train.precision = used

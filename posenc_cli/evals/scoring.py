@@ -1,0 +1,201 @@
+"""Length extrapolation: perplexity at factor x the training length, on the same held-out tokens.
+
+A comparison across lengths (and across runs) is only fair when every length scores exactly the
+same target tokens. So the token budget is fixed first — ``eval.tokens`` rounded down to a
+multiple of the longest length that fits the held-out data, the same for every encoding — and
+each length then plans windows that cover exactly those targets, each once. Target ``t`` is the
+prediction of ``ids[t + 1]``; a window starting at ``s`` predicts targets ``s .. s + L - 1``.
+
+Modes: ``nonoverlapping`` tiles the budget with disjoint windows (each token conditioned on its
+window prefix); ``sliding`` (Press et al. 2022) starts a window every ``stride`` tokens and scores
+only its last ``stride`` targets (the first window scores all), so every later scored token sees
+at least ``L - stride`` tokens of context. ``eval.stride=null`` means ``L // 2`` at each length; a
+stride above ``L`` is capped at ``L``. Sliding with stride ``L`` is nonoverlapping exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from posenc_cli.common.console import console
+from posenc_cli.common.errors import PosencError
+from posenc_cli.data.batches import windows
+from posenc_cli.engine.runtime import Runtime
+
+#: Tokens per forward pass (batch x length): bounds logits and activations at every length.
+BATCH_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class Window:
+    """One forward pass over ids[start : start + L] that scores window positions first .. L-1."""
+
+    start: int
+    first: int
+
+
+@dataclass
+class LengthResult:
+    """Per-target losses of one length; ``targets`` lists the scored target indices (sorted)."""
+
+    length: int
+    stride: int
+    targets: np.ndarray
+    losses: np.ndarray
+    seconds: float
+
+
+def plan_windows(length: int, n_targets: int, stride: int) -> list[Window]:
+    """Windows that score targets 0 .. n_targets-1 exactly once (see the module docstring)."""
+    if not 1 <= stride <= length <= n_targets:
+        raise ValueError(f"need 1 <= stride ({stride}) <= length ({length}) <= {n_targets}")
+    plan, done = [Window(0, 0)], length
+    while done < n_targets:
+        end = min(done + stride, n_targets)
+        start = end - length
+        plan.append(Window(start, done - start))
+        done = end
+    return plan
+
+
+def scored_targets(plan: list[Window], length: int) -> np.ndarray:
+    """Target indices a plan scores, in the order it scores them."""
+    return np.concatenate([np.arange(w.start + w.first, w.start + length) for w in plan])
+
+
+def window_losses(model: nn.Module, ids: np.ndarray, starts: list[int], length: int,
+                  rt: Runtime) -> np.ndarray:
+    """Next-token losses (batch, length) in float64; the loss itself is computed in float32."""
+    x, y = windows(ids, starts, length, rt.device)
+    with rt.autocast():
+        logits = model(x)
+    loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")
+    return loss.view(len(starts), length).double().cpu().numpy()
+
+
+@torch.no_grad()
+def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int, stride: int,
+                 rt: Runtime) -> LengthResult:
+    """Losses of targets 0 .. n_targets-1 with windows of ``length``, batched to BATCH_TOKENS."""
+    t0 = time.perf_counter()
+    plan = plan_windows(length, n_targets, stride)
+    losses = np.zeros(n_targets)
+    covered = np.zeros(n_targets, dtype=np.int64)
+    per_batch = max(1, BATCH_TOKENS // length)
+    for i in range(0, len(plan), per_batch):
+        batch = plan[i:i + per_batch]
+        rows = window_losses(model, ids, [w.start for w in batch], length, rt)
+        for w, row in zip(batch, rows, strict=True):
+            losses[w.start + w.first:w.start + length] = row[w.first:]
+            covered[w.start + w.first:w.start + length] += 1
+    assert (covered == 1).all(), "a window plan must score every target exactly once"
+    targets = np.sort(scored_targets(plan, length))
+    return LengthResult(length, stride, targets, losses, time.perf_counter() - t0)
+
+
+def eval_lengths(train_length: int, factors: Any) -> list[int]:
+    return sorted({int(f) * train_length for f in factors})
+
+
+def token_budget(n_ids: int, requested: int, lengths: list[int]) -> tuple[int, dict[str, str],
+                                                                          list[str]]:
+    """Targets to score (a multiple of the longest length that fits), skipped lengths, notes."""
+    available = max(n_ids - 1, 0)
+    usable = min(requested, available)
+    skipped: dict[str, str] = {}
+    for L in lengths:
+        if L > available:
+            skipped[str(L)] = (f"held-out data has only {n_ids} tokens; one window of {L} "
+                               f"needs {L + 1}")
+        elif L > requested:
+            skipped[str(L)] = f"eval.tokens={requested} is less than one window of {L}"
+    fit = [L for L in lengths if str(L) not in skipped]
+    n = usable // max(fit) * max(fit) if fit else 0
+    notes = [(f"held-out data holds only {available} targets: scored {n} of the {requested} "
+              "requested")] if available < requested else []
+    return n, skipped, notes
+
+
+def not_applicable(model: nn.Module, length: int) -> str | None:
+    """Why the encoding cannot run at ``length`` (e.g. a learned table), or None."""
+    encoding = getattr(model, "encoding", None)
+    if encoding is None:
+        return None
+    try:
+        encoding.check_length(length)
+    except PosencError as exc:
+        max_len = getattr(encoding, "max_len", None)
+        return f"beyond encoding.max_len={max_len}" if max_len else exc.what
+    return None
+
+
+def stride_for(ev: Any, length: int) -> int:
+    if ev.mode != "sliding":
+        return length
+    return length // 2 if ev.stride is None else min(int(ev.stride), length)
+
+
+def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
+                  rt: Runtime) -> tuple[int, dict[int, LengthResult], dict[str, str], list[str]]:
+    """Budget, per-length results, skipped lengths (with reasons) and notes."""
+    lengths = eval_lengths(train_length, ev.factors)
+    n, skipped, notes = token_budget(len(ids), int(ev.tokens), lengths)
+    results: dict[int, LengthResult] = {}
+    for L in lengths:
+        if str(L) in skipped:
+            continue
+        reason = not_applicable(model, L)
+        if reason is not None:
+            skipped[str(L)] = reason
+            continue
+        results[L] = score_length(model, ids, L, n, stride_for(ev, L), rt)
+        console.print(f"  eval length {L}: ppl {math.exp(results[L].losses.mean()):.2f} "
+                      f"({n:,} tokens, {results[L].seconds:.1f} s)", highlight=False)
+    return n, results, skipped, notes
+
+
+def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthResult], n: int,
+                   ev: Any, rt: Runtime) -> dict[str, Any] | None:
+    """Mean loss by position inside disjoint windows of the longest scored length, bucketed.
+
+    Position i is the prediction made after seeing i + 1 tokens of the window."""
+    if not results:
+        return None
+    L = max(results)
+    losses = results[L].losses
+    if ev.mode != "nonoverlapping" or n % L:
+        losses = score_length(model, ids, L, n // L * L, L, rt).losses
+    per_position = losses.reshape(-1, L).mean(axis=0)
+    k = min(max(int(ev.position_buckets), 1), L)
+    edges = np.linspace(0, L, k + 1).round().astype(int)
+    loss = [float(per_position[a:b].mean()) for a, b in itertools.pairwise(edges)]
+    return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
+
+
+def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
+                  rt: Runtime) -> dict[str, Any]:
+    """The JSON-ready result: ppl and mean loss by length (None where not scored), and more."""
+    n, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt)
+    lengths = eval_lengths(train_length, ev.factors)
+    loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
+    ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
+    factors = sorted({int(f) for f in ev.factors})
+    return {
+        "mode": str(ev.mode), "stride": None if ev.stride is None else int(ev.stride),
+        "strides": {str(L): r.stride for L, r in results.items()},
+        "train_length": train_length, "factors": factors, "lengths": lengths,
+        "tokens": n, "tokens_requested": int(ev.tokens), "val_tokens": len(ids),
+        "ppl": ppl, "loss": loss,
+        "ppl_by_factor": {str(f): ppl[str(f * train_length)] for f in factors},
+        "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
+        "skipped": skipped, "notes": notes,
+        "loss_by_position": position_curve(model, ids, results, n, ev, rt),
+    }

@@ -1,0 +1,1 @@
+"""`posenc compare`: runs read and grouped, tables and plots."""

@@ -1,0 +1,138 @@
+"""`posenc compare`: the grouped runs as tables (terminal, Markdown, CSV) and plots."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
+
+OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
+CAPTION = ("perplexity, mean ± std over n seeds (lower is better); best per column in bold; "
+           "n/a = not applicable (e.g. beyond a learned position table)")
+
+
+def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True) -> str:
+    """'61.00 ± 1.00': digits follow the mean's size; '(n=2)' when not every run has a value."""
+    if stat is None:
+        return "n/a"
+    if digits is None:
+        digits = 0 if abs(stat.mean) >= 1000 else 1 if abs(stat.mean) >= 100 else 2
+    text = f"{stat.mean:,.{digits}f}"
+    if spread and stat.std is not None:
+        text += f" ± {stat.std:,.{digits}f}"
+    return text if stat.n == n_row else f"{text} (n={stat.n})"
+
+
+def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """Header and (text, is best) cells, shared by the terminal and the markdown table."""
+    tl = group.train_length
+    header = ["encoding", "n", *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths),
+              "val loss", "tokens/s"]
+    columns = [([r.ppl[n] for r in group.rows], min, None, True) for n in group.lengths]
+    columns += [([r.val_loss for r in group.rows], min, 3, True),
+                ([r.tokens_per_s for r in group.rows], max, 0, False)]
+    body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
+    for stats, pick, digits, spread in columns:
+        means = [s.mean for s in stats if s is not None]
+        best = pick(means) if len(means) > 1 else None
+        for row, r, s in zip(body, group.rows, stats):
+            row.append((_cell(s, len(r.runs), digits, spread), s is not None and s.mean == best))
+    return header, body
+
+
+def _title(group: Group) -> str:
+    return "perplexity by evaluation length" + (f" — {group.title}" if group.title else "")
+
+
+def render(group: Group) -> Any:
+    """The rich table for the terminal, best per column in bold green."""
+    from rich.table import Table
+    from rich.text import Text
+
+    header, body = cells(group)
+    table = Table(title=_title(group))
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
+    for row in body:
+        table.add_row(*(Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
+                        for t, best in row))
+    return table
+
+
+def markdown(groups: list[Group]) -> str:
+    """Markdown tables ready to paste into a README."""
+    parts = []
+    for g in groups:
+        header, body = cells(g)
+        lines = [f"**{_title(g).capitalize()}**", "", "| " + " | ".join(header) + " |",
+                 "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
+        lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
+                  for row in body]
+        parts.append("\n".join(lines))
+    common = describe(groups[0].settings, split_keys(groups)[0])
+    return "\n\n".join([*parts, f"_{CAPTION}._  \n_Settings: {common}._"]) + "\n"
+
+
+def write_csv(groups: list[Group], path: Path) -> None:
+    """One row per encoding and setting group; empty cells where a value does not exist."""
+    import csv
+
+    lengths = sorted({n for g in groups for n in g.lengths})
+    stats = ["final_val_loss", "tokens_per_s", *(f"ppl_{n}" for n in lengths)]
+    fields = ["encoding", *dict.fromkeys(k for g in groups for k in g.settings), "n_seeds",
+              "seeds", *(f"{s}_{part}" for s in stats for part in ("mean", "std"))]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fields)
+        writer.writeheader()
+        for g in groups:
+            for r in g.rows:
+                rec = {"encoding": r.label, **g.settings, "n_seeds": len(r.runs),
+                       "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs)}
+                values = {"final_val_loss": r.val_loss, "tokens_per_s": r.tokens_per_s,
+                          **{f"ppl_{n}": s for n, s in r.ppl.items()}}
+                for name, s in values.items():
+                    rec[f"{name}_mean"] = f"{s.mean:.6g}" if s else None
+                    rec[f"{name}_std"] = f"{s.std:.6g}" if s and s.std is not None else None
+                writer.writerow(rec)
+
+
+def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
+    """The files of OUTPUTS; a plot with nothing to show is left out (and a stale one removed)."""
+    from posenc_cli.report.plots import plot_loss_by_position, plot_ppl_vs_length
+
+    paths = [out_dir / name for name in OUTPUTS]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_csv(groups, paths[0])
+        paths[1].write_text(markdown(groups), encoding="utf-8")
+        for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:]):
+            if not plot(groups, path):
+                path.unlink(missing_ok=True)
+                notes.append(f"{path.name} not written: no run has the data for it")
+    except OSError as exc:
+        raise PosencError(f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
+                          "choose a writable directory with --out DIR") from exc
+    return [p for p in paths if p.exists()]
+
+
+def compare(dirs: list[Path], out: Path | None) -> None:
+    """The `posenc compare` command: tables on the terminal, files in the output directory."""
+    from posenc_cli.common.console import console
+
+    notes: list[str] = []
+    groups = group_runs(load_runs(dirs, notes), notes)
+    written = write_outputs(groups, out or (dirs[0] if len(dirs) == 1 else Path.cwd()), notes)
+    if not (console.is_terminal or "COLUMNS" in os.environ):
+        from rich.console import Console
+
+        console = Console(highlight=False, width=240)  # piped: wrapped cells help no one
+    console.print(f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
+                  style="dim", soft_wrap=True)
+    for g in groups:
+        console.print(render(g))
+    console.print(CAPTION, style="dim", soft_wrap=True)
+    for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
+        console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)

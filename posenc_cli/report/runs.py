@@ -1,0 +1,221 @@
+"""Runs read for `posenc compare`, grouped by setting and aggregated over seeds.
+
+Seeds are averaged only when everything else about the runs is equal; every distinct training or
+evaluation setting gets its own group (one table), so no number mixes two settings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.registry import META_KEYS
+
+#: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
+TRAIN_KEYS = ("data", "vocab_size", "train_length", "steps", "train_tokens", "precision")
+EVAL_KEYS = ("mode", "stride", "tokens")
+
+
+@dataclass
+class Run:
+    """One run directory: its metrics and the encoding parameters from its saved config."""
+
+    path: Path
+    metrics: dict[str, Any]
+    params: dict[str, Any]
+
+    @property
+    def encoding(self) -> str:
+        return str(self.metrics.get("encoding"))
+
+    @property
+    def extrapolation(self) -> dict[str, Any] | None:
+        ex = self.metrics.get("extrapolation")
+        return ex if isinstance(ex, dict) else None
+
+
+@dataclass
+class Stat:
+    """Mean, sample std (None for one seed) and range over the seeds that have a value."""
+
+    mean: float
+    std: float | None
+    n: int
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, values: list[Any]) -> Stat | None:
+        xs = [float(v) for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+        if not xs:
+            return None
+        mean = sum(xs) / len(xs)
+        std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
+        return cls(mean, std, len(xs), min(xs), max(xs))
+
+
+@dataclass
+class Row:
+    """One encoding (variant) within one setting group, aggregated over its seeds."""
+
+    label: str
+    runs: list[Run]
+    ppl: dict[int, Stat | None]
+    val_loss: Stat | None
+    tokens_per_s: Stat | None
+
+
+@dataclass
+class Group:
+    """Runs that share every setting but the encoding and the seed: one table."""
+
+    settings: dict[str, Any]
+    runs: list[Run]
+    title: str = ""
+    rows: list[Row] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+    @property
+    def train_length(self) -> int | None:
+        return self.settings.get("train_length")
+
+
+def find_metrics(dirs: list[Path]) -> list[Path]:
+    """Every metrics.json in or below the given directories, each once."""
+    found: dict[Path, Path] = {}
+    for d in dirs:
+        paths = sorted(d.rglob("metrics.json")) if d.is_dir() else []
+        if not paths:
+            raise PosencError(f"no metrics.json in or below '{d}'",
+                              "pass a run directory (it gets metrics.json when training ends) "
+                              "or a directory that contains run directories")
+        for p in paths:
+            found.setdefault(p.resolve(), p)
+    return list(found.values())
+
+
+def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
+    """Read every metrics.json; unreadable ones become notes, so one bad file spoils nothing."""
+    runs = []
+    paths = find_metrics(dirs)
+    for path in paths:
+        try:
+            metrics = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            notes.append(f"skipped {path}: unreadable ({exc})")
+            continue
+        if not isinstance(metrics, dict) or "encoding" not in metrics:
+            notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
+            continue
+        runs.append(Run(path.parent, metrics, _encoding_params(path.parent)))
+    if not runs:
+        raise PosencError(f"none of the {len(paths)} metrics.json files could be read",
+                          "pass other run directories, or rerun `posenc eval` on these")
+    return runs
+
+
+def _encoding_params(run_dir: Path) -> dict[str, Any]:
+    """Encoding parameters (e.g. RoPE theta) are only in .hydra/config.yaml; absent is fine."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        return {}
+    from omegaconf import OmegaConf
+
+    try:
+        enc = OmegaConf.to_container(OmegaConf.load(saved).get("encoding") or {}, resolve=False)
+    except Exception:  # a damaged optional file must not stop the comparison
+        return {}
+    if not isinstance(enc, dict):
+        return {}
+    return {k: v for k, v in enc.items() if k not in META_KEYS}
+
+
+def settings_of(run: Run) -> dict[str, Any]:
+    """What must be equal for two runs to be seeds of one experiment."""
+    m, ex = run.metrics, run.extrapolation
+    model = m.get("model")
+    return {**{k: m.get(k) for k in TRAIN_KEYS}, **(model if isinstance(model, dict) else {}),
+            **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {})}
+
+
+def _key(d: Any) -> str:
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
+    """Split runs by setting; a run without evaluation joins the one group it trained like."""
+    groups: dict[str, Group] = {}
+    for run in sorted(runs, key=lambda r: r.extrapolation is None):
+        s = settings_of(run)
+        if run.extrapolation is None:
+            notes.append(f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
+                         "extrapolation results (eval.at_end=false or evaluation unfinished)")
+            same = [g for g in groups.values()
+                    if _key({k: g.settings.get(k) for k in s}) == _key(s)]
+            if len(same) == 1:
+                same[0].runs.append(run)
+                continue
+        groups.setdefault(_key(s), Group(s, [])).runs.append(run)
+    ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, _key(g.settings)))
+    labels = _labels(runs)
+    for g in ordered:
+        _fill_rows(g, labels, notes)
+    differ = split_keys(ordered)[1]
+    for g in ordered:
+        g.title = describe(g.settings, differ)
+    if differ:
+        notes.insert(0, f"the runs differ in {', '.join(differ)}: {len(ordered)} tables, one per "
+                        "setting (runs are never averaged across settings)")
+    return ordered
+
+
+def _labels(runs: list[Run]) -> dict[int, str]:
+    """Row label per run: the encoding name, plus the parameters where variants of it differ."""
+    variants: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in runs:
+        variants.setdefault(r.encoding, {})[_key(r.params)] = r.params
+    labels = {}
+    for r in runs:
+        params = list(variants[r.encoding].values())
+        differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
+        extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
+        labels[id(r)] = f"{r.encoding} ({extra})" if extra else r.encoding
+    return labels
+
+
+def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
+    """One row per label, seeds aggregated; duplicate seeds are kept but pointed out."""
+    ppls = {id(r): (r.extrapolation or {}).get("ppl") or {} for r in group.runs}
+    group.lengths = sorted({int(k) for p in ppls.values() for k in p if str(k).isdigit()})
+    by_label: dict[str, list[Run]] = {}
+    for r in sorted(group.runs, key=_seed_order):
+        by_label.setdefault(labels[id(r)], []).append(r)
+    for label, runs in sorted(by_label.items()):
+        seeds = [r.metrics.get("seed") for r in runs]
+        if len({str(s) for s in seeds}) < len(seeds):
+            notes.append(f"{label}: a seed appears more than once ({seeds}); all are averaged")
+        ppl = {n: Stat.of([ppls[id(r)].get(str(n)) for r in runs]) for n in group.lengths}
+        group.rows.append(Row(
+            label, runs, ppl, Stat.of([r.metrics.get("final_val_loss") for r in runs]),
+            Stat.of([r.metrics.get("tokens_per_s") for r in runs])))
+
+
+def _seed_order(run: Run) -> tuple[bool, int, str]:
+    seed = run.metrics.get("seed")
+    return (not isinstance(seed, int), seed if isinstance(seed, int) else 0, str(seed))
+
+
+def describe(settings: dict[str, Any], keys: list[str]) -> str:
+    """'train_length=128, steps=2000' for the given keys."""
+    return ", ".join(f"{k}={settings.get(k)}" for k in keys)
+
+
+def split_keys(groups: list[Group]) -> tuple[list[str], list[str]]:
+    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart."""
+    keys = list(dict.fromkeys(k for g in groups for k in g.settings))
+    differ = [k for k in keys if len({_key(g.settings.get(k)) for g in groups}) > 1]
+    return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ
