@@ -69,7 +69,7 @@ def timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--variants", default="fp32,bf16,fp32+compile,bf16+compile")
     p.add_argument("--rounds", type=int, default=6, help="alternations of all variants")
@@ -77,7 +77,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps after the first")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("overrides", nargs="*", help="`posenc train` overrides, e.g. encoding=rope")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def run_interleaved(variants: list[Variant], cfg: Any, rounds: int, steps: int,
+                    warmup: int) -> None:
+    """Build every variant, then alternate their timed blocks (the order rotates per round)."""
+    t = cfg.train
+    vocab = int(cfg.data.vocab_size)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    ids = torch.randint(0, vocab, (t.batch_size, t.context_length + 1), generator=gen)
+    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    for v in variants:
+        v.step = make_step(v, cfg, vocab, x, y)
+        v.first_step_s = timed(v.step)
+        for _ in range(warmup):
+            v.step()
+    for r in range(rounds):
+        for v in variants[r % len(variants):] + variants[:r % len(variants)]:
+            v.times += [timed(v.step) for _ in range(steps)]
+
+
+def report(variants: list[Variant], cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One printed line and one JSON row per variant, ratios to the first variant."""
+    t = cfg.train
+    tokens = t.batch_size * t.context_length
+    base = statistics.median(variants[0].times)
+    print(f"{cfg.encoding.name}, d_model {cfg.model.d_model}, batch {t.batch_size} x "
+          f"{t.context_length}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+          f"{args.rounds} rounds x {args.steps} steps per variant")
+    rows = []
+    for v in variants:
+        med = statistics.median(v.times)
+        rows.append({"variant": v.name, "median_step_s": med, "tokens_per_s": tokens / med,
+                     "speedup_vs_first": base / med, "first_step_s": v.first_step_s})
+        print(f"  {v.name:>14}: {med * 1e3:7.1f} ms/step  {tokens / med:8,.0f} tok/s  "
+              f"{base / med:5.2f}x vs {variants[0].name}  first step {v.first_step_s:6.1f} s")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     try:
         variants = [Variant.parse(v) for v in args.variants.split(",")]
         cfg = compose(args.overrides)
@@ -87,31 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
     if cfg.train.threads:
         torch.set_num_threads(int(cfg.train.threads))
-    t = cfg.train
-    vocab = int(cfg.data.vocab_size)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    ids = torch.randint(0, vocab, (t.batch_size, t.context_length + 1), generator=gen)
-    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
-    for v in variants:
-        v.step = make_step(v, cfg, vocab, x, y)
-        v.first_step_s = timed(v.step)
-        for _ in range(args.warmup):
-            v.step()
-    for r in range(args.rounds):
-        for v in variants[r % len(variants):] + variants[:r % len(variants)]:
-            v.times += [timed(v.step) for _ in range(args.steps)]
-    tokens = t.batch_size * t.context_length
-    base = statistics.median(variants[0].times)
-    rows = []
-    print(f"{cfg.encoding.name}, d_model {cfg.model.d_model}, batch {t.batch_size} x "
-          f"{t.context_length}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.rounds} rounds x {args.steps} steps per variant")
-    for v in variants:
-        med = statistics.median(v.times)
-        rows.append({"variant": v.name, "median_step_s": med, "tokens_per_s": tokens / med,
-                     "speedup_vs_first": base / med, "first_step_s": v.first_step_s})
-        print(f"  {v.name:>14}: {med * 1e3:7.1f} ms/step  {tokens / med:8,.0f} tok/s  "
-              f"{base / med:5.2f}x vs {variants[0].name}  first step {v.first_step_s:6.1f} s")
+    run_interleaved(variants, cfg, args.rounds, args.steps, args.warmup)
+    rows = report(variants, cfg, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"overrides": args.overrides, "variants": rows}, f, indent=2)

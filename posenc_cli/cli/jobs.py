@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from posenc_cli.cli.console import TrainProgress
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import make_runtime
@@ -41,13 +42,25 @@ def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[s
         trainer.fit(TrainProgress)
         metrics = _write(run_dir, trainer.metrics(), rt.is_main)
         if cfg.eval.at_end:
-            with InterruptNow(f"the trained model is saved — evaluate it with: posenc eval "
-                              f"{run_dir}"):
-                results = run_tasks(trainer.lm, data, cfg, rt, trainer.open_writer())
-                metrics = _write(run_dir, results, rt.is_main)
+            metrics = _evaluate(trainer, data)
     finally:
         trainer.close()
     return metrics
+
+
+def _evaluate(trainer: Trainer, data: TokenData) -> dict[str, Any]:
+    """The configured tasks on the trained model; a signal or a full disk is one line."""
+    run_dir, rt = trainer.run_dir, trainer.rt
+    how = f"posenc eval {run_dir}"
+    with InterruptNow(f"the trained model is saved — evaluate it with: {how}"):
+        try:
+            results = run_tasks(trainer.lm, data, trainer.cfg, rt, trainer.open_writer())
+        except OSError as exc:
+            raise PosencError(f"could not write the evaluation of {run_dir}: "
+                              f"{exc.strerror or exc}",
+                              f"free disk space, then `{how}` (the checkpoints are intact)"
+                              ) from None
+        return _write(run_dir, results, rt.is_main)
 
 
 def _resume(trainer: Trainer) -> bool:

@@ -1,21 +1,27 @@
-"""SIGINT/SIGTERM as a flag the training loop reads, so a stop always ends on a checkpoint."""
+"""SIGINT/SIGTERM handling for a whole command, so a stop always says what was kept.
+
+In the training loop a signal sets a flag the loop reads, so it ends on a checkpoint
+(``StopFlag``); elsewhere (the final evaluation) it stops at once with one line that says what
+was kept (``InterruptNow``).
+"""
 
 from __future__ import annotations
 
 import signal
 from typing import Any
 
+from posenc_cli.common.errors import Interrupted
+
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
-class StopFlag:
-    """The first signal sets ``signum``; a second one interrupts at once (KeyboardInterrupt)."""
+class _Handlers:
+    """Installs ``_handle`` for SIGINT and SIGTERM while the block runs, then restores."""
 
     def __init__(self) -> None:
-        self.signum: int | None = None
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "StopFlag":
+    def __enter__(self) -> Any:
         for s in SIGNAL_EXIT:
             try:
                 self._old[s] = signal.signal(s, self._handle)
@@ -23,46 +29,42 @@ class StopFlag:
                 pass
         return self
 
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        raise NotImplementedError
+
+
+def exit_code(signum: int) -> int:
+    return SIGNAL_EXIT[signal.Signals(signum)]
+
+
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+class StopFlag(_Handlers):
+    """The first signal sets ``signum``; a second one interrupts at once (KeyboardInterrupt)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signum: int | None = None
+
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
 
-    def __exit__(self, *exc: Any) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h)
 
-    @staticmethod
-    def exit_code(signum: int) -> int:
-        return SIGNAL_EXIT[signal.Signals(signum)]
+class InterruptNow(_Handlers):
+    """A signal raises Interrupted at once, its message saying what was kept."""
 
-    @staticmethod
-    def name(signum: int) -> str:
-        return signal.Signals(signum).name
-
-
-class InterruptNow:
-    """Outside the training loop (the final evaluation) a signal stops at once, as one line
-    that says what was kept, instead of a silent exit or a traceback."""
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> "InterruptNow":
-        for s in SIGNAL_EXIT:
-            try:
-                self._old[s] = signal.signal(s, self._handle)
-            except ValueError:
-                pass
-        return self
+    def __init__(self, kept: str) -> None:
+        super().__init__()
+        self.kept = kept
 
     def _handle(self, signum: int, frame: Any) -> None:
-        from posenc_cli.common.errors import Interrupted
-
-        raise Interrupted(StopFlag.exit_code(signum),
-                          f"posenc: stopped by {StopFlag.name(signum)}; {self.message}")
-
-    def __exit__(self, *exc: Any) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h)
+        raise Interrupted(exit_code(signum), f"posenc: stopped by {signal_name(signum)}; "
+                                             f"{self.kept}")

@@ -28,7 +28,7 @@ from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
-from posenc_cli.engine.signals import StopFlag
+from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.validation import validation_loss
 from posenc_cli.model import TransformerLM, build_model
@@ -207,8 +207,8 @@ class Trainer:
     def _stop_cleanly(self, signum: int) -> None:
         self.save()
         self.open_writer().flush()
-        raise Interrupted(StopFlag.exit_code(signum),
-                          f"posenc: stopped by {StopFlag.name(signum)} after step "
+        raise Interrupted(exit_code(signum),
+                          f"posenc: stopped by {signal_name(signum)} after step "
                           f"{self.state.step}; checkpoint saved — continue with: posenc resume "
                           f"{self.run_dir}")
 
