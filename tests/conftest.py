@@ -1,16 +1,47 @@
-"""Shared fixtures: real configs shrunk to tiny sizes, a small generated corpus, a temp cache."""
+"""Shared fixtures: real configs shrunk to tiny sizes, a small generated corpus, a temp cache,
+tiny models of every encoding, the CLI in a subprocess, and the naive reference definitions of
+attention and of every encoding's logit bias that the fast paths are checked against.
+
+Test modules never import each other or this file: everything shared is a fixture (a fixture
+may return a function or a constant). Parametrising over encodings is done by the
+``encodings`` marker (see ``pytest_generate_tests``), so no test keeps a list of them.
+
+Hypothesis runs derandomised and without an example database by default (profile "ci"), so
+the suite is deterministic; ``HYPOTHESIS_PROFILE=fuzz python -m pytest tests/unit -k fuzz``
+explores fresh random examples.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
+from hypothesis import settings
+from omegaconf import OmegaConf
+
+from posenc_cli.encodings import PositionalEncoding, build_encoding
+from posenc_cli.encodings.deberta import DebertaEncoding
+from posenc_cli.encodings.transformer_xl import TransformerXLEncoding
+from posenc_cli.model import TransformerLM
 
 REPO = Path(__file__).resolve().parent.parent
+ENCODING_CONFIGS = sorted((REPO / "configs" / "encoding").glob("*.yaml"))
+ENCODING_NAMES = [p.stem for p in ENCODING_CONFIGS]
+
+#: The tiny models of the unit tests: vocabulary, width, depth, and the training length.
+VOCAB, D_MODEL, N_LAYERS, N_HEADS = 50, 32, 2, 4
+TRAIN_LEN = 16
+#: The learned table in these tests; 4x the training length must then be refused.
+SMALL_MAX_LEN = 2 * TRAIN_LEN
+
 TINY = ["model=tiny", "train.steps=20", "train.batch_size=4", "train.context_length=16",
         "train.eval_every=10", "train.eval_batches=2", "train.checkpoint_every=10",
         "train.log_every=5", "train.warmup_steps=2", "data.vocab_size=300", "eval.tokens=256",
@@ -20,9 +51,52 @@ WORDS = ("the of and to in a is that for it as was with be by on not he this are
          "at which but have an they you were her she there been one all we their has would "
          "when if so no will more can what said who may up out them into some").split()
 
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("fuzz", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-def make_corpus(path: Path, n_docs: int = 40, seed: int = 0) -> Path:
-    """A deterministic English-like corpus with <|endoftext|> between documents."""
+
+# --- collection -------------------------------------------------------------------------------
+
+def _built(name: str) -> PositionalEncoding:
+    """The encoding of configs/encoding/<name>.yaml as the tiny models build it."""
+    return build_encoding(_encoding_cfg(name), D_MODEL, N_HEADS, N_LAYERS)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("encodings")
+    if marker is None:
+        return
+    select = marker.kwargs.get("select", marker.args[0] if marker.args else None)
+    names = [n for n in ENCODING_NAMES if select is None or select(_built(n))]
+    assert names, "the encodings marker selected no encoding"
+    metafunc.parametrize("name", names)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e/ starts a process and must be skippable with -m 'not slow'."""
+    e2e = REPO / "tests" / "e2e"
+    unmarked = [item.nodeid for item in items
+                if e2e in item.path.parents and item.get_closest_marker("slow") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests/e2e tests without @pytest.mark.slow: {unmarked}")
+
+
+# --- data and the command line ----------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The checkout's root (configs/, pyproject.toml)."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def tiny_args() -> list[str]:
+    """Overrides that make `posenc train` take seconds: a tiny model, 20 steps of 4 x 16."""
+    return list(TINY)
+
+
+def _make_corpus(path: Path, n_docs: int = 40, seed: int = 0) -> Path:
     rng = random.Random(seed)
     docs = []
     for _ in range(n_docs):
@@ -34,6 +108,13 @@ def make_corpus(path: Path, n_docs: int = 40, seed: int = 0) -> Path:
 
 
 @pytest.fixture(scope="session")
+def make_corpus() -> Callable[..., Path]:
+    """make_corpus(path, n_docs=40, seed=0): a deterministic English-like corpus with
+    <|endoftext|> between documents, written to ``path``."""
+    return _make_corpus
+
+
+@pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("posenc-cache")
     os.environ["POSENC_CACHE"] = str(d)
@@ -42,12 +123,173 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+    return _make_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
-def run_cli(args: list[str], cwd: Path, cache: Path, timeout: float = 300,
-            **kw: object) -> subprocess.CompletedProcess[str]:
-    """Run `posenc ARGS` in a subprocess, as a user would."""
-    env = {**os.environ, "POSENC_CACHE": str(cache), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "posenc_cli.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, **kw)
+@pytest.fixture(scope="session")
+def cli_command() -> list[str]:
+    """How a user starts posenc from this interpreter."""
+    return [sys.executable, "-m", "posenc_cli"]
+
+
+@pytest.fixture(scope="session")
+def run_cli(cli_command: list[str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """run_cli(args, cwd, cache, timeout=300, **kw): `posenc ARGS` in a subprocess, as a user
+    would run it."""
+
+    def run(args: list[str], cwd: Path, cache: Path, timeout: float = 300,
+            **kw: Any) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "POSENC_CACHE": str(cache), "COLUMNS": "200", **kw.pop("env", {})}
+        return subprocess.run([*cli_command, *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout, **kw)
+
+    return run
+
+
+# --- tiny models ------------------------------------------------------------------------------
+
+def _encoding_cfg(name: str) -> Any:
+    cfg = OmegaConf.load(ENCODING_CONFIGS[ENCODING_NAMES.index(name)])
+    if name == "learned":
+        cfg.max_len = SMALL_MAX_LEN
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def model_sizes() -> dict[str, int]:
+    """The sizes make_model and tokens use (the learned table holds small_max_len rows)."""
+    return {"vocab": VOCAB, "d_model": D_MODEL, "n_layers": N_LAYERS, "n_heads": N_HEADS,
+            "train_len": TRAIN_LEN, "small_max_len": SMALL_MAX_LEN}
+
+
+@pytest.fixture(scope="session")
+def encoding_names() -> list[str]:
+    """Every configs/encoding/*.yaml, by name."""
+    return list(ENCODING_NAMES)
+
+
+@pytest.fixture(scope="session")
+def make_model() -> Callable[..., TransformerLM]:
+    """make_model(name, n_heads=4, seed=0, d_model=32, **encoding_overrides): a tiny model
+    with the named encoding, initialised from ``seed``."""
+
+    def make(name: str, n_heads: int = N_HEADS, seed: int = 0, d_model: int = D_MODEL,
+             **overrides: object) -> TransformerLM:
+        cfg = _encoding_cfg(name)
+        for key, value in overrides.items():
+            cfg[key] = value
+        torch.manual_seed(seed)
+        enc = build_encoding(cfg, d_model, n_heads, N_LAYERS)
+        return TransformerLM(VOCAB, d_model, N_LAYERS, n_heads, None, enc)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tokens() -> Callable[..., torch.Tensor]:
+    """tokens(length, batch=2, seed=1): random ids of the tiny vocabulary."""
+
+    def make(length: int, batch: int = 2, seed: int = 1) -> torch.Tensor:
+        return torch.randint(0, VOCAB, (batch, length),
+                             generator=torch.Generator().manual_seed(seed))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def randomise_zero_params() -> Callable[[TransformerLM], None]:
+    """Give zero-initialised parameters (e.g. Transformer-XL's u, v) values that matter."""
+
+    def randomise(model: TransformerLM) -> None:
+        gen = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            for p in model.encoding.parameters():
+                if not p.any():
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+
+    return randomise
+
+
+# --- naive reference definitions --------------------------------------------------------------
+
+def _reference_attention(q_BHTE: torch.Tensor, k_BHSE: torch.Tensor, v_BHSE: torch.Tensor,
+                         scale: float, bias: torch.Tensor | None = None) -> torch.Tensor:
+    T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
+    logits = (q_BHTE @ k_BHSE.transpose(-1, -2)) * scale
+    if bias is not None:
+        logits = logits + bias
+    mask = torch.ones(T, S, dtype=torch.bool, device=q_BHTE.device).triu(S - T + 1)
+    logits = logits.masked_fill(mask, -math.inf)
+    return torch.softmax(logits, dim=-1) @ v_BHSE
+
+
+@pytest.fixture(scope="session")
+def reference_attention() -> Callable[..., torch.Tensor]:
+    """reference_attention(q, k, v, scale, bias=None): plain softmax(q·kᵀ·scale + bias +
+    causal)·v for T queries that end with the S keys — the definition the fused path must
+    match."""
+    return _reference_attention
+
+
+def sinusoid_naive(d: torch.Tensor, width: int, base: float = 10000.0) -> torch.Tensor:
+    """[sin(dθ_0), cos(dθ_0), …] for an integer tensor d of any shape."""
+    theta = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
+    angles = d.double()[..., None] * theta
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2).float()
+
+
+def transformer_xl_naive(txl: TransformerXLEncoding, q: torch.Tensor, k: torch.Tensor,
+                         pos_t: torch.Tensor, pos_s: torch.Tensor, layer: int) -> torch.Tensor:
+    """Terms (b) + (c) + (d) of Dai et al.'s score, times the softmax scale, materialising the
+    (T, S, H, E) projected sinusoids: O(T²E). Term (a), q·k, is the attention's own."""
+    H, E = txl.n_heads, txl.head_dim
+    r = sinusoid_naive(pos_t[:, None] - pos_s[None, :], txl.d_model, txl.base)
+    wr = (r @ txl.r_proj[layer].weight.T).unflatten(-1, (H, E))          # (T, S, H, E)
+    b = torch.einsum("bhte,tshe->bhts", q, wr)
+    c = torch.einsum("he,bhse->bhs", txl.u, k)[:, :, None, :]
+    d = torch.einsum("he,tshe->hts", txl.v, wr)[None]
+    return (b + c + d) * txl.softmax_scale(E)
+
+
+def deberta_naive(deb: DebertaEncoding, q: torch.Tensor, k: torch.Tensor, pos_t: torch.Tensor,
+                  pos_s: torch.Tensor, layer: int) -> torch.Tensor:
+    """c2p + p2c of He et al., gathered per (query, key) pair from the clipped relative
+    distances δ(i, j) and δ(j, i), over 1/sqrt(3E): O(T²E). c2c, q·k, is the attention's own."""
+    H, E, k_max = deb.n_heads, deb.head_dim, deb.max_relative
+    rel = pos_t[:, None] - pos_s[None, :]
+    delta_ij = rel.clamp(-k_max, k_max - 1) + k_max
+    delta_ji = (-rel).clamp(-k_max, k_max - 1) + k_max
+    k_r = (deb.rel_embeddings @ deb.k_r_proj[layer].weight.T).unflatten(-1, (H, E))
+    q_r = (deb.rel_embeddings @ deb.q_r_proj[layer].weight.T).unflatten(-1, (H, E))
+    c2p = torch.einsum("bhte,tshe->bhts", q, k_r[delta_ij])
+    p2c = torch.einsum("bhse,tshe->bhts", k, q_r[delta_ji])
+    return (c2p + p2c) / math.sqrt(3 * E)
+
+
+def _reference_bias(enc: PositionalEncoding, q: torch.Tensor | None, k: torch.Tensor | None,
+                    pos_t: torch.Tensor, pos_s: torch.Tensor, layer: int | None) -> torch.Tensor:
+    if enc.has_distance_bias and not enc.has_content_bias:
+        return enc.position_bias(pos_t, pos_s)
+    if isinstance(enc, TransformerXLEncoding):
+        bias = transformer_xl_naive(enc, q, k, pos_t, pos_s, layer)
+    elif isinstance(enc, DebertaEncoding):
+        bias = deberta_naive(enc, q, k, pos_t, pos_s, layer)
+    else:
+        raise NotImplementedError(f"no naive reference bias for {type(enc).__name__}: add its "
+                                  "paper's formula to tests/conftest.py")
+    return bias.float().masked_fill(pos_s[None, :] > pos_t[:, None], float("-inf"))
+
+
+@pytest.fixture(scope="session")
+def reference_bias() -> Callable[..., torch.Tensor]:
+    """reference_bias(enc, q, k, pos_t, pos_s, layer): the (1|B, H, T, S) float32 logit bias
+    of an encoding that has one, added to the scaled logits, -inf where j > i. Distance
+    biases: ``enc.position_bias``; content biases (Transformer-XL, DeBERTa): the papers' naive
+    formulas from this layer's q and k (before ``transform_qk``)."""
+    return _reference_bias
+
+
+@pytest.fixture(scope="session")
+def naive_sinusoid() -> Callable[..., torch.Tensor]:
+    """naive_sinusoid(d, width, base=10000.0): [sin(dθ_0), cos(dθ_0), …] for integer d."""
+    return sinusoid_naive

@@ -28,12 +28,12 @@ FAILED_FILE = "FAILED.txt"
 def run_sweep(overrides: list[str]) -> None:
     """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
     from posenc_cli.cli.launch import launch
-    from posenc_cli.data.prepare import prepare
+
+    from posenc_cli.cli.preflight import preflight
 
     base, jobs = plan(overrides)
-    configs = [compose(job) for job in jobs]
-    for data_cfg in {str(c.data): c.data for c in configs}.values():
-        prepare(data_cfg)
+    for job in jobs:
+        preflight(compose(job))
     root = claim_sweep_dir(base, overrides)
     print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
     (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))

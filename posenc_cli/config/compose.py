@@ -69,7 +69,7 @@ def validate(cfg: DictConfig) -> None:
         typed = OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
         OmegaConf.resolve(typed)
     except InterpolationResolutionError as exc:
-        raise resolution_error(exc) from None
+        raise resolution_error(exc, exc.full_key or _unresolvable_key(plain)) from None
     except ValidationError as exc:
         raise PosencError(f"wrong type for '{exc.full_key}': {exc.msg.splitlines()[0]}",
                           "give a value of the type in configs/") from None
@@ -78,6 +78,19 @@ def validate(cfg: DictConfig) -> None:
         raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
     check_rules(typed)
     _check_data_path(cfg)
+
+
+def _unresolvable_key(cfg: DictConfig, prefix: str = "") -> str | None:
+    """The first key whose ${...} cannot be resolved (OmegaConf does not always name it)."""
+    for key in cfg:
+        name = f"{prefix}{key}"
+        try:
+            node = cfg[key]
+        except OmegaConfBaseException:
+            return name
+        if isinstance(node, DictConfig) and (found := _unresolvable_key(node, f"{name}.")):
+            return found
+    return None
 
 
 def _check_data_path(cfg: DictConfig) -> None:

@@ -148,6 +148,6 @@ class RootConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
-    seed: int = key(0, lo=0, hi=2**63 - 1)
+    seed: int = key(0, lo=0)
     device: str = key("auto", choices=("auto", "cpu", "cuda", "mps"))
     resume: Optional[str] = None

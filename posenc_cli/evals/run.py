@@ -27,6 +27,7 @@ from posenc_cli.data.prepare import prepare
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
+from posenc_cli.evals.base import get_task
 from posenc_cli.evals.keys import data_label, result_key
 from posenc_cli.evals.runner import run_tasks
 from posenc_cli.model import TransformerLM, build_model
@@ -42,6 +43,8 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     saved = load_run_config(run_dir)
     cfg = apply_overrides(saved, overrides)
     pin_precision(cfg, read_metrics(run_dir), overrides)
+    for name in cfg.eval.tasks:
+        get_task(str(name))
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)

@@ -1,0 +1,116 @@
+"""The fast attention paths (Toeplitz views, causal shifts, BiasedAttention, chunking) give the
+same values *and gradients* as the plain definition; chunks respect their memory budget."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from posenc_cli.encodings import Span
+from posenc_cli.model.attention import BiasedAttention
+from posenc_cli.model.context import MIN_CHUNK_ROWS, TOEPLITZ_CHUNK_ROWS, AttentionContext
+
+CPU = torch.device("cpu")
+
+
+def has_bias(enc) -> bool:  # type: ignore[no-untyped-def]
+    return enc.has_bias
+
+
+def is_positional(enc) -> bool:  # type: ignore[no-untyped-def]
+    """A bias of i - j alone: computed once per forward, the same for every sequence."""
+    return enc.has_distance_bias and not enc.has_content_bias
+
+
+def reference_layer(model: torch.nn.Module, layer: int, x: torch.Tensor, pos: torch.Tensor,
+                    reference_attention, reference_bias) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """One attention layer from the reference bias + the plain softmax, all through autograd."""
+    enc, attn = model.encoding, model.layers[layer].attn
+    q, k, v = (attn._heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    bias = reference_bias(enc, q, k, pos, pos, layer)
+    q, k = enc.transform_qk(q, k, pos, pos, layer)
+    y = reference_attention(q, k, v, enc.softmax_scale(attn.head_dim), bias)
+    return attn.output_proj(y.transpose(1, 2).flatten(2))
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+@pytest.mark.encodings(select=has_bias)
+def test_gradients_match_the_definition(name: str, budget: int | None, make_model,
+                                        randomise_zero_params, reference_attention,
+                                        reference_bias) -> None:
+    model = make_model(name)
+    randomise_zero_params(model)
+    length, layer = 40, 1
+    pos = torch.arange(5, 5 + length)
+    x = torch.randn(2, length, 32, generator=torch.Generator().manual_seed(7), requires_grad=True)
+    weights = torch.randn(2, length, 32, generator=torch.Generator().manual_seed(8))
+    ctx = AttentionContext(model.encoding, Span(5, length, CPU),
+                           *(() if budget is None else (budget,)), 2)
+    if budget is not None:
+        assert len(ctx.chunks(4)) > 1
+    outputs = []
+    for fn in (lambda: model.layers[layer].attn(x, ctx),
+               lambda: reference_layer(model, layer, x, pos, reference_attention,
+                                       reference_bias)):
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+        out = fn()
+        (out * weights).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        outputs.append((out.detach(), x.grad.clone(), grads))
+    (fast, fast_x, fast_p), (ref, ref_x, ref_p) = outputs
+    torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fast_x, ref_x, rtol=1e-4, atol=1e-5)
+    assert fast_p.keys() == ref_p.keys()
+    for n in ref_p:
+        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=1e-5, msg=n)
+
+
+@pytest.mark.parametrize("bias_batch", [1, 3])
+def test_biased_attention_matches_autograd(bias_batch: int) -> None:
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+               for _ in range(3))
+    bias = torch.randn(bias_batch, 2, 6, 6, generator=gen, dtype=torch.float64)
+    bias = bias.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
+    bias.requires_grad_()
+    torch.autograd.gradcheck(lambda *a: BiasedAttention.apply(*a, 0.5), (q, k, v, bias))
+    expected = torch.softmax(q @ k.transpose(-1, -2) * 0.5 + bias, -1) @ v
+    torch.testing.assert_close(BiasedAttention.apply(q, k, v, bias, 0.5), expected)
+
+
+@pytest.mark.encodings(select=has_bias)
+@pytest.mark.parametrize(("batch", "budget"), [(1, 2**16), (4, 2**16), (4, 2**20)])
+def test_chunks_cover_the_sequence_within_the_budget(name: str, batch: int, budget: int,
+                                                     make_model) -> None:
+    enc = make_model(name).encoding
+    T, heads = 700, 4
+    ctx = AttentionContext(enc, Span(0, T, CPU), budget, batch)
+    with torch.no_grad():
+        chunks = ctx.chunks(heads)
+    assert chunks[0][0] == 0 and chunks[-1][1] == T
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(chunks))
+    per_cell = 4 * enc.bias_buffers * (1 if is_positional(enc) else batch) * heads
+    for s, e in chunks:
+        if is_positional(enc):  # a Toeplitz view: rows capped for speed, not memory
+            assert e - s <= TOEPLITZ_CHUNK_ROWS
+        else:
+            assert (e - s) * e * per_cell <= budget or e - s == MIN_CHUNK_ROWS or e == T
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+@pytest.mark.encodings(select=lambda enc: enc.has_bias or enc.config_name in ("rope", "none"))
+def test_evaluation_path_equals_training_path(name: str, budget: int | None, make_model,
+                                              randomise_zero_params) -> None:
+    """Under no_grad the encodings take other routes (e.g. DeBERTa's banded p2c)."""
+    model = make_model(name, **({"max_relative": 4} if name == "deberta" else {}))
+    randomise_zero_params(model)
+    if budget is not None:
+        model.bias_budget_bytes = budget
+    ids = torch.randint(0, 50, (2, 60), generator=torch.Generator().manual_seed(3))
+    training = model(ids, pos_offset=3)
+    with torch.no_grad():
+        evaluation = model(ids, pos_offset=3)
+    torch.testing.assert_close(evaluation, training.detach(), rtol=1e-5, atol=1e-5)
