@@ -1,0 +1,95 @@
+"""What is kept when things go wrong: full disks, divergence, signals, corrupt metrics."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.metrics import merge_metrics, read_metrics
+from posenc_cli.engine.signals import InterruptNow
+from posenc_cli.engine.trainer import Throughput
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_old(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "last.pt"
+    checkpoint.save_atomic({"model": {"w": torch.ones(2)}, "step": 1}, path)
+
+    def full_disk(obj: object, fh: object) -> None:
+        fh.write(b"x" * 1000)  # type: ignore[attr-defined]
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(PosencError, match="could not write checkpoint .* previous checkpoint "
+                                          "is intact"):
+        checkpoint.save_atomic({"model": {"w": torch.zeros(2)}, "step": 2}, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+    assert checkpoint.load(path)["step"] == 1
+
+
+def test_an_oserror_enospc_is_one_line_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def enospc(obj: object, fh: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", enospc)
+    with pytest.raises(PosencError, match="No space left"):
+        checkpoint.save_atomic({"model": {}, "step": 1}, tmp_path / "last.pt")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_corrupt_metrics_are_kept_aside_and_merges_keep_every_key(tmp_path: Path) -> None:
+    (tmp_path / "metrics.json").write_text("{not json")
+    merged = merge_metrics(tmp_path, {"a": 1})
+    assert merged == {"a": 1}
+    assert (tmp_path / "metrics.json.corrupt-1").read_text() == "{not json"
+    merge_metrics(tmp_path, {"extrapolation_sliding32": {"ppl": {}}})
+    merge_metrics(tmp_path, {"a": 2})
+    assert read_metrics(tmp_path) == {"a": 2, "extrapolation_sliding32": {"ppl": {}}}
+
+
+def test_throughput_counts_only_training_time() -> None:
+    meter = Throughput(tokens_per_step=100)
+    for _ in range(4):
+        meter.add(torch.tensor(2.0))
+        with meter.paused():
+            time.sleep(0.05)
+    loss, rate = meter.take()
+    assert loss == 2.0
+    assert rate > 4 * 100 / 0.05  # the 0.2 s of pauses would cap it at 2,000 tokens/s
+
+
+def test_a_signal_outside_the_loop_says_what_was_kept() -> None:
+    with pytest.raises(Interrupted) as info, InterruptNow("the model is saved"):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert info.value.code == 143 and "SIGTERM" in str(info.value)
+    assert "the model is saved" in str(info.value)
+
+
+def test_non_finite_weights_are_never_checkpointed(tmp_path: Path, corpus: Path,
+                                                   cache_dir: Path) -> None:
+    from posenc_cli.config.compose import compose
+    from posenc_cli.data.prepare import prepare
+    from posenc_cli.engine.runtime import make_runtime
+    from posenc_cli.engine.trainer import Trainer
+
+    cfg = compose(["model=tiny", "data=text", f"data.path={corpus}", "data.vocab_size=300",
+                   "train.context_length=16"])
+    trainer = Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
+    with torch.no_grad():
+        next(trainer.lm.parameters()).fill_(math.nan)
+    with pytest.raises(PosencError, match="diverged .* no checkpoint was written — start a new "
+                                          "run with a lower train.lr"):
+        trainer.save()
+    assert not (tmp_path / "checkpoints" / "last.pt").exists()
+    json.dumps(trainer.metrics())
