@@ -30,7 +30,7 @@ from posenc_cli.bench.case import MARKER
 from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
-from posenc_cli.config.rundir import claim_new_run_dir
+from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
 
@@ -47,7 +47,7 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     if extra:
         cfg = compose([*extra, *overrides], with_hydra=True)
     check_bench(cfg)
-    return cfg, claim_new_run_dir(cfg, overrides)
+    return cfg, planned_run_dir(cfg, overrides)
 
 
 def check_bench(cfg: DictConfig) -> None:
@@ -178,7 +178,10 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from posenc_cli.common.console import console
 
     specs = cases(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if run_dir.exists():  # an empty hydra.run.dir given by the user
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = create_exclusive(run_dir)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(
         OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
@@ -195,7 +198,7 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     report = {"machine": {**machine(specs[0]["threads"]), "load_before": load},
               "matmul_peak_gflops": peak, "flops_convention": FLOPS_CONVENTION,
               "config": OmegaConf.to_container(cfg.bench), "model": specs[0]["model"],
-              "records": records}
+              "records": records, "run_dir": str(run_dir)}
     write_json_atomic(run_dir / "bench.json", report)
     write_text_atomic(run_dir / "bench.md", markdown(report))
     return report

@@ -176,7 +176,8 @@ def bench(overrides: Optional[list[str]] = OVERRIDES) -> None:
 
     with user_errors():
         cfg, run_dir = compose_bench(list(overrides or []))
-        print_report(run_bench(cfg, run_dir), run_dir)
+        report = run_bench(cfg, run_dir)
+        print_report(report, Path(report["run_dir"]))
 
 
 def main() -> None:

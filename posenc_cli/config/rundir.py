@@ -39,15 +39,22 @@ def run_dir_of(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
         raise resolution_error(exc, key) from None
 
 
+def planned_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
+    """The run directory a command will claim, checked but not created."""
+    run_dir = run_dir_of(cfg)
+    check_writable(run_dir)
+    if given(overrides, "hydra.run.dir") and run_dir.exists() and \
+            (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise PosencError(f"run directory '{run_dir}' already exists",
+                          "choose a new hydra.run.dir, or resume it with `posenc resume DIR`")
+    return run_dir
+
+
 def claim_new_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
     """Create and lock the run directory: hydra.run.dir if given (it must not exist yet, or be
     empty), else the default with -1, -2, … appended until one can be created."""
-    run_dir = run_dir_of(cfg)
-    check_writable(run_dir)
+    run_dir = planned_run_dir(cfg, overrides)
     if given(overrides, "hydra.run.dir"):
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise PosencError(f"run directory '{run_dir}' already exists",
-                              "choose a new hydra.run.dir, or resume it with `posenc resume DIR`")
         run_dir.mkdir(parents=True, exist_ok=True)
         lock_run_dir(run_dir)
         if any(p.name != LOCK for p in run_dir.iterdir()):

@@ -9,15 +9,16 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import TINY, run_cli
+pytestmark = pytest.mark.slow
 
 TAGS = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/loss"}
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path) -> Path:
+def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli,
+            tiny_args) -> Path:
     work = tmp_path_factory.mktemp("work")
-    res = run_cli(["train", *TINY, "encoding=rope", "data=text", f"data.path={corpus}",
+    res = run_cli(["train", *tiny_args, "encoding=rope", "data=text", f"data.path={corpus}",
                    "hydra.run.dir=runs/first"], work, cache_dir)
     assert res.returncode == 0, res.stderr + res.stdout
     return work / "runs" / "first"
@@ -47,9 +48,9 @@ def test_event_file_holds_the_documented_tags(trained: Path) -> None:
 
 
 def test_existing_run_directory_is_never_overwritten(trained: Path, corpus: Path,
-                                                     cache_dir: Path) -> None:
+                                                     cache_dir: Path, run_cli, tiny_args) -> None:
     before = (trained / "metrics.json").read_bytes()
-    res = run_cli(["train", *TINY, "data=text", f"data.path={corpus}",
+    res = run_cli(["train", *tiny_args, "data=text", f"data.path={corpus}",
                    "hydra.run.dir=runs/first"], trained.parent.parent, cache_dir)
     assert res.returncode == 2
     assert "already exists" in res.stderr
@@ -57,8 +58,8 @@ def test_existing_run_directory_is_never_overwritten(trained: Path, corpus: Path
 
 
 def test_default_run_directories_are_unique(tmp_path: Path, corpus: Path,
-                                            cache_dir: Path) -> None:
-    args = ["train", *TINY, "train.steps=2", "data=text", f"data.path={corpus}",
+                                            cache_dir: Path, run_cli, tiny_args) -> None:
+    args = ["train", *tiny_args, "train.steps=2", "data=text", f"data.path={corpus}",
             "eval.at_end=false"]
     for _ in range(2):
         assert run_cli(args, tmp_path, cache_dir).returncode == 0
@@ -81,7 +82,7 @@ def test_default_run_directories_are_unique(tmp_path: Path, corpus: Path,
     (["nonsense"], "cannot parse override"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, cache_dir: Path, args: list[str],
-                                      needle: str) -> None:
+                                      needle: str, run_cli) -> None:
     res = run_cli(["train", *args], tmp_path, cache_dir)
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
@@ -93,7 +94,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, cache_dir: Path, args: lis
 
 
 @pytest.mark.parametrize("content", [b"", b"\x80\x81\x82 not utf8"])
-def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: bytes) -> None:
+def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: bytes,
+                                     run_cli) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
     res = run_cli(["train", "data=text", f"data.path={bad}"], tmp_path, cache_dir)
@@ -103,23 +105,24 @@ def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: b
 
 
 def test_corpus_shorter_than_a_window_fails_before_the_run(tmp_path: Path, corpus: Path,
-                                                          cache_dir: Path) -> None:
-    res = run_cli(["train", *TINY, "train.context_length=100000", "data=text",
+                                                          cache_dir: Path, run_cli,
+                                                          tiny_args) -> None:
+    res = run_cli(["train", *tiny_args, "train.context_length=100000", "data=text",
                    f"data.path={corpus}"], tmp_path, cache_dir)
     assert res.returncode == 2
     assert "posenc: error: the corpus is too short" in res.stderr
     assert not (tmp_path / "outputs").exists()
 
 
-def test_help_lists_groups_and_options(tmp_path: Path, cache_dir: Path) -> None:
+def test_help_lists_groups_and_options(tmp_path: Path, cache_dir: Path, run_cli) -> None:
     for args in (["--help"], ["train", "--help"]):
         res = run_cli(args, tmp_path, cache_dir)
         assert res.returncode == 0
         assert "encoding:" in res.stdout and "rope" in res.stdout and "model:" in res.stdout
 
 
-def test_encodings_lists_every_yaml(tmp_path: Path, cache_dir: Path) -> None:
-    from posenc_cli.config import group_options
+def test_encodings_lists_every_yaml(tmp_path: Path, cache_dir: Path, run_cli) -> None:
+    from posenc_cli.config.groups import group_options
 
     res = run_cli(["encodings"], tmp_path, cache_dir)
     assert res.returncode == 0

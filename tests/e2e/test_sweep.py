@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import pytest
 
-from posenc_cli.config import compose, config_dir, group_options
-from posenc_cli.sweep import plan
-
-from conftest import TINY, run_cli
+pytestmark = pytest.mark.slow
 
 
 def test_sweep_runs_every_job_and_reports_failures(tmp_path: Path, corpus: Path,
-                                                   cache_dir: Path) -> None:
-    res = run_cli(["sweep", *TINY, "train.steps=4", "eval.at_end=false", "data=text",
+                                                   cache_dir: Path, run_cli, tiny_args) -> None:
+    res = run_cli(["sweep", *tiny_args, "train.steps=4", "eval.at_end=false", "data=text",
                    f"data.path={corpus}", "encoding=none,rope", "train.context_length=16,99999",
                    "hydra.sweep.dir=sweep"], tmp_path, cache_dir)
     assert res.returncode == 1, res.stderr
@@ -29,23 +26,8 @@ def test_sweep_runs_every_job_and_reports_failures(tmp_path: Path, corpus: Path,
     assert res.stdout.count("failed: encoding=") == 2 and "corpus is too short" in res.stdout
 
 
-def test_bad_sweep_value_fails_before_any_job(tmp_path: Path, cache_dir: Path) -> None:
+def test_bad_sweep_value_fails_before_any_job(tmp_path: Path, cache_dir: Path, run_cli) -> None:
     res = run_cli(["sweep", "encoding=rope,alibbi", "seed=0,1"], tmp_path, cache_dir)
     assert res.returncode == 2
     assert "unknown encoding 'alibbi' (did you mean 'alibi'?)" in res.stderr
     assert not (tmp_path / "outputs").exists()
-
-
-def test_extrapolation_experiment_sweeps_every_encoding() -> None:
-    base, jobs = plan(["experiment=extrapolation"])
-    swept = sorted({j for job in jobs for j in job if j.startswith("encoding=")})
-    assert swept == sorted(f"encoding={n}" for n in group_options("encoding"))
-    _, three = plan(["experiment=extrapolation", "seed=0,1,2"])
-    assert len(three) == 3 * len(jobs)
-
-
-def test_experiment_files_are_global_packages() -> None:
-    for path in (config_dir() / "experiment").glob("*.yaml"):
-        assert path.read_text().startswith("# @package _global_")
-        assert OmegaConf.load(path) is not None
-        compose([f"experiment={path.stem}"])

@@ -1,4 +1,5 @@
-"""Nothing lost: exact resume after SIGKILL, atomic checkpoints, clean SIGINT/SIGTERM."""
+"""Nothing lost: exact resume after SIGKILL, clean SIGINT/SIGTERM, one-line failures (atomic
+checkpoint writes are tested in tests/unit/engine/)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,17 +14,29 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import TINY, run_cli
-
-ARGS = [*TINY, "train.steps=30", "train.threads=1", "eval.at_end=false"]
+pytestmark = pytest.mark.slow
 
 
-def start(args: list[str], cwd: Path, cache: Path, fault: str | None = None) -> subprocess.Popen:
-    env = {**os.environ, "POSENC_CACHE": str(cache)}
-    if fault:
-        env["POSENC_FAULT"] = fault
-    return subprocess.Popen([sys.executable, "-m", "posenc_cli.cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@pytest.fixture(scope="module")
+def args(tiny_args: list[str]) -> list[str]:
+    """30 steps on one thread: a run that resumes bit-identically."""
+    return [*tiny_args, "train.steps=30", "train.threads=1", "eval.at_end=false"]
+
+
+@pytest.fixture(scope="module")
+def start(cli_command: list[str]):  # type: ignore[no-untyped-def]
+    """start(args, cwd, cache, fault=None): `posenc ARGS` running in the background, with
+    the fault injection POSENC_FAULT=fault (posenc_cli/common/faults.py)."""
+
+    def popen(args: list[str], cwd: Path, cache: Path,
+              fault: str | None = None) -> subprocess.Popen:
+        env = {**os.environ, "POSENC_CACHE": str(cache)}
+        if fault:
+            env["POSENC_FAULT"] = fault
+        return subprocess.Popen([*cli_command, *args], cwd=cwd, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    return popen
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -40,9 +52,10 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path) -> Path:
+def reference(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli,
+              args: list[str]) -> Path:
     work = tmp_path_factory.mktemp("ref")
-    res = run_cli(["train", *ARGS, "data=text", f"data.path={corpus}", "hydra.run.dir=ref"],
+    res = run_cli(["train", *args, "data=text", f"data.path={corpus}", "hydra.run.dir=ref"],
                   work, cache_dir)
     assert res.returncode == 0, res.stderr
     return work / "ref"
@@ -59,9 +72,9 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 @pytest.mark.parametrize("fault,kept_step", [("after_save:10", 10), ("in_save_last:20", 10)])
 def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path, corpus: Path,
-                                              cache_dir: Path, fault: str,
-                                              kept_step: int) -> None:
-    proc = start(["train", *ARGS, "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
+                                              cache_dir: Path, fault: str, kept_step: int,
+                                              start, run_cli, args: list[str]) -> None:
+    proc = start(["train", *args, "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
                  tmp_path, cache_dir, fault)
     ckpt = tmp_path / "run" / "checkpoints"
     wait_for(ckpt / f".paused-{fault.split(':')[0]}", proc)
@@ -80,8 +93,9 @@ def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path, c
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_cleanly_with_a_checkpoint(tmp_path: Path, corpus: Path, cache_dir: Path,
-                                                sig: signal.Signals, code: int) -> None:
-    proc = start(["train", *TINY, "train.steps=100000", "train.checkpoint_every=100000",
+                                                sig: signal.Signals, code: int, start,
+                                                tiny_args: list[str]) -> None:
+    proc = start(["train", *tiny_args, "train.steps=100000", "train.checkpoint_every=100000",
                   "data=text", f"data.path={corpus}", "hydra.run.dir=run"], tmp_path, cache_dir)
     wait_for(tmp_path / "run" / "checkpoints" / "best.pt", proc)
     proc.send_signal(sig)
@@ -93,7 +107,8 @@ def test_signal_stops_cleanly_with_a_checkpoint(tmp_path: Path, corpus: Path, ca
     assert ck["step"] >= 10
 
 
-def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path) -> None:
+def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path,
+                                               run_cli) -> None:
     res = run_cli(["train", f"resume={reference}", "model.d_model=64"], reference.parent,
                   cache_dir)
     assert res.returncode == 2
@@ -101,7 +116,7 @@ def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path)
 
 
 def test_resume_from_missing_or_damaged_checkpoint(tmp_path: Path, reference: Path,
-                                                   cache_dir: Path) -> None:
+                                                   cache_dir: Path, run_cli) -> None:
     res = run_cli(["resume", str(tmp_path)], tmp_path, cache_dir)
     assert res.returncode == 2 and "not a posenc run directory" in res.stderr
     broken = tmp_path / "broken"
@@ -118,35 +133,17 @@ def test_resume_from_missing_or_damaged_checkpoint(tmp_path: Path, reference: Pa
 
 
 def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path: Path, corpus: Path,
-                                                            cache_dir: Path) -> None:
-    res = run_cli(["train", *ARGS, "train.lr=1e30", "train.min_lr=0", "train.warmup_steps=0",
+                                                            cache_dir: Path, run_cli,
+                                                            args: list[str]) -> None:
+    res = run_cli(["train", *args, "train.lr=1e30", "train.min_lr=0", "train.warmup_steps=0",
                    "train.log_every=1", "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
                   tmp_path, cache_dir)
     assert res.returncode == 2
     assert "training diverged at step" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_disk_full_during_save_keeps_the_previous_checkpoint(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
-    from posenc_cli import checkpoint
-    from posenc_cli.errors import PosencError
-
-    path = tmp_path / "last.pt"
-    checkpoint.save_atomic({"step": 1, "w": torch.ones(3)}, path)
-
-    def full_disk(obj: object, fh: object) -> None:
-        fh.write(b"partial")  # type: ignore[attr-defined]
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
-    with pytest.raises(PosencError, match="No space left on device"):
-        checkpoint.save_atomic({"step": 2, "w": torch.zeros(3)}, path)
-    assert checkpoint.load(path)["step"] == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
-
-
-def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path) -> None:
+def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path,
+                                              run_cli) -> None:
     (tmp_path / "afile").write_text("x")
     res = run_cli(["train", "hydra.run.dir=afile/run"], tmp_path, cache_dir)
     assert res.returncode == 2 and "is a file" in res.stderr

@@ -1,16 +1,16 @@
-"""`posenc bench` end to end on a tiny config: bench.json's schema and records, no timings."""
+"""`posenc bench` end to end on a tiny config: bench.json's schema and records, no timings; the
+interleaved A/B script (`python -m posenc_cli.bench.ab`)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from posenc_cli.bench import compose_bench
-from posenc_cli.errors import PosencError
-
-from conftest import run_cli
+pytestmark = pytest.mark.slow
 
 TINY_BENCH = ["model=tiny", "bench.encodings=[none,alibi]", "bench.context_length=16",
               "bench.batch_size=2", "bench.warmup_steps=1", "bench.timed_steps=2",
@@ -18,9 +18,10 @@ TINY_BENCH = ["model=tiny", "bench.encodings=[none,alibi]", "bench.context_lengt
               "data.vocab_size=300"]
 RECORD_KEYS = {"encoding", "mode", "length", "batch", "precision", "tokens_per_s", "peak_rss_mb",
                "rss_growth_mb", "mfu", "step_time_ratio_vs_none"}
+AB = [sys.executable, "-m", "posenc_cli.bench.ab"]
 
 
-def test_bench_writes_bench_json(tmp_path: Path) -> None:
+def test_bench_writes_bench_json(tmp_path: Path, run_cli) -> None:
     res = run_cli(["bench", *TINY_BENCH, "hydra.run.dir=b"], tmp_path, tmp_path / "cache")
     assert res.returncode == 0, res.stderr + res.stdout
     assert "alibi" in res.stdout and "bench.json" in res.stdout
@@ -39,33 +40,11 @@ def test_bench_writes_bench_json(tmp_path: Path) -> None:
     assert (tmp_path / "b" / "bench.md").read_text().startswith("| encoding |")
 
 
-def test_bench_rejects_bad_settings_before_any_run_directory(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(PosencError, match="unknown encoding 'ropee'"):
-        compose_bench(["bench.encodings=[ropee]"])
-    with pytest.raises(PosencError, match="eval_factors"):
-        compose_bench(["bench.eval_factors=[0]"])
-    cfg, run_dir = compose_bench(["model=tiny"])
-    assert cfg.model.d_model == 32 and run_dir.parts[:2] == ("outputs", "bench")
-    assert compose_bench([])[0].model.d_model == 256
-    assert not (tmp_path / "outputs").exists()
-    (tmp_path / "taken" / "x").mkdir(parents=True)
-    with pytest.raises(PosencError, match="already exists"):
-        compose_bench(["hydra.run.dir=taken"])
-
-
-def test_ab_train_script_times_every_variant(tmp_path: Path) -> None:
-    """benchmarks/ab_train.py: one row per variant, the first is the 1.0x reference."""
-    import subprocess
-    import sys
-
-    from conftest import REPO, TINY
-
+def test_ab_train_script_times_every_variant(tmp_path: Path, tiny_args: list[str]) -> None:
+    """posenc_cli.bench.ab: one row per variant, the first is the 1.0x reference."""
     out = tmp_path / "ab.json"
-    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ab_train.py"),
-                          "--variants", "fp32,bf16", "--rounds", "2", "--steps", "1",
-                          "--warmup", "0", "--json", str(out), *TINY, "encoding=rope"],
+    res = subprocess.run([*AB, "--variants", "fp32,bf16", "--rounds", "2", "--steps", "1",
+                          "--warmup", "0", "--json", str(out), *tiny_args, "encoding=rope"],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     rows = json.loads(out.read_text())["variants"]
@@ -73,6 +52,6 @@ def test_ab_train_script_times_every_variant(tmp_path: Path) -> None:
     assert rows[0]["speedup_vs_first"] == 1.0
     assert all(r["median_step_s"] > 0 and r["tokens_per_s"] > 0 for r in rows)
     assert "bf16" in res.stdout and "x vs fp32" in res.stdout
-    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "ab_train.py"),
-                          "--variants", "fp16"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([*AB, "--variants", "fp16"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and "unknown variant 'fp16'" in bad.stderr

@@ -1,0 +1,53 @@
+"""`posenc train` then `posenc eval` again with another protocol and on other text."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+pytestmark = pytest.mark.slow
+
+
+def write_text(path: Path, n_docs: int, seed: int) -> Path:
+    rng = random.Random(seed)
+    words = [rng.choice("abcdefghij") * rng.randint(1, 4) + rng.choice("klmnopq")
+             for _ in range(200)]
+    docs = [" ".join(rng.choices(words, weights=range(200, 0, -1), k=500)) for _ in range(n_docs)]
+    path.write_text("\n<|endoftext|>\n".join(docs))
+    return path
+
+
+def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> None:
+    def posenc(*args: str) -> subprocess.CompletedProcess[str]:
+        proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    corpus = write_text(tmp_path / "corpus.txt", 40, seed=0)
+    other = write_text(tmp_path / "other.txt", 6, seed=1)
+    run_dir = tmp_path / "run"
+    posenc("train", "model=tiny", "train.steps=20", "train.context_length=16",
+           "data.vocab_size=300", "eval.tokens=512", f"hydra.run.dir={run_dir}", "data=text",
+           f"data.path={corpus}", "device=cpu", "train.threads=1")
+    first = json.loads((run_dir / "metrics.json").read_text())
+    assert first["extrapolation"]["tokens"] == 512 and (run_dir / "tokenizer.json").is_file()
+    proc = posenc("eval", str(run_dir), "eval.mode=sliding", "eval.stride=8")
+    assert "extrapolation_sliding8" in proc.stdout
+    posenc("eval", str(run_dir), "data=text", f"data.path={other}")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["extrapolation"] == first["extrapolation"]
+    sliding = metrics["extrapolation_sliding8"]
+    assert sliding["mode"] == "sliding" and sliding["tokens"] == 512
+    assert sliding["strides"] == {"16": 8, "32": 8, "64": 8, "128": 8, "256": 8}
+    ood = metrics["extrapolation_text_other"]
+    assert ood["data"] == "text_other" and all(v is not None for v in ood["ppl"].values())
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"extrapolation/ppl", "extrapolation_sliding8/ppl",
+            "extrapolation_text_other/ppl", "val/loss"} <= tags
