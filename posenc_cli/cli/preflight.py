@@ -9,9 +9,12 @@ from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
 
 
-def preflight(cfg: DictConfig) -> None:
-    """The device and precision exist here, the evaluation tasks exist, the data fit."""
+def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
+    """The device and precision exist here, the evaluation tasks exist, the data are prepared
+    and (unless ``data_fit`` is off: a sweep reports such a job as failed) fit the run."""
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
     for name in cfg.eval.tasks:
         get_task(str(name))
-    check_data_fits(prepare(cfg.data), cfg)
+    data = prepare(cfg.data)
+    if data_fit:
+        check_data_fits(data, cfg)

@@ -33,7 +33,7 @@ def run_sweep(overrides: list[str]) -> None:
 
     base, jobs = plan(overrides)
     for job in jobs:
-        preflight(compose(job))
+        preflight(compose(job), data_fit=False)
     root = claim_sweep_dir(base, overrides)
     print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
     (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))

@@ -28,7 +28,7 @@ def check_keys_present(plain: DictConfig) -> None:
     for name, f in schema_keys():
         section, _, leaf = name.rpartition(".")
         node = plain.get(section) if section else plain
-        if isinstance(node, DictConfig) and leaf not in node:
+        if isinstance(node, DictConfig) and leaf not in node.keys():
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             raise PosencError(f"{name} is missing from the config",
                               f"set it instead of deleting it, e.g. {name}={default}")
@@ -43,8 +43,8 @@ def check_rules(cfg: DictConfig) -> None:
         rule = f.metadata.get("rule")
         section, _, leaf = name.rpartition(".")
         value = (cfg[section] if section else cfg)[leaf]
-        if rule is not None and (problem := rule.problem(value)) is not None:
-            raise PosencError(f"{name} {problem}", f"use {rule.describe()}")
+        if rule is not None and (problem := rule.problem(name, value)) is not None:
+            raise PosencError(problem, rule.advice(name))
     _check_relations(cfg)
 
 

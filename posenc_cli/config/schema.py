@@ -15,12 +15,16 @@ from typing import Any, Optional
 
 from omegaconf import ListConfig
 
+from posenc_cli.config.groups import closest
+
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
 class Rule:
-    """The valid values of one key: a numeric range, a set of choices, or a plain name."""
+    """The valid values of one key: a numeric range, a set of choices, or a plain name.
+
+    ``low`` and ``fix`` replace the generic wording where a key deserves a better one."""
 
     lo: float | None = None
     hi: float | None = None
@@ -29,37 +33,45 @@ class Rule:
     choices: tuple[str, ...] = ()
     name: bool = False
     nonempty: bool = False
+    low: str = ""
+    fix: str = ""
 
-    def problem(self, value: Any) -> str | None:
-        """Why ``value`` is invalid (None when it is fine); lists are checked element-wise."""
+    def problem(self, key: str, value: Any) -> str | None:
+        """What is wrong with ``key=value`` (None when it is fine); lists element-wise."""
         if isinstance(value, (list, tuple, ListConfig)):
             if self.nonempty and not value:
-                return "is empty"
-            return next((p for v in value if (p := self.problem(v)) is not None), None)
+                return f"{key} is empty"
+            return next((p for v in value if (p := self.problem(key, v)) is not None), None)
         if value is None:
             return None
         if self.choices and str(value) not in self.choices:
-            return f"is '{value}'"
+            return f"unknown {key} '{value}'{closest(str(value), list(self.choices))}"
         if self.name and not NAME_PATTERN.fullmatch(str(value)):
-            return f"is '{value}', not a plain name"
+            return f"{key} is '{value}', not a plain name"
         if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
-            return f"is {value}"
+            return f"{key}={value} {self.low or 'is too small'}"
         if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
-            return f"is {value}"
+            return f"{key}={value} is too large"
         return None
 
-    def describe(self) -> str:
-        """What a valid value looks like, for the error message."""
+    def advice(self, key: str) -> str:
+        """How to fix it, for the error message."""
+        if self.fix:
+            return self.fix
         if self.choices:
-            return "one of: " + ", ".join(self.choices)
+            return "choose one of: " + ", ".join(self.choices)
         if self.name:
-            return "letters, digits, '_', '.' or '-' (it names a folder)"
-        parts = []
+            return "use letters, digits, '_', '.' or '-' (it names a folder)"
+        bounds = []
         if self.lo is not None:
-            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+            bounds.append(f"{key} {'>' if self.lo_open else '>='} {_number(self.lo)}")
         if self.hi is not None:
-            parts.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
-        return "a value " + " and ".join(parts) if parts else "a valid value"
+            bounds.append(f"{key} {'<' if self.hi_open else '<='} {_number(self.hi)}")
+        return "use " + " and ".join(bounds)
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def key(default: Any = None, factory: Any = None, **rule: Any) -> Any:
@@ -84,7 +96,8 @@ class DataConfig:
     kind: str = key("sotu", choices=("sotu", "text"))
     path: Optional[str] = None
     val_path: Optional[str] = None
-    vocab_size: int = key(4096, lo=257, hi=2**31 - 1)
+    vocab_size: int = key(4096, lo=257, hi=2**31 - 1,
+                          low="is smaller than the byte alphabet plus <|endoftext|> (257)")
     val_every_nth: int = key(20, lo=2)
     cache_dir: str = "~/.cache/posenc"
 
@@ -93,7 +106,7 @@ class DataConfig:
 class TrainConfig:
     steps: int = key(2000, lo=1)
     batch_size: int = key(8, lo=1)
-    context_length: int = key(128, lo=2)
+    context_length: int = key(128, lo=2, low="is too short")
     lr: float = key(3e-3, lo=0, lo_open=True)
     min_lr: float = key(3e-4, lo=0)
     warmup_steps: int = key(100, lo=0)
