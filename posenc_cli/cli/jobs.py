@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from posenc_cli.cli.console import TrainProgress
+from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData
@@ -53,6 +54,7 @@ def _evaluate(trainer: Trainer, data: TokenData) -> dict[str, Any]:
     run_dir, rt = trainer.run_dir, trainer.rt
     how = f"posenc eval {run_dir}"
     with InterruptNow(f"the trained model is saved — evaluate it with: {how}"):
+        faults.pause("in_eval", trainer.state.step, trainer.ckpt_dir)
         try:
             results = run_tasks(trainer.lm, data, trainer.cfg, rt, trainer.open_writer())
         except OSError as exc:

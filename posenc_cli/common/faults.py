@@ -1,6 +1,7 @@
 """Fault injection for the crash tests: pause at a named point so a test can kill the process.
 
-Set POSENC_FAULT=<point>:<step> (points: `after_save`, `in_save_last`, `in_save_best`). The process then writes
+Set POSENC_FAULT=<point>:<step> (points: `after_save`, `in_save_last`, `in_save_best`,
+`in_eval` — the start of the final evaluation). The process then writes
 `<run>/checkpoints/.paused-<point>` and sleeps, so the test can deliver a real SIGKILL at a
 known moment. Unset (always, outside tests) it costs one dictionary lookup per checkpoint.
 """

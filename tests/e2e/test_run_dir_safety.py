@@ -85,3 +85,46 @@ def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
     after = json.loads((run_dir / "metrics.json").read_text())
     assert after == metrics
     assert not list((run_dir / "checkpoints").glob(".*.tmp*"))
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_the_final_evaluation_is_one_line(sig: int, code: int, tmp_path: Path,
+                                                          corpus: Path, cache_dir: Path,
+                                                          tiny_args: list[str]) -> None:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "in_eval:20"}
+    proc = subprocess.Popen([sys.executable, "-m", "posenc_cli", *_train_args(tiny_args, corpus),
+                             f"hydra.run.dir={run_dir}"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run_dir / "checkpoints" / ".paused-in_eval").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    assert err.strip().splitlines() == [
+        f"posenc: stopped by {signal.Signals(sig).name}; the trained model is saved — "
+        f"evaluate it with: posenc eval {run_dir}"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["steps"] == 20 and "extrapolation" not in metrics
+    assert (run_dir / "checkpoints" / "last.pt").exists()
+
+
+def test_two_sweeps_started_together_keep_every_job(tmp_path: Path, corpus: Path,
+                                                    cache_dir: Path,
+                                                    tiny_args: list[str]) -> None:
+    env = {**os.environ, "POSENC_CACHE": str(cache_dir)}
+    cmd = [sys.executable, "-m", "posenc_cli", "sweep", *tiny_args, "train.steps=4",
+           "eval.at_end=false", "data=text", f"data.path={corpus}", "encoding=none,rope"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    roots = {Path(o.split(" jobs in ", 1)[1].splitlines()[0]) for o, _ in outs}
+    assert len(roots) == 2
+    for root in roots:
+        root = root if root.is_absolute() else tmp_path / root
+        jobs = sorted(p.name for p in root.iterdir() if p.is_dir())
+        assert jobs == ["encoding=none", "encoding=rope"]
+        assert len(list(root.rglob("metrics.json"))) == 2
