@@ -93,3 +93,38 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path: Path, corpus: Path,
         trainer.save()
     assert not (tmp_path / "checkpoints" / "last.pt").exists()
     json.dumps(trainer.metrics())
+
+
+def test_a_full_disk_in_the_final_evaluation_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from posenc_cli.cli import jobs
+
+    def enospc(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jobs, "run_tasks", enospc)
+    trainer = SimpleNamespace(run_dir=tmp_path, rt=SimpleNamespace(is_main=True), cfg=None,
+                              lm=None, state=SimpleNamespace(step=1), ckpt_dir=tmp_path,
+                              open_writer=lambda: None)
+    with pytest.raises(PosencError, match=f"could not write the evaluation of {tmp_path}: No "
+                                          f"space left on device — free disk space, then "
+                                          f"`posenc eval {tmp_path}`"):
+        jobs._evaluate(trainer, None)  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_without_optimizer_state_is_one_line(tmp_path: Path, corpus: Path,
+                                                          cache_dir: Path) -> None:
+    from posenc_cli.config.compose import compose
+    from posenc_cli.data.prepare import prepare
+    from posenc_cli.engine.runtime import make_runtime
+    from posenc_cli.engine.trainer import Trainer
+
+    cfg = compose(["model=tiny", "data=text", f"data.path={corpus}", "data.vocab_size=300",
+                   "train.context_length=16"])
+    trainer = Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
+    checkpoint.save_atomic({"model": trainer.lm.state_dict(), "step": 3},
+                           tmp_path / "checkpoints" / "last.pt")
+    with pytest.raises(PosencError, match="does not match this run \\('optimizer'\\)"):
+        trainer.resume()

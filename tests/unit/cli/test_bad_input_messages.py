@@ -1,0 +1,87 @@
+"""The bad inputs that used to print tracebacks or mislead: each is now one line, exit 2, and
+creates nothing (run in-process through the Typer app)."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from posenc_cli.cli.app import app
+
+
+def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("NOPE", raising=False)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert not (tmp_path / "outputs").exists()
+    return result.stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["train", "hydra.run.dir=${oc.env:NOPE}"], "cannot resolve 'hydra.run.dir'"),
+    (["train", "data.cache_dir=${oc.env:NOPE}"], "cannot resolve 'data.cache_dir'"),
+    (["train", "data=text", "data.path=my=file.txt"], "cannot parse override 'data.path=my="),
+    (["train", "data=text", "data.path=dätä.txt"], "cannot parse override 'data.path=d"),
+    (["train", "encoding=learned", "encoding.max_len=64"],
+     "encoding.max_len=64 is below train.context_length=128"),
+    (["train", "eval.tasks=[nope]"], "unknown evaluation task 'nope'"),
+    (["train", "encoding.name=../../x"], "encoding.name is '../../x', not a plain name"),
+])
+def test_one_line_naming_the_problem(args: list[str], expected: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = invoke(args, tmp_path, monkeypatch)
+    assert len(lines) == 1 and lines[0].startswith("posenc: error: ") and expected in lines[0]
+
+
+def test_quoting_is_suggested_for_an_equals_sign(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = invoke(["train", "seed=1", "data=text", "data.path=a=b.txt"], tmp_path, monkeypatch)
+    assert "quote values" in lines[0] and "seed" not in lines[0]
+
+
+def test_a_run_directory_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "afile").write_text("x")
+    lines = invoke(["train", "hydra.run.dir=afile"], tmp_path, monkeypatch)
+    assert "is a file" in lines[0] and (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_a_missing_device_is_refused_before_the_run_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = invoke(["train", "device=cuda"], tmp_path, monkeypatch)
+    assert lines == ["posenc: error: device=cuda but no CUDA GPU is visible — use device=auto "
+                     "or device=cpu"]
+
+
+def test_a_read_only_cache_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       corpus: Path) -> None:
+    from posenc_cli.data import cache
+
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(cache, "fresh_tmp_dir", read_only)
+    lines = invoke(["train", "data=text", f"data.path={corpus}"], tmp_path, monkeypatch)
+    assert lines[0].startswith("posenc: error: cannot write the data cache") \
+        and "Read-only file system" in lines[0] and "POSENC_CACHE" in lines[0]
+
+
+def test_deterministic_runs_use_one_thread() -> None:
+    from omegaconf import OmegaConf
+
+    from posenc_cli.engine.runtime import make_runtime
+
+    before = torch.get_num_threads()
+    try:
+        make_runtime(OmegaConf.create({"train": {"deterministic": True, "threads": 2,
+                                                 "precision": "fp32"}, "device": "cpu"}))
+        assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(before)
