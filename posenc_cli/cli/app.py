@@ -180,6 +180,39 @@ def bench(overrides: Optional[list[str]] = OVERRIDES) -> None:
         print_report(report, Path(report["run_dir"]))
 
 
+@app.command("import-cs336", epilog=_groups_help())
+def import_cs336(
+        checkpoint: Path = typer.Argument(..., help="Your CS336 checkpoint (save_checkpoint's "
+                                          "file, or a bare state dict)"),
+        vocab: Path = typer.Option(..., "--vocab", help="vocab.json, or the pickled "
+                                   "dict[int, bytes]"),
+        merges: Path = typer.Option(..., "--merges", help="merges.txt, or the pickled "
+                                    "list[tuple[bytes, bytes]]"),
+        special: Optional[list[str]] = typer.Option(None, "--special", help="A special token "
+                                                    "(repeatable) [default: <|endoftext|>]"),
+        overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Import a CS336 assignment-1 model as a posenc run (needs model.n_heads, encoding.theta
+    and train.context_length); then `posenc eval` and `posenc compare` work on it."""
+    with user_errors():
+        from posenc_cli.cs336.importer import import_cs336 as run_import
+
+        run_dir = run_import(checkpoint, vocab, merges, list(special or ["<|endoftext|>"]),
+                             list(overrides or []))
+        print(f"posenc: imported {checkpoint} as {run_dir}; evaluate it with: posenc eval "
+              f"{run_dir} data=text data.path=YOUR_VALIDATION.txt", flush=True)
+
+
+@app.command("export-cs336")
+def export_cs336(run_dir: Path = typer.Argument(..., help="A posenc run trained with rope"),
+                 out: Path = typer.Argument(..., help="A new folder for the files")) -> None:
+    """Write a posenc RoPE run as a CS336 checkpoint, vocab and merges (text and pickles)."""
+    with user_errors():
+        from posenc_cli.cs336.exporter import export_cs336 as run_export
+
+        for path in run_export(run_dir, out):
+            print(f"wrote {path}", flush=True)
+
+
 def main() -> None:
     app()
 

@@ -11,6 +11,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
 from posenc_cli.config.overrides import key_of
 from posenc_cli.config.rundir import load_run_config
+from posenc_cli.engine.metrics import read_metrics
 
 #: Keys that may differ from the checkpoint's config on resume: they change how the run is
 #: executed, not what it computes (beyond float rounding on another device or compiled).
@@ -21,6 +22,10 @@ def resume_config(run_dir: Path, requested: DictConfig | None = None,
                   overrides: list[str] | None = None) -> DictConfig:
     """The run's own config; the overrides may change only RESUME_MAY_CHANGE."""
     cfg = load_run_config(run_dir)
+    if read_metrics(run_dir).get("imported"):
+        raise PosencError(f"{run_dir} was imported from a CS336 checkpoint and has no posenc "
+                          "training state to continue",
+                          f"evaluate it with `posenc eval {run_dir}`, or train a new run")
     validate(cfg)
     if requested is None:
         return cfg

@@ -48,7 +48,8 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
-    data, label = eval_data(cfg, saved, run_dir)
+    imported = bool(read_metrics(run_dir).get("imported"))
+    data, label = eval_data(cfg, saved, run_dir, imported)
     if int(data.meta["vocab_size"]) != model.vocab_size:
         raise PosencError(f"the tokenizer has {data.meta['vocab_size']} tokens but the model "
                           f"{model.vocab_size}", "evaluate with the run's own data cache")
@@ -127,9 +128,13 @@ def _same_data(cfg: DictConfig, saved: DictConfig) -> bool:
     return all(norm(cfg.data, f) == norm(saved.data, f) for f in TOKEN_FIELDS)
 
 
-def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path) -> tuple[TokenData, str | None]:
-    """Held-out ids and a label (None for the run's own data)."""
+def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path,
+              imported: bool = False) -> tuple[TokenData, str | None]:
+    """Held-out ids and a label (None for the run's own data). An imported run has a tokenizer
+    of its own, so its text is always encoded with it (no posenc tokenizer is trained)."""
     tokenizer = run_tokenizer(run_dir, saved)
+    if imported and _same_data(cfg, saved):
+        return encode_for_eval(cfg.data, tokenizer, held_out=True), None
     if _same_data(cfg, saved):
         data = prepare(cfg.data)
         if data.tokenizer_path.read_bytes() == tokenizer.read_bytes():

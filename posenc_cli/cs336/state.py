@@ -1,0 +1,78 @@
+"""A CS336 checkpoint's model weights and the dimensions they imply.
+
+Accepted: what the assignment's save_checkpoint writes (a dict holding the model's state dict
+beside the optimizer's and the iteration) or a bare state dict; keys saved from a
+torch.compile'd model carry an `_orig_mod.` prefix, which is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from posenc_cli.common.errors import PosencError
+
+PREFIX = "_orig_mod."
+#: Where a save_checkpoint dict may keep the model's state dict.
+MODEL_KEYS = ("model", "model_state_dict", "state_dict", "model_state")
+
+
+@dataclass
+class Weights:
+    """The state dict (posenc/CS336 names) and what it says about the model."""
+
+    state: dict[str, Tensor]
+    iteration: int | None
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    d_ff: int
+
+
+def load_weights(path: Path) -> Weights:
+    if not path.is_file():
+        raise PosencError(f"checkpoint '{path}' does not exist", "give the file you saved")
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for damaged or unsafe files
+        raise PosencError(f"'{path}' cannot be loaded as weights ({type(exc).__name__})",
+                          "give a file written by torch.save of tensors (save_checkpoint)"
+                          ) from None
+    state, iteration = _split(raw, path)
+    state = {k.removeprefix(PREFIX): v for k, v in state.items()}
+    return Weights(state, iteration, *_dimensions(state, path))
+
+
+def _split(raw: Any, path: Path) -> tuple[dict[str, Tensor], int | None]:
+    if isinstance(raw, dict) and _is_state(raw):
+        return raw, None
+    if isinstance(raw, dict):
+        for key in MODEL_KEYS:
+            if isinstance(raw.get(key), dict) and _is_state(raw[key]):
+                it = raw.get("iteration", raw.get("step"))
+                return raw[key], int(it) if isinstance(it, (int, float)) else None
+    raise PosencError(f"'{path}' holds no model state dict",
+                      f"save the model's state_dict, alone or under one of: "
+                      f"{', '.join(MODEL_KEYS)}")
+
+
+def _is_state(d: dict[Any, Any]) -> bool:
+    return bool(d) and all(isinstance(k, str) and isinstance(v, Tensor) for k, v in d.items())
+
+
+def _dimensions(state: dict[str, Tensor], path: Path) -> tuple[int, int, int, int]:
+    """vocab size, d_model, number of layers and d_ff, read from the shapes."""
+    try:
+        vocab_size, d_model = state["token_embeddings.weight"].shape
+        d_ff = state["layers.0.ffn.w1.weight"].shape[0]
+    except (KeyError, ValueError):
+        raise PosencError(f"'{path}' is not a CS336 TransformerLM state dict (no "
+                          "token_embeddings.weight or layers.0.ffn.w1.weight)",
+                          "export the state dict of your TransformerLM") from None
+    layers = {int(m.group(1)) for k in state if (m := re.match(r"layers\.(\d+)\.", k))}
+    return int(vocab_size), int(d_model), max(layers) + 1, int(d_ff)
