@@ -1,0 +1,85 @@
+"""The house rules of docs/design.md, checked on the source: imports point one way, no cycles,
+no private names across packages, small files and functions, nothing loose at the top level."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "posenc_cli"
+#: Which packages each package may import (besides itself and common), from docs/design.md.
+ALLOWED = {
+    "cli": {"bench", "report", "evals", "engine", "config", "data", "cs336", "encodings"},
+    "bench": {"engine", "config", "model", "nn"},
+    "cs336": {"engine", "config", "model", "nn"},
+    "evals": {"engine", "config", "data", "model"},
+    "engine": {"config", "data", "model"},
+    "report": {"encodings"},
+    "config": {"encodings"},
+    "model": {"encodings", "nn"},
+    "encodings": {"nn"},
+    "data": set(), "nn": set(), "common": set(),
+}
+
+
+def modules() -> dict[str, ast.Module]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = ast.parse(path.read_text(encoding="utf-8"))
+    return out
+
+
+def imports(tree: ast.Module) -> list[ast.ImportFrom]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+            and n.module.startswith("posenc_cli")]
+
+
+def package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def test_the_top_level_holds_only_the_entry_points() -> None:
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py"}
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} \
+        == set(ALLOWED)
+
+
+def test_imports_point_one_way_and_name_nothing_private() -> None:
+    for name, tree in modules().items():
+        src = package(name)
+        for node in imports(tree):
+            dst = package(node.module + ".x")
+            if src and dst and dst != src and dst != "common":
+                assert dst in ALLOWED[src], f"{name} imports {node.module}"
+            if dst != src:
+                assert not any(a.name.startswith("_") for a in node.names), \
+                    f"{name} imports a private name of {node.module}"
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = {name: {n.module for n in imports(tree)} for name, tree in modules().items()}
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        assert node not in path, " -> ".join([*path, node])
+        if node in done:
+            return
+        for nxt in graph.get(node, ()):
+            visit(nxt, [*path, node])
+        done.add(node)
+
+    for name in graph:
+        visit(name, [])
+
+
+def test_files_and_functions_stay_small() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert text.count("\n") <= 300, f"{path} has {text.count(chr(10))} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                assert length <= 40, f"{path}:{node.lineno} {node.name} has {length} lines"
