@@ -55,14 +55,16 @@ def text_files(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def read_chunks(path: Path) -> Iterator[str]:
-    """Decoded text of one file in chunks; a non-UTF-8 or binary file is a user error."""
+    """Decoded text of one file in chunks, with universal newlines (CRLF and CR become LF, so
+    a file edited on Windows gives the tokens of its LF copy); a non-UTF-8 or binary file is
+    a user error."""
     with open(path, "rb") as fh:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
-        offset = 0
+        offset, held = 0, ""
         while True:
             raw = fh.read(READ_CHUNK_CHARS)
             try:
-                text = decoder.decode(raw, final=not raw)
+                text = held + decoder.decode(raw, final=not raw)
             except UnicodeDecodeError as exc:
                 raise PosencError(f"'{path}' is not UTF-8 text (invalid byte at offset "
                                   f"{offset + exc.start})",
@@ -71,6 +73,8 @@ def read_chunks(path: Path) -> Iterator[str]:
                 raise PosencError(f"'{path}' looks binary (it contains NUL bytes)",
                                   "point data.path at plain UTF-8 text")
             offset += len(raw)
+            held = "\r" if raw and text.endswith("\r") else ""  # its LF may come next
+            text = (text[:-1] if held else text).replace("\r\n", "\n").replace("\r", "\n")
             if text:
                 yield text
             if not raw:

@@ -27,7 +27,7 @@ from posenc_cli.data.corpus import Corpus, read_chunks, split_documents
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: universal newlines
 MAX_TOKENS = 1 << 22
 
 

@@ -19,7 +19,7 @@ from posenc_cli.data.corpus import Corpus
 from posenc_cli.data.tokenizer import eot_id, train_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: universal newlines
 
 
 def cache_key(data_cfg: Any, corpus: Corpus, cache_dir: Path) -> str:

@@ -35,6 +35,9 @@ class EvalTask:
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """Write the result to TensorBoard under tags ``key/…``."""
 
+    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
+        """The run-level summary of the result (HParams), written once, by training."""
+
 
 def registry() -> dict[str, EvalTask]:
     """Every task in evals/tasks/, by name (the modules are imported on first use)."""

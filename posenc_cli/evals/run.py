@@ -53,17 +53,38 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     if int(data.meta["vocab_size"]) != model.vocab_size:
         raise PosencError(f"the tokenizer has {data.meta['vocab_size']} tokens but the model "
                           f"{model.vocab_size}", "evaluate with the run's own data cache")
-    writer = SummaryWriter(str(run_dir))
+    writers = EvalWriters(run_dir)
     try:
-        out = run_tasks(model, data, cfg, rt, writer,
+        out = run_tasks(model, data, cfg, rt, None,
                         key_for=lambda task: result_key(task, label, cfg.eval, saved.eval),
-                        data_name=label or str(cfg.data.name))
+                        data_name=label or str(cfg.data.name), writer_for=writers.get)
     finally:
-        writer.close()
+        writers.close()
     merge_metrics(run_dir, {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
                             "train_length": int(cfg.train.context_length),
                             **read_metrics(run_dir), **out})
     return cfg, out
+
+
+class EvalWriters:
+    """One TensorBoard run per result key, under RUN/eval/<key>/: a repeated evaluation
+    replaces that run's event files, so every series has one point per step."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.root = run_dir / "eval"
+        self.open: dict[str, SummaryWriter] = {}
+
+    def get(self, key: str) -> SummaryWriter:
+        if key not in self.open:
+            folder = self.root / key
+            for old in folder.glob("events.out.tfevents.*"):
+                old.unlink()
+            self.open[key] = SummaryWriter(str(folder))
+        return self.open[key]
+
+    def close(self) -> None:
+        for writer in self.open.values():
+            writer.close()
 
 
 def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:

@@ -13,10 +13,14 @@ from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import get_task
 
 
-def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime, writer: SummaryWriter,
-              key_for: Callable[[str], str] = str, data_name: str | None = None
-              ) -> dict[str, Any]:
-    """{key: result} for every task of cfg.eval.tasks (``key_for(task name)`` names the key)."""
+def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime,
+              writer: SummaryWriter | None, key_for: Callable[[str], str] = str,
+              data_name: str | None = None,
+              writer_for: Callable[[str], SummaryWriter] | None = None) -> dict[str, Any]:
+    """{key: result} for every task of cfg.eval.tasks (``key_for(task name)`` names the key).
+
+    Training passes its own ``writer``: results join the run's curves, with the run's summary
+    (HParams). A later evaluation passes ``writer_for(key)``, a writer of its own per key."""
     out: dict[str, Any] = {}
     was_training = model.training
     model.eval()
@@ -29,9 +33,13 @@ def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime, writer: 
                 out[key] = {"skipped": why}
                 continue
             result = {"data": data_name or str(cfg.data.name), **task.run(model, data, cfg, rt)}
-            task.log(writer, key, result, cfg)
+            target = writer_for(key) if writer_for is not None else writer
+            assert target is not None, "run_tasks needs a writer or writer_for"
+            task.log(target, key, result, cfg)
+            if writer_for is None and key == task.name:
+                task.log_summary(target, result, cfg)
+            target.flush()
             out[key] = result
     finally:
         model.train(was_training)
-    writer.flush()
     return out

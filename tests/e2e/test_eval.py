@@ -46,8 +46,18 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     assert sliding["strides"] == {"16": 8, "32": 8, "64": 8, "128": 8, "256": 8}
     ood = metrics["extrapolation_text_other"]
     assert ood["data"] == "text_other" and all(v is not None for v in ood["ppl"].values())
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    def tags(folder: Path) -> set[str]:
+        acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+        acc.Reload()
+        return set(acc.Tags()["scalars"])
+
+    assert {"extrapolation/ppl", "val/loss"} <= tags(run_dir)
+    assert "extrapolation_sliding8/ppl" in tags(run_dir / "eval" / "extrapolation_sliding8")
+    assert "extrapolation_text_other/ppl" in tags(run_dir / "eval" / "extrapolation_text_other")
+    posenc("eval", str(run_dir), "eval.mode=sliding", "eval.stride=8")  # the same again
+    folder = run_dir / "eval" / "extrapolation_sliding8"
+    assert len(list(folder.glob("events.out.tfevents.*"))) == 1
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
     acc.Reload()
-    tags = set(acc.Tags()["scalars"])
-    assert {"extrapolation/ppl", "extrapolation_sliding8/ppl",
-            "extrapolation_text_other/ppl", "val/loss"} <= tags
+    steps = [e.step for e in acc.Scalars("extrapolation_sliding8/ppl")]
+    assert steps == sorted(set(steps)) == [16, 32, 64, 128, 256]

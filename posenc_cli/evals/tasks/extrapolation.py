@@ -34,8 +34,9 @@ class Extrapolation(EvalTask):
         if curve is not None:
             for start, loss in zip(curve["bucket_edges"][:-1], curve["loss"], strict=True):
                 writer.add_scalar(f"{key}/loss_by_position", loss, start)
-        if key == self.name:
-            log_hparams(writer, cfg, result)
+
+    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
+        log_hparams(writer, cfg, result)
 
 
 def log_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
