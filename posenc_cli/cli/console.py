@@ -109,26 +109,28 @@ def print_encodings() -> None:
 
 
 def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
-    """A table of ppl by length, then where the numbers were written."""
+    """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
     if set(result) == {"skipped"}:
         console.print(f"{key}: skipped ({result['skipped']})")
         return
-    mode = protocol(cfg.eval)
     table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} — "
-                        f"{result['tokens']:,} tokens, {mode}")
-    for col in ("length", "factor", "ppl", "loss", "seconds", "note"):
+                        f"{result['tokens']:,} tokens, {protocol(cfg.eval)}")
+    for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
         table.add_column(col, justify="left" if col == "note" else "right")
     train_length = int(result["train_length"])
     for length in result["lengths"]:
         k = str(length)
-        ppl, loss = result["ppl"][k], result["loss"][k]
+        ppl, loss, ci = result["ppl"][k], result["loss"][k], result.get("ppl_ci95", {}).get(k)
         table.add_row(k, f"x{length // train_length}", f"{ppl:.2f}" if ppl is not None else "n/a",
+                      f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
                       f"{loss:.4f}" if loss is not None else "-",
                       f"{result['seconds'].get(k, 0):.1f}" if k in result["seconds"] else "-",
                       result["skipped"].get(k, ""))
     console.print(table)
     for note in result["notes"]:
         console.print(f"note: {note}")
-    console.print(f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
-                  f"tags {key}/*", soft_wrap=True)
-
+    how = result.get("interval", {}).get("method")
+    console.print((f"intervals: 95 % {how}; " if how else "") + f"written to "
+                  f"{run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
+                  f"({run_dir / 'eval' / key})",
+                  soft_wrap=True)

@@ -29,6 +29,7 @@ from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.batches import windows
 from posenc_cli.engine.runtime import Runtime
+from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval, target_groups
 
 #: Tokens per forward pass (batch x length): bounds logits and activations at every length.
 BATCH_TOKENS = 2048
@@ -180,10 +181,24 @@ def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthR
     return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
 
 
+def intervals(ids: np.ndarray, results: dict[int, LengthResult], n: int,
+              eot_id: int | None) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """The 95 % bootstrap interval of each length's perplexity, and how it was made."""
+    out, unit = {}, "documents"
+    for L, r in results.items():
+        groups, unit = target_groups(ids, n, eot_id, L)
+        out[str(L)] = list(perplexity_interval(r.losses, groups))
+    how = {"method": f"bootstrap over {unit}", "level": 0.95, "resamples": RESAMPLES,
+           "seed": SEED}
+    return out, how
+
+
 def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
-                  rt: Runtime) -> dict[str, Any]:
-    """The JSON-ready result: ppl and mean loss by length (None where not scored), and more."""
+                  rt: Runtime, eot_id: int | None = None) -> dict[str, Any]:
+    """The JSON-ready result: ppl (with 95 % intervals) and mean loss by length (None where
+    not scored), and more."""
     n, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt)
+    ci, how = intervals(ids, results, n, eot_id)
     lengths = eval_lengths(train_length, ev.factors)
     loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
     ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
@@ -193,7 +208,7 @@ def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
         "strides": {str(L): r.stride for L, r in results.items()},
         "train_length": train_length, "factors": factors, "lengths": lengths,
         "tokens": n, "tokens_requested": int(ev.tokens), "val_tokens": len(ids),
-        "ppl": ppl, "loss": loss,
+        "ppl": ppl, "ppl_ci95": ci, "interval": how, "loss": loss,
         "ppl_by_factor": {str(f): ppl[str(f * train_length)] for f in factors},
         "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
         "skipped": skipped, "notes": notes,

@@ -22,7 +22,8 @@ class Extrapolation(EvalTask):
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         with torch.no_grad():
-            return extrapolation(model, data.val, int(cfg.train.context_length), cfg.eval, rt)
+            return extrapolation(model, data.val, int(cfg.train.context_length), cfg.eval, rt,
+                                 data.meta.get("eot_id"))
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """ppl and loss with global_step = length (runs overlay); loss by bucket start."""

@@ -1,0 +1,56 @@
+"""The bootstrap interval of a perplexity, against direct computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from posenc_cli.evals.uncertainty import (bootstrap_draws, perplexity_interval,
+                                          target_groups)
+
+
+def test_a_constant_loss_has_an_interval_of_zero_width() -> None:
+    losses = np.full(1000, 2.5)
+    groups = np.repeat(np.arange(10), 100)
+    lo, hi = perplexity_interval(losses, groups)
+    assert lo == hi == math.exp(2.5)
+
+
+def test_the_interval_equals_percentiles_of_the_resampled_documents() -> None:
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(5, 40, size=12)
+    groups = np.repeat(np.arange(12), sizes)
+    losses = rng.gamma(2.0, 1.5, size=groups.size)
+    draws = bootstrap_draws(12)
+    direct = []
+    for counts in draws:  # concatenate each drawn document's losses, as often as drawn
+        picked = np.concatenate([losses[groups == g] for g in range(12) for _ in range(counts[g])])
+        direct.append(math.exp(picked.mean()))
+    lo, hi = perplexity_interval(losses, groups)
+    assert np.isclose(lo, np.percentile(direct, 2.5)) and np.isclose(hi, np.percentile(direct, 97.5))
+    assert lo < math.exp(losses.mean()) < hi
+    assert (lo, hi) == perplexity_interval(losses, groups)  # seeded: reproducible
+
+
+def test_documents_end_after_the_end_of_text_token() -> None:
+    eot = 9
+    ids = np.array([1, 2, eot, 3, 4, 5, eot, 6, 7])
+    groups, unit = target_groups(ids, 8, eot, length=4)
+    assert unit == "documents"
+    assert groups.tolist() == [0, 0, 1, 1, 1, 1, 2, 2]  # target t predicts ids[t + 1]
+    groups, unit = target_groups(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9]), 8, eot, length=4)
+    assert unit == "windows" and groups.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_the_interval_shrinks_like_one_over_root_n() -> None:
+    rng = np.random.default_rng(1)
+
+    def width(n_docs: int) -> float:
+        groups = np.repeat(np.arange(n_docs), 50)
+        losses = np.repeat(rng.normal(3.0, 0.3, n_docs), 50)
+        lo, hi = perplexity_interval(losses, groups)
+        return math.log(hi) - math.log(lo)
+
+    ratio = width(100) / width(400)
+    assert 1.6 < ratio < 2.5  # 2 in expectation
