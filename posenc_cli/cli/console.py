@@ -129,6 +129,9 @@ def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str
     console.print(table)
     for note in result["notes"]:
         console.print(f"note: {note}")
+    if result.get("replaced_earlier"):
+        console.print(f"note: the same evaluation was in metrics.json under \"{key}\"; "
+                      "replaced by this one")
     how = result.get("interval", {}).get("method")
     console.print((f"intervals: 95 % {how}; " if how else "") + f"written to "
                   f"{run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "

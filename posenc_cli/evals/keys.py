@@ -6,8 +6,10 @@ re-running it reproduces it). Anything else gets a suffix per difference, in thi
 for another mode or stride, ``_t<tokens>`` for another eval.tokens, ``_x<f1-f2-..>`` for other
 eval.factors — e.g. ``extrapolation_sliding8``, ``extrapolation_text_other_x1-16`` — so other
 evaluations never overwrite the main curve (eval.position_buckets changes only the curve's
-resolution and adds no suffix). The data label is data.name, plus the file's stem when the name
-is the generic ``text`` or the run's own data name; set data.name=NAME to choose it.
+resolution and adds no suffix), then ``_<precision>`` and ``_<device>`` where they differ from
+the run's own. The data label is data.name, plus the file's stem when the name is the generic
+``text`` or the run's own data name, plus 8 hex digits of the text's content hash (two files
+of the same name never share a key); set data.name=NAME to choose the name.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from typing import Any
 from omegaconf import DictConfig
 
 
-def data_label(cfg: DictConfig, saved: DictConfig) -> str:
+def data_label(cfg: DictConfig, saved: DictConfig, digest: str) -> str:
+    """data.name (plus the file's stem for the generic names) and a short content hash, so
+    two files of the same name never share a key."""
     name = str(cfg.data.name)
     source = cfg.data.get("val_path") or cfg.data.get("path")
     if name in ("text", str(saved.data.name)) and source:
         name = f"{name}_{Path(str(source)).stem}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}_{digest}")
 
 
 def protocol(ev: Any) -> str:
@@ -33,8 +37,10 @@ def protocol(ev: Any) -> str:
     return "sliding" if ev.stride is None else f"sliding{int(ev.stride)}"
 
 
-def result_key(task: str, label: str | None, ev: Any, saved_ev: Any) -> str:
-    """``task``, plus the data label and every scoring setting that differs from the run's."""
+def result_key(task: str, label: str | None, ev: Any, saved_ev: Any,
+               identity: list[str] | None = None) -> str:
+    """``task``, plus the data label, every scoring setting that differs from the run's, and
+    the precision or device where they differ from the run's (``identity``)."""
     parts = [task] if label is None else [task, label]
     if protocol(ev) != protocol(saved_ev):
         parts.append(protocol(ev))
@@ -43,4 +49,4 @@ def result_key(task: str, label: str | None, ev: Any, saved_ev: Any) -> str:
     factors = sorted({int(f) for f in ev.factors})
     if factors != sorted({int(f) for f in saved_ev.factors}):
         parts.append("x" + "-".join(map(str, factors)))
-    return "_".join(parts)
+    return "_".join([*parts, *(identity or [])])

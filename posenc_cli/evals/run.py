@@ -21,7 +21,8 @@ from posenc_cli.config.compose import validate
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
-from posenc_cli.data.cache import TokenData
+from posenc_cli.data.cache import TokenData, cache_root
+from posenc_cli.data.corpus import Corpus
 from posenc_cli.data.eval_text import encode_for_eval
 from posenc_cli.data.prepare import prepare
 from posenc_cli.engine import checkpoint
@@ -39,31 +40,45 @@ ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
 
 def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]]:
     """Evaluate ``run_dir``'s last checkpoint; merge into metrics.json; the config used and
-    the results by key."""
+    the results by key (each result says whether it replaced an earlier one)."""
     saved = load_run_config(run_dir)
     cfg = apply_overrides(saved, overrides)
-    pin_precision(cfg, read_metrics(run_dir), overrides)
+    metrics = read_metrics(run_dir)
+    pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
         get_task(str(name))
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
-    imported = bool(read_metrics(run_dir).get("imported"))
-    data, label = eval_data(cfg, saved, run_dir, imported)
+    data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
     if int(data.meta["vocab_size"]) != model.vocab_size:
         raise PosencError(f"the tokenizer has {data.meta['vocab_size']} tokens but the model "
                           f"{model.vocab_size}", "evaluate with the run's own data cache")
+    suffix = identity_suffix(rt, metrics)
     writers = EvalWriters(run_dir)
     try:
-        out = run_tasks(model, data, cfg, rt, None,
-                        key_for=lambda task: result_key(task, label, cfg.eval, saved.eval),
-                        data_name=label or str(cfg.data.name), writer_for=writers.get)
+        out = run_tasks(model, data, cfg, rt, None, data_name=label or str(cfg.data.name),
+                        key_for=lambda task: result_key(task, label, cfg.eval, saved.eval,
+                                                        suffix),
+                        writer_for=writers.get, extra={"source": source})
     finally:
         writers.close()
+    for key in out:
+        out[key]["replaced_earlier"] = key in metrics
     merge_metrics(run_dir, {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
-                            "train_length": int(cfg.train.context_length),
-                            **read_metrics(run_dir), **out})
+                            "train_length": int(cfg.train.context_length), **metrics, **out})
     return cfg, out
+
+
+def identity_suffix(rt: Runtime, metrics: dict[str, Any]) -> list[str]:
+    """The precision and device, where they differ from the ones the run trained with, so a
+    result of another precision never lands on the run's own key."""
+    out = []
+    if metrics.get("precision") not in (None, rt.precision):
+        out.append(rt.precision)
+    if metrics.get("device") not in (None, rt.device.type):
+        out.append(rt.device.type)
+    return out
 
 
 class EvalWriters:
@@ -149,20 +164,30 @@ def _same_data(cfg: DictConfig, saved: DictConfig) -> bool:
     return all(norm(cfg.data, f) == norm(saved.data, f) for f in TOKEN_FIELDS)
 
 
-def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path,
-              imported: bool = False) -> tuple[TokenData, str | None]:
-    """Held-out ids and a label (None for the run's own data). An imported run has a tokenizer
-    of its own, so its text is always encoded with it (no posenc tokenizer is trained)."""
+def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path, imported: bool = False
+              ) -> tuple[TokenData, str | None, dict[str, Any]]:
+    """Held-out ids, a label (None for the run's own data) and where the text came from. An
+    imported run has a tokenizer of its own, so its text is always encoded with it."""
     tokenizer = run_tokenizer(run_dir, saved)
+    source = data_source(cfg.data)
     if imported and _same_data(cfg, saved):
-        return encode_for_eval(cfg.data, tokenizer, held_out=True), None
+        return encode_for_eval(cfg.data, tokenizer, held_out=True), None, source
     if _same_data(cfg, saved):
         data = prepare(cfg.data)
         if data.tokenizer_path.read_bytes() == tokenizer.read_bytes():
-            return data, None
-        return encode_for_eval(cfg.data, tokenizer, held_out=True), None
+            return data, None, source
+        return encode_for_eval(cfg.data, tokenizer, held_out=True), None, source
     held_out = cfg.data.get("val_path") is not None
-    return encode_for_eval(cfg.data, tokenizer, held_out=held_out), data_label(cfg, saved)
+    data = encode_for_eval(cfg.data, tokenizer, held_out=held_out)
+    return data, data_label(cfg, saved, source["hash"]), source
+
+
+def data_source(data_cfg: DictConfig) -> dict[str, Any]:
+    """The evaluated text: its name, its files and a short hash of their content."""
+    corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
+    digest = corpus.fingerprint(cache_root(data_cfg))
+    return {"name": str(data_cfg.name), "path": data_cfg.get("val_path") or data_cfg.get("path"),
+            "hash": digest[:8]}
 
 
 def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]) -> None:

@@ -16,7 +16,8 @@ from posenc_cli.evals.base import get_task
 def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime,
               writer: SummaryWriter | None, key_for: Callable[[str], str] = str,
               data_name: str | None = None,
-              writer_for: Callable[[str], SummaryWriter] | None = None) -> dict[str, Any]:
+              writer_for: Callable[[str], SummaryWriter] | None = None,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """{key: result} for every task of cfg.eval.tasks (``key_for(task name)`` names the key).
 
     Training passes its own ``writer``: results join the run's curves, with the run's summary
@@ -32,7 +33,9 @@ def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime,
             if why is not None:
                 out[key] = {"skipped": why}
                 continue
-            result = {"data": data_name or str(cfg.data.name), **task.run(model, data, cfg, rt)}
+            result = {"data": data_name or str(cfg.data.name), "precision": rt.precision,
+                      "device": rt.device.type, **(extra or {}),
+                      **task.run(model, data, cfg, rt)}
             target = writer_for(key) if writer_for is not None else writer
             assert target is not None, "run_tasks needs a writer or writer_for"
             task.log(target, key, result, cfg)

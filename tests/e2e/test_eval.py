@@ -44,8 +44,11 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     sliding = metrics["extrapolation_sliding8"]
     assert sliding["mode"] == "sliding" and sliding["tokens"] == 512
     assert sliding["strides"] == {"16": 8, "32": 8, "64": 8, "128": 8, "256": 8}
-    ood = metrics["extrapolation_text_other"]
-    assert ood["data"] == "text_other" and all(v is not None for v in ood["ppl"].values())
+    (ood_key,) = [k for k in metrics if k.startswith("extrapolation_text_other_")]
+    ood = metrics[ood_key]
+    assert ood["data"] == ood_key.removeprefix("extrapolation_")
+    assert len(ood["source"]["hash"]) == 8 and ood["source"]["path"] == str(other)
+    assert all(v is not None for v in ood["ppl"].values())
     def tags(folder: Path) -> set[str]:
         acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
         acc.Reload()
@@ -53,7 +56,7 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
 
     assert {"extrapolation/ppl", "val/loss"} <= tags(run_dir)
     assert "extrapolation_sliding8/ppl" in tags(run_dir / "eval" / "extrapolation_sliding8")
-    assert "extrapolation_text_other/ppl" in tags(run_dir / "eval" / "extrapolation_text_other")
+    assert f"{ood_key}/ppl" in tags(run_dir / "eval" / ood_key)
     posenc("eval", str(run_dir), "eval.mode=sliding", "eval.stride=8")  # the same again
     folder = run_dir / "eval" / "extrapolation_sliding8"
     assert len(list(folder.glob("events.out.tfevents.*"))) == 1
@@ -61,3 +64,32 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     acc.Reload()
     steps = [e.step for e in acc.Scalars("extrapolation_sliding8/ppl")]
     assert steps == sorted(set(steps)) == [16, 32, 64, 128, 256]
+
+
+def test_results_are_keyed_by_content_and_precision(tmp_path: Path, run_cli) -> None:
+    def posenc(*args: str) -> subprocess.CompletedProcess[str]:
+        proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    run_dir = tmp_path / "run"
+    posenc("train", "model=tiny", "train.steps=10", "train.context_length=16",
+           "data.vocab_size=300", "eval.tokens=256", "eval.factors=[1,2]", "data=text",
+           f"data.path={write_text(tmp_path / 'corpus.txt', 40, seed=0)}",
+           f"hydra.run.dir={run_dir}", "train.precision=bf16")
+    first = json.loads((run_dir / "metrics.json").read_text())["extrapolation"]
+    keys = []
+    for folder, seed in (("a", 1), ("b", 2)):  # same file name, different text
+        (tmp_path / folder).mkdir()
+        other = write_text(tmp_path / folder / "other.txt", 6, seed=seed)
+        posenc("eval", str(run_dir), "data=text", f"data.path={other}")
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        keys = [k for k in metrics if k.startswith("extrapolation_text_other_")]
+    assert len(keys) == 2
+    proc = posenc("eval", str(run_dir), "train.precision=fp32")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["extrapolation"] == first and first["precision"] == "bf16"
+    assert metrics["extrapolation_fp32"]["precision"] == "fp32"
+    assert "replaced" not in proc.stdout
+    again = posenc("eval", str(run_dir), "train.precision=fp32")
+    assert "replaced by this one" in again.stdout

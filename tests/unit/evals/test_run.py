@@ -20,6 +20,7 @@ def test_eval_overrides_are_restricted(config) -> None:
     assert result_key(TASK, None, cfg.eval, saved.eval) == "extrapolation_sliding8"
     assert result_key(TASK, "text_other", saved.eval, saved.eval) == "extrapolation_text_other"
     assert result_key(TASK, None, saved.eval, saved.eval) == "extrapolation"
+    assert result_key(TASK, None, saved.eval, saved.eval, ["fp32"]) == "extrapolation_fp32"
     quick = apply_overrides(saved, ["eval.factors=[16,1]", "eval.tokens=1024"])
     assert result_key(TASK, None, quick.eval, saved.eval) == "extrapolation_t1024_x1-16"
 
