@@ -128,7 +128,7 @@ class TrainConfig:
 class EvalConfig:
     tasks: list[str] = key(factory=lambda: ["extrapolation"], name=True, nonempty=True)
     factors: list[int] = key(factory=lambda: [1, 2, 4, 8, 16], lo=1, nonempty=True)
-    tokens: int = key(32768, lo=1)
+    tokens: int = key(262144, lo=1)
     mode: str = key("nonoverlapping", choices=("nonoverlapping", "sliding"))
     stride: Optional[int] = key(None, lo=1)
     position_buckets: int = key(32, lo=1)

@@ -1,10 +1,12 @@
 """Length extrapolation: perplexity at factor x the training length, on the same held-out tokens.
 
 A comparison across lengths (and across runs) is only fair when every length scores exactly the
-same target tokens. So the token budget is fixed first — ``eval.tokens`` rounded down to a
-multiple of the longest length that fits the held-out data, the same for every encoding — and
-each length then plans windows that cover exactly those targets, each once. Target ``t`` is the
-prediction of ``ids[t + 1]``; a window starting at ``s`` predicts targets ``s .. s + L - 1``.
+same target tokens. So the sample is fixed first, the same for every length and encoding: all of
+the held-out text when it fits the budget ``eval.tokens`` (rounded down to a multiple of the
+longest length), else blocks of the longest length spread evenly over the whole held-out text,
+so that every part of it is represented. Each length then plans windows inside each block that
+cover exactly its targets, each once. Target ``t`` is the prediction of ``ids[t + 1]``; a window
+starting at ``s`` predicts targets ``s .. s + L - 1``.
 
 Modes: ``nonoverlapping`` tiles the budget with disjoint windows (each token conditioned on its
 window prefix); ``sliding`` (Press et al. 2022) starts a window every ``stride`` tokens and scores
@@ -84,10 +86,11 @@ def window_losses(model: nn.Module, ids: np.ndarray, starts: list[int], length: 
 
 @torch.no_grad()
 def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int, stride: int,
-                 rt: Runtime) -> LengthResult:
-    """Losses of targets 0 .. n_targets-1 with windows of ``length``, batched to BATCH_TOKENS."""
+                 rt: Runtime, offset: int = 0) -> LengthResult:
+    """Losses of targets offset .. offset+n_targets-1 with windows of ``length``, batched to
+    BATCH_TOKENS."""
     t0 = time.perf_counter()
-    plan = plan_windows(length, n_targets, stride)
+    plan = [Window(offset + w.start, w.first) for w in plan_windows(length, n_targets, stride)]
     losses = np.zeros(n_targets)
     covered = np.zeros(n_targets, dtype=np.int64)
     per_batch = max(1, BATCH_TOKENS // length)
@@ -95,11 +98,33 @@ def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int,
         batch = plan[i:i + per_batch]
         rows = window_losses(model, ids, [w.start for w in batch], length, rt)
         for w, row in zip(batch, rows, strict=True):
-            losses[w.start + w.first:w.start + length] = row[w.first:]
-            covered[w.start + w.first:w.start + length] += 1
+            a, b = w.start + w.first - offset, w.start + length - offset
+            losses[a:b] = row[w.first:]
+            covered[a:b] += 1
     assert (covered == 1).all(), "a window plan must score every target exactly once"
     targets = np.sort(scored_targets(plan, length))
     return LengthResult(length, stride, targets, losses, time.perf_counter() - t0)
+
+
+def score_sample(model: nn.Module, ids: np.ndarray, length: int, blocks: list[tuple[int, int]],
+                 stride: int, rt: Runtime) -> LengthResult:
+    """``score_length`` over every (start, size) block of the sample, concatenated in order."""
+    parts = [score_length(model, ids, length, size, stride, rt, start) for start, size in blocks]
+    return LengthResult(length, stride, np.concatenate([p.targets for p in parts]),
+                        np.concatenate([p.losses for p in parts]),
+                        sum(p.seconds for p in parts))
+
+
+def sample_blocks(available: int, n: int, longest: int) -> list[tuple[int, int]]:
+    """All targets when they fit (one block), else n // longest blocks of ``longest`` targets
+    starting at evenly spaced positions over the whole held-out text (never overlapping)."""
+    if n == 0:
+        return []
+    if n >= available // longest * longest:
+        return [(0, n)]
+    k = n // longest
+    spacing = (available - longest) / max(k - 1, 1)
+    return [(math.floor(i * spacing), longest) for i in range(k)]
 
 
 def eval_lengths(train_length: int, factors: Any) -> list[int]:
@@ -120,9 +145,7 @@ def token_budget(n_ids: int, requested: int, lengths: list[int]) -> tuple[int, d
             skipped[str(L)] = f"eval.tokens={requested} is less than one window of {L}"
     fit = [L for L in lengths if str(L) not in skipped]
     n = usable // max(fit) * max(fit) if fit else 0
-    notes = [(f"held-out data holds only {available} targets: scored {n} of the {requested} "
-              "requested")] if available < requested else []
-    return n, skipped, notes
+    return n, skipped, []
 
 
 def not_applicable(model: nn.Module, length: int) -> str | None:
@@ -144,11 +167,20 @@ def stride_for(ev: Any, length: int) -> int:
     return length // 2 if ev.stride is None else min(int(ev.stride), length)
 
 
-def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
-                  rt: Runtime) -> tuple[int, dict[int, LengthResult], dict[str, str], list[str]]:
-    """Budget, per-length results, skipped lengths (with reasons) and notes."""
+def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any, rt: Runtime
+                  ) -> tuple[list[tuple[int, int]], dict[int, LengthResult], dict[str, str],
+                             list[str]]:
+    """The sample's blocks, per-length results, skipped lengths (with reasons) and notes."""
     lengths = eval_lengths(train_length, ev.factors)
     n, skipped, notes = token_budget(len(ids), int(ev.tokens), lengths)
+    fit = [L for L in lengths if str(L) not in skipped]
+    blocks = sample_blocks(max(len(ids) - 1, 0), n, max(fit, default=1))
+    if len(blocks) > 1:
+        notes.append(f"scored {n:,} of the {len(ids) - 1:,} held-out targets, in {len(blocks)} "
+                     "windows spread evenly over all of them (eval.tokens is the budget)")
+    elif blocks:
+        notes.append(f"scored all {n:,} held-out targets that fill whole windows of "
+                     f"{max(fit)} (of {len(ids) - 1:,})")
     results: dict[int, LengthResult] = {}
     for L in lengths:
         if str(L) in skipped:
@@ -157,14 +189,14 @@ def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
         if reason is not None:
             skipped[str(L)] = reason
             continue
-        results[L] = score_length(model, ids, L, n, stride_for(ev, L), rt)
+        results[L] = score_sample(model, ids, L, blocks, stride_for(ev, L), rt)
         console.print(f"  eval length {L}: ppl {math.exp(results[L].losses.mean()):.2f} "
                       f"({n:,} tokens, {results[L].seconds:.1f} s)", highlight=False)
-    return n, results, skipped, notes
+    return blocks, results, skipped, notes
 
 
-def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthResult], n: int,
-                   ev: Any, rt: Runtime) -> dict[str, Any] | None:
+def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthResult],
+                   blocks: list[tuple[int, int]], ev: Any, rt: Runtime) -> dict[str, Any] | None:
     """Mean loss by position inside disjoint windows of the longest scored length, bucketed.
 
     Position i is the prediction made after seeing i + 1 tokens of the window."""
@@ -172,8 +204,9 @@ def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthR
         return None
     L = max(results)
     losses = results[L].losses
-    if ev.mode != "nonoverlapping" or n % L:
-        losses = score_length(model, ids, L, n // L * L, L, rt).losses
+    if ev.mode != "nonoverlapping" or any(size % L for _, size in blocks):
+        whole = [(start, size // L * L) for start, size in blocks if size >= L]
+        losses = score_sample(model, ids, L, whole, L, rt).losses
     per_position = losses.reshape(-1, L).mean(axis=0)
     k = min(max(int(ev.position_buckets), 1), L)
     edges = np.linspace(0, L, k + 1).round().astype(int)
@@ -181,24 +214,35 @@ def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthR
     return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
 
 
-def intervals(ids: np.ndarray, results: dict[int, LengthResult], n: int,
+def intervals(ids: np.ndarray, results: dict[int, LengthResult],
               eot_id: int | None) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """The 95 % bootstrap interval of each length's perplexity, and how it was made."""
     out, unit = {}, "documents"
     for L, r in results.items():
-        groups, unit = target_groups(ids, n, eot_id, L)
-        out[str(L)] = list(perplexity_interval(r.losses, groups))
+        order = np.argsort(r.targets, kind="stable")
+        groups, unit = target_groups(ids, r.targets[order], eot_id, L)
+        out[str(L)] = list(perplexity_interval(r.losses[order], groups))
     how = {"method": f"bootstrap over {unit}", "level": 0.95, "resamples": RESAMPLES,
            "seed": SEED}
     return out, how
+
+
+def documents_scored(ids: np.ndarray, blocks: list[tuple[int, int]], eot_id: int | None
+                     ) -> int | None:
+    """How many documents the sample's targets fall in (None without an end-of-text id)."""
+    if eot_id is None or not blocks:
+        return None
+    targets = np.concatenate([np.arange(s, s + n) for s, n in blocks])
+    return int(np.unique(np.cumsum(np.asarray(ids[:targets[-1] + 1]) == eot_id)[targets]).size)
 
 
 def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
                   rt: Runtime, eot_id: int | None = None) -> dict[str, Any]:
     """The JSON-ready result: ppl (with 95 % intervals) and mean loss by length (None where
     not scored), and more."""
-    n, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt)
-    ci, how = intervals(ids, results, n, eot_id)
+    blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt)
+    n = sum(size for _, size in blocks)
+    ci, how = intervals(ids, results, eot_id)
     lengths = eval_lengths(train_length, ev.factors)
     loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
     ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
@@ -212,5 +256,6 @@ def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
         "ppl_by_factor": {str(f): ppl[str(f * train_length)] for f in factors},
         "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
         "skipped": skipped, "notes": notes,
-        "loss_by_position": position_curve(model, ids, results, n, ev, rt),
+        "documents": documents_scored(ids, blocks, eot_id), "blocks": len(blocks),
+        "loss_by_position": position_curve(model, ids, results, blocks, ev, rt),
     }

@@ -15,14 +15,15 @@ RESAMPLES = 1000
 SEED = 0
 
 
-def target_groups(ids: np.ndarray, n_targets: int, eot_id: int | None,
+def target_groups(ids: np.ndarray, targets: np.ndarray, eot_id: int | None,
                   length: int) -> tuple[np.ndarray, str]:
-    """Group of each target t (the prediction of ids[t + 1]) and what the groups are."""
-    if eot_id is not None:
-        docs = np.cumsum(np.asarray(ids[:n_targets]) == eot_id)
+    """Group of each target t (the prediction of ids[t + 1]; ``targets`` sorted) and what the
+    groups are: the document t predicts in, or its window of ``length`` in the sample."""
+    if eot_id is not None and targets.size:
+        docs = np.cumsum(np.asarray(ids[:targets[-1] + 1]) == eot_id)[targets]
         if docs[-1] - docs[0] >= 1:
             return docs - docs[0], "documents"
-    return np.arange(n_targets) // length, "windows"
+    return np.arange(targets.size) // length, "windows"
 
 
 def bootstrap_draws(n_groups: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:

@@ -10,8 +10,9 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
-CAPTION = ("perplexity, mean ± std over n seeds (lower is better); best per column in bold; "
-           "n/a = not applicable (e.g. beyond a learned position table)")
+CAPTION = ("perplexity, mean ± std over n seeds, or [95 % bootstrap interval] for one run (lower "
+           "is better); best per column in bold; ≈ = its interval overlaps the best's (not a "
+           "significant difference); n/a = not applicable (e.g. beyond a learned position table)")
 
 
 def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True) -> str:
@@ -35,12 +36,28 @@ def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     columns += [([r.val_loss for r in group.rows], min, 3, True),
                 ([r.tokens_per_s for r in group.rows], max, 0, False)]
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
-    for stats, pick, digits, spread in columns:
+    for i, (stats, pick, digits, spread) in enumerate(columns):
         means = [s.mean for s in stats if s is not None]
         best = pick(means) if len(means) > 1 else None
-        for row, r, s in zip(body, group.rows, stats):
-            row.append((_cell(s, len(r.runs), digits, spread), s is not None and s.mean == best))
+        cis = [r.ci.get(group.lengths[i]) if i < len(group.lengths) else None
+               for r in group.rows]
+        best_ci = next((c for s, c in zip(stats, cis) if s is not None and s.mean == best), None)
+        for row, r, s, ci in zip(body, group.rows, stats, cis):
+            is_best = s is not None and s.mean == best
+            text = _cell(s, len(r.runs), digits, spread) + _interval(ci, best_ci, is_best, s)
+            row.append((text, is_best))
     return header, body
+
+
+def _interval(ci: tuple[float, float] | None, best: tuple[float, float] | None, is_best: bool,
+              stat: Stat | None) -> str:
+    """' [lo–hi]' for a single run, with ' ≈' when it overlaps the best run's interval."""
+    if ci is None or stat is None:
+        return ""
+    digits = 0 if stat.mean >= 1000 else 1 if stat.mean >= 100 else 2
+    text = f" [{ci[0]:,.{digits}f}–{ci[1]:,.{digits}f}]"
+    overlaps = best is not None and not is_best and ci[0] <= best[1] and best[0] <= ci[1]
+    return text + (" ≈" if overlaps else "")
 
 
 def _title(group: Group) -> str:

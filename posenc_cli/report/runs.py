@@ -67,6 +67,8 @@ class Row:
     ppl: dict[int, Stat | None]
     val_loss: Stat | None
     tokens_per_s: Stat | None
+    #: The 95 % bootstrap interval of a single run's perplexity (seeds give mean ± std).
+    ci: dict[int, tuple[float, float] | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,7 +203,15 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
         ppl = {n: Stat.of([ppls[id(r)].get(str(n)) for r in runs]) for n in group.lengths}
         group.rows.append(Row(
             label, runs, ppl, Stat.of([r.metrics.get("final_val_loss") for r in runs]),
-            Stat.of([r.metrics.get("tokens_per_s") for r in runs])))
+            Stat.of([r.metrics.get("tokens_per_s") for r in runs]), _intervals(runs, group)))
+
+
+def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] | None]:
+    if len(runs) != 1:
+        return {}
+    ci = (runs[0].extrapolation or {}).get("ppl_ci95") or {}
+    return {n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2
+            else None for n in group.lengths}  # type: ignore[misc]
 
 
 def _seed_order(run: Run) -> tuple[bool, int, str]:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from posenc_cli.evals.scoring import (
+from posenc_cli.evals.scoring import (sample_blocks, 
     Window,
     extrapolation,
     plan_windows,
@@ -39,8 +39,9 @@ def test_ppl_at_1x_is_exp_of_the_mean_loss_on_the_same_tokens(config, run, model
     ids = torch.from_numpy(val_ids().astype(np.int64))
     n = result["tokens"]
     assert n == 512
-    x = ids[:n].view(-1, TRAIN_LEN)
-    y = ids[1:n + 1].view(-1, TRAIN_LEN)
+    blocks = sample_blocks(len(ids) - 1, n, 16 * TRAIN_LEN)  # the sample: spread-out blocks
+    x = torch.cat([ids[s:s + size].view(-1, TRAIN_LEN) for s, size in blocks])
+    y = torch.cat([ids[s + 1:s + size + 1].view(-1, TRAIN_LEN) for s, size in blocks])
     with torch.no_grad():
         logits = model_for(cfg)(x)
     loss = F.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
@@ -52,10 +53,28 @@ def test_ppl_at_1x_is_exp_of_the_mean_loss_on_the_same_tokens(config, run, model
 def test_every_length_scores_exactly_the_same_targets(mode: str, config, model_for, val_ids,
                                                       rt) -> None:
     cfg = config(f"eval.mode={mode}", "eval.stride=5", "eval.factors=[1,3,4,16]")
-    n, results, skipped, _ = score_lengths(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval, rt)
-    assert not skipped and n == 512 and sorted(results) == [16, 48, 64, 256]
+    blocks, results, skipped, _ = score_lengths(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval,
+                                                rt)
+    sample = np.concatenate([np.arange(s, s + size) for s, size in blocks])
+    assert not skipped and sample.size == 512 and sorted(results) == [16, 48, 64, 256]
     for r in results.values():
-        assert np.array_equal(r.targets, np.arange(n))
+        assert np.array_equal(np.sort(r.targets), sample)
+
+
+def test_the_sample_is_everything_that_fits_else_spread_over_all_of_it() -> None:
+    assert sample_blocks(10_000, 9_984, 256) == [(0, 9_984)]
+    blocks = sample_blocks(10_000, 1_024, 256)
+    assert [size for _, size in blocks] == [256] * 4
+    starts = [s for s, _ in blocks]
+    assert starts[0] == 0 and starts[-1] == 10_000 - 256
+    assert all(b - a >= 256 for a, b in zip(starts, starts[1:]))  # disjoint, evenly spread
+
+
+def test_the_default_budget_scores_every_held_out_document(config, run, val_ids) -> None:
+    ids = val_ids()
+    result = run(config("eval.tokens=262144"), ids)
+    assert result["blocks"] == 1 and result["tokens"] == (len(ids) - 1) // 256 * 256
+    assert result["documents"] is None or result["documents"] >= 1
 
 
 def test_window_plans_cover_each_target_once() -> None:

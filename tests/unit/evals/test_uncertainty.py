@@ -36,10 +36,11 @@ def test_the_interval_equals_percentiles_of_the_resampled_documents() -> None:
 def test_documents_end_after_the_end_of_text_token() -> None:
     eot = 9
     ids = np.array([1, 2, eot, 3, 4, 5, eot, 6, 7])
-    groups, unit = target_groups(ids, 8, eot, length=4)
+    groups, unit = target_groups(ids, np.arange(8), eot, length=4)
     assert unit == "documents"
     assert groups.tolist() == [0, 0, 1, 1, 1, 1, 2, 2]  # target t predicts ids[t + 1]
-    groups, unit = target_groups(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9]), 8, eot, length=4)
+    groups, unit = target_groups(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9]), np.arange(8), eot,
+                                 length=4)
     assert unit == "windows" and groups.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
