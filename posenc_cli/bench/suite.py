@@ -51,7 +51,13 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
 
 
 def check_bench(cfg: DictConfig) -> None:
-    """bench.encodings names known encodings (the schema checks every other bench key)."""
+    """bench.encodings is "all", a name or a non-empty list of known encodings (the schema
+    checks every other bench key)."""
+    chosen = cfg.bench.encodings
+    if not (isinstance(chosen, str) or (OmegaConf.is_list(chosen) and len(chosen) > 0 and
+                                        all(isinstance(n, str) for n in chosen))):
+        raise PosencError(f"bench.encodings is {chosen!r}",
+                          "give all, one name or a list of names, e.g. bench.encodings=[none,rope]")
     known = group_options("encoding")
     for name in encodings(cfg):
         if name not in known:

@@ -93,10 +93,15 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
 
 
 @app.command()
-def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/")) -> None:
+def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/"),
+           overrides: Optional[list[str]] = typer.Argument(
+               None, show_default=False,
+               help="Only how it runs may change: device, train.threads, train.compile")
+           ) -> None:
     """Continue a run from its last checkpoint, exactly where it stopped."""
+    overrides = list(overrides or [])
     with user_errors():
-        _resume(run_dir)
+        _resume(run_dir, compose(overrides) if overrides else None, overrides)
 
 
 def _resume(run_dir: Path, requested: DictConfig | None = None,
@@ -214,7 +219,19 @@ def export_cs336(run_dir: Path = typer.Argument(..., help="A posenc run trained 
 
 
 def main() -> None:
-    app()
+    """The `posenc` entry point: Click's usage errors become the one-line form too."""
+    from typer._click import exceptions as cli_errors  # typer ships its own click
+
+    try:
+        app(standalone_mode=False)
+    except cli_errors.NoArgsIsHelpError as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except cli_errors.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "posenc"
+        fail(f"posenc: error: {exc.format_message()} — see `{command} --help`")
+    except typer.Abort:
+        fail("posenc: interrupted", 130)
 
 
 if __name__ == "__main__":

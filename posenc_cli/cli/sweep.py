@@ -44,13 +44,16 @@ def run_sweep(overrides: list[str]) -> None:
           f"posenc compare {root}", flush=True)
     for job_dir, why in failed:
         print(f"  failed: {job_dir.name}: {why}", flush=True)
-    if failed:
+    if failed or done < len(jobs):
         raise SystemExit(1)
 
 
 def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
     """The base config and the override list of every job, each one composed and validated."""
     check_group_choices(overrides)
+    if given(overrides, "hydra.sweep.subdir") or given(overrides, "hydra.job.chdir"):
+        raise PosencError("posenc names and places the job folders of a sweep itself",
+                          "choose the sweep folder with hydra.sweep.dir=DIR")
     base = compose(fixed_overrides(overrides), with_hydra=True)
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 
 SECTIONS = {f.name: f.default_factory() for f in dataclasses.fields(RootConfig)
@@ -44,7 +45,7 @@ def check_rules(cfg: DictConfig) -> None:
         section, _, leaf = name.rpartition(".")
         value = (cfg[section] if section else cfg)[leaf]
         if rule is not None and (problem := rule.problem(name, value)) is not None:
-            raise PosencError(problem, rule.advice(name))
+            raise PosencError(problem, rule.advice(name, value))
     _check_relations(cfg)
 
 
@@ -73,8 +74,19 @@ def _check_encoding(cfg: DictConfig) -> None:
     _require(bool(NAME_PATTERN.fullmatch(str(enc.name))),
              f"encoding.name is '{enc.name}', not a plain name",
              "use letters, digits, '_', '.' or '-' (it names the run directory)")
+    _check_encoding_keys(enc)
     built = build_encoding(enc, cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers)
     L = cfg.train.context_length
     _require(built.max_len is None or built.max_len >= L,
              f"encoding.max_len={built.max_len} is below train.context_length={L}",
              f"raise encoding.max_len to at least {L}, or train shorter")
+
+
+def _check_encoding_keys(enc: DictConfig) -> None:
+    """Every parameter of the encoding's YAML is still there (~encoding.theta is refused)."""
+    name = str(enc.name)
+    if name not in group_options("encoding"):
+        return
+    for key in OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"):
+        _require(key in enc.keys(), f"encoding.{key} is missing from the config",
+                 f"set it instead of deleting it (see configs/encoding/{name}.yaml)")

@@ -34,9 +34,12 @@ _held: list[IO[str]] = []
 def run_dir_of(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
     """hydra.run.dir (or another path key) resolved, as one line when it cannot be."""
     try:
-        return Path(str(OmegaConf.select(cfg, key, throw_on_missing=True)))
+        value = str(OmegaConf.select(cfg, key, throw_on_missing=True) or "").strip()
     except OmegaConfBaseException as exc:
         raise resolution_error(exc, key) from None
+    if not value:
+        raise PosencError(f"{key} is empty", f"give a folder, e.g. {key}=outputs/my-run")
+    return Path(value)
 
 
 def planned_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
@@ -55,7 +58,7 @@ def claim_new_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
     empty), else the default with -1, -2, … appended until one can be created."""
     run_dir = planned_run_dir(cfg, overrides)
     if given(overrides, "hydra.run.dir"):
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(run_dir)
         lock_run_dir(run_dir)
         if any(p.name != LOCK for p in run_dir.iterdir()):
             raise PosencError(f"run directory '{run_dir}' was just taken by another command",
@@ -64,13 +67,25 @@ def claim_new_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
     return create_exclusive(run_dir, lock=True)
 
 
+def make_dirs(path: Path, exist_ok: bool = True) -> None:
+    """mkdir -p, a failure (a read-only or virtual file system) as one line."""
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise PosencError(f"cannot create '{path}': {exc.strerror or exc}",
+                          "choose a writable place (hydra.run.dir=DIR or another folder)"
+                          ) from None
+
+
 def create_exclusive(path: Path, lock: bool = False) -> Path:
     """``path``, or ``path-1``, ``path-2``, …: the first that this process could create."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     candidate, n = path, 1
     while True:
         try:
-            candidate.mkdir()
+            make_dirs(candidate, exist_ok=False)
             break
         except FileExistsError:
             candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
@@ -80,8 +95,17 @@ def create_exclusive(path: Path, lock: bool = False) -> Path:
 
 
 def lock_run_dir(run_dir: Path) -> None:
-    """Hold an exclusive lock on the run directory until this process ends."""
-    fh = open(run_dir / LOCK, "a+", encoding="utf-8")
+    """Hold an exclusive lock on the run directory until this process ends. A received run
+    could hold links that point anywhere, so a run with a link where posenc writes is
+    refused, and the lock file itself is never followed."""
+    refuse_links(run_dir)
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise PosencError(f"cannot lock the run directory '{run_dir}' "
+                          f"({exc.strerror or exc}; a link or an unwritable folder?)",
+                          f"remove {run_dir / LOCK} if it is a link, or fix permissions") from None
+    fh = os.fdopen(fd, "r+", encoding="utf-8")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -93,6 +117,17 @@ def lock_run_dir(run_dir: Path) -> None:
     fh.write(str(os.getpid()))
     fh.flush()
     _held.append(fh)
+
+
+def refuse_links(run_dir: Path) -> None:
+    """No symbolic link among the run directory's entries and those of the folders posenc
+    writes into (checkpoints/, eval/ and its keys); the run directory itself may be one."""
+    places = [*run_dir.glob("*"), *run_dir.glob(".*"), *run_dir.glob("checkpoints/*"),
+              *run_dir.glob("eval/*"), *run_dir.glob("eval/*/*")]
+    link = next((p for p in places if p.is_symlink()), None)
+    if link is not None:
+        raise PosencError(f"'{link}' is a symbolic link; posenc does not write through links in "
+                          "a run directory", "remove the link (or copy the run without links)")
 
 
 def check_writable(run_dir: Path) -> None:

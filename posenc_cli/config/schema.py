@@ -9,6 +9,7 @@ encoding has its own parameters (its class checks them).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -48,16 +49,20 @@ class Rule:
             return f"unknown {key} '{value}'{closest(str(value), list(self.choices))}"
         if self.name and not NAME_PATTERN.fullmatch(str(value)):
             return f"{key} is '{value}', not a plain name"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key}={value} is not a finite number"
         if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
             return f"{key}={value} {self.low or 'is too small'}"
         if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
             return f"{key}={value} is too large"
         return None
 
-    def advice(self, key: str) -> str:
+    def advice(self, key: str, value: Any = None) -> str:
         """How to fix it, for the error message."""
         if self.fix:
             return self.fix
+        if self.nonempty and isinstance(value, (list, tuple, ListConfig)) and not value:
+            return f"give at least one value, e.g. {key}=[...]"
         if self.choices:
             return "choose one of: " + ", ".join(self.choices)
         if self.name:

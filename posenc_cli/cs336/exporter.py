@@ -16,7 +16,7 @@ import torch
 
 from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.rundir import load_run_config
+from posenc_cli.config.rundir import load_run_config, make_dirs
 from posenc_cli.cs336.bpe_files import to_bytes, token_bytes, tokenizer_files
 from posenc_cli.engine import checkpoint
 from posenc_cli.nn.layers import default_d_ff
@@ -38,7 +38,7 @@ def export_cs336(run_dir: Path, out: Path) -> list[Path]:
     if not tok_path.is_file():
         raise PosencError(f"{run_dir} has no tokenizer.json", "export a run posenc trained")
     vocab, merges = tokenizer_files(json.loads(tok_path.read_text(encoding="utf-8")))
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     state = {"model": ck["model"], "iteration": int(ck.get("step", 0))}
     write_atomic(out / "checkpoint.pt", lambda fh: torch.save(state, fh))
     write_json_atomic(out / "vocab.json", vocab)

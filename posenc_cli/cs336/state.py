@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ def load_weights(path: Path) -> Weights:
     if not path.is_file():
         raise PosencError(f"checkpoint '{path}' does not exist", "give the file you saved")
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a refused pickle is our one line, not torch's three
+            warnings.simplefilter("ignore")
+            raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for damaged or unsafe files
         raise PosencError(f"'{path}' cannot be loaded as weights ({type(exc).__name__})",
                           "give a file written by torch.save of tensors (save_checkpoint)"
@@ -49,6 +52,10 @@ def load_weights(path: Path) -> Weights:
 
 
 def _split(raw: Any, path: Path) -> tuple[dict[str, Tensor], int | None]:
+    encoding = (raw.get("config") or {}).get("encoding") if isinstance(raw, dict) else None
+    if isinstance(encoding, dict) and encoding.get("name") not in (None, "rope"):
+        raise PosencError(f"'{path}' is a posenc checkpoint of encoding '{encoding.get('name')}'",
+                          "import only RoPE models; a posenc run is evaluated as it is")
     if isinstance(raw, dict) and _is_state(raw):
         return raw, None
     if isinstance(raw, dict):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.data.corpus import EOT
 
 
@@ -30,7 +31,12 @@ def train_tokenizer(texts: Iterator[str], vocab_size: int) -> Tokenizer:
 
 
 def load_tokenizer(path: Path) -> Tokenizer:
-    return Tokenizer.from_file(str(path))
+    """A saved tokenizer; a damaged file is one line (tokenizers raises plain Exceptions)."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise PosencError(f"tokenizer '{path}' cannot be read ({str(exc)[:80]})",
+                          "restore it from its run or remove it so it is rebuilt") from None
 
 
 def eot_id(tok: Tokenizer) -> int:

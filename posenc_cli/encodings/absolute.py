@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, first_position
+from posenc_cli.encodings.base import PositionalEncoding, first_position, positive_number
 from posenc_cli.encodings.cache import BoundedCache
 
 
@@ -68,7 +68,7 @@ class SinusoidalEncoding(PositionalEncoding):
                  base: float = 10000.0) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         _require_even("sinusoidal", d_model)
-        self.base = base
+        self.base = base = positive_number("base", base)
         self.register_buffer("inv_freq", inverse_frequencies(d_model, base), persistent=False)
         self._cache = BoundedCache()
 
@@ -98,7 +98,7 @@ class LearnedSinusoidalEncoding(PositionalEncoding):
                  base: float = 10000.0) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         _require_even("sinusoidal_learned", d_model)
-        self.base = base
+        self.base = base = positive_number("base", base)
         self.log_theta = nn.Parameter(inverse_frequencies(d_model, base).log().float())
 
     @property

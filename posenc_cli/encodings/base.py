@@ -149,3 +149,13 @@ class PositionalEncoding(nn.Module):
 def first_position(pos: Tensor) -> int:
     """First position of a contiguous range (0 for an empty one)."""
     return int(pos[0]) if pos.numel() else 0
+
+
+def positive_number(key: str, value: Any) -> float:
+    """A hyper-parameter that must be a finite number > 0 (a base, a θ), as one line if not."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        0 < float(value) < float("inf")
+    if not ok:
+        raise PosencError(f"encoding.{key} is {value!r}, not a positive number",
+                          f"give a number > 0, e.g. encoding.{key}=10000")
+    return float(value)

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.base import PositionalEncoding, positive_number
 from posenc_cli.encodings.cache import BoundedCache
 
 
@@ -26,7 +26,7 @@ class RotaryEncoding(PositionalEncoding):
             raise PosencError(f"rope needs an even head dimension, got {head_dim} "
                               f"(model.d_model / model.n_heads)",
                               "choose model.d_model and model.n_heads so d_model/n_heads is even")
-        self.theta = theta
+        self.theta = theta = positive_number("theta", theta)
         inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         self._phases = BoundedCache()

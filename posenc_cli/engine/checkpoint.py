@@ -7,6 +7,7 @@ checkpoint received from someone else cannot run code.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,7 +39,9 @@ def load(path: Path) -> dict[str, Any]:
         raise PosencError(f"no checkpoint at '{path}'",
                           "resume a run directory that contains checkpoints/last.pt")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a refused pickle is our one line, not torch's three
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged or unsafe file
         raise PosencError(f"checkpoint '{path}' is damaged or unsafe ({type(exc).__name__})",
                           "resume from another run or start a new one") from None

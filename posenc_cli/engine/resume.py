@@ -20,7 +20,8 @@ RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile"}
 
 def resume_config(run_dir: Path, requested: DictConfig | None = None,
                   overrides: list[str] | None = None) -> DictConfig:
-    """The run's own config; the overrides may change only RESUME_MAY_CHANGE."""
+    """The run's own config; the overrides may change only RESUME_MAY_CHANGE, and only the
+    keys they name."""
     cfg = load_run_config(run_dir)
     if read_metrics(run_dir).get("imported"):
         raise PosencError(f"{run_dir} was imported from a CS336 checkpoint and has no posenc "
@@ -29,12 +30,13 @@ def resume_config(run_dir: Path, requested: DictConfig | None = None,
     validate(cfg)
     if requested is None:
         return cfg
-    for key in {key_of(o) for o in overrides or []} - RESUME_MAY_CHANGE:
+    given = {key_of(o) for o in overrides or []}
+    for key in given - RESUME_MAY_CHANGE:
         new, old = (_short(OmegaConf.select(c, key)) for c in (requested, cfg))
         if new != old:
             raise PosencError(f"{key} is {old} in the checkpoint's config but {new} was asked",
                               "resume with the run's own settings, or start a new run")
-    for key in RESUME_MAY_CHANGE - {"resume"}:
+    for key in (RESUME_MAY_CHANGE - {"resume"}) & given:  # the rest stays as the run had it
         OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
     validate(cfg)
     return cfg

@@ -92,8 +92,12 @@ class EvalWriters:
     def get(self, key: str) -> SummaryWriter:
         if key not in self.open:
             folder = self.root / key
+            if any(p.is_symlink() for p in (self.root, folder)):
+                raise PosencError(f"'{folder}' is a link out of the run directory",
+                                  "remove it (posenc writes TensorBoard files there)")
             for old in folder.glob("events.out.tfevents.*"):
-                old.unlink()
+                if old.is_file() and not old.is_symlink():
+                    old.unlink()
             self.open[key] = SummaryWriter(str(folder))
         return self.open[key]
 
@@ -111,7 +115,7 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
             raise PosencError(f"'{ov.input_line}': posenc eval takes one value per key",
                               "evaluate each setting with its own command")
         if key not in ("data", "eval", "device", "train.precision") \
-                and not key.startswith(("data.", "eval.")):
+                and not key.startswith(("data.", "eval.")) or key == "data.vocab_size":
             raise PosencError(f"posenc eval cannot change '{key}' (the run fixes it)",
                               f"override only {ALLOWED}")
     check_group_choices(overrides)

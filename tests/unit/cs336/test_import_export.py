@@ -166,3 +166,17 @@ def test_a_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PosencError, match="refusing to load"):
         read_vocab(tmp_path / "vocab.pkl")
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_posenc_checkpoint_of_another_encoding_is_refused(tmp_path: Path,
+                                                            cs336: dict[str, Any],
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    path = tmp_path / "alibi.pt"
+    torch.save({"model": cs336["random_state"](), "step": 3,
+                "config": {"encoding": {"name": "alibi"}}}, path)
+    vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
+    res = invoke(["import-cs336", str(path), "--vocab", str(vocab), "--merges", str(merges),
+                  *REQUIRED, "hydra.run.dir=run"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "posenc checkpoint of encoding 'alibi'" in res.stderr
+    assert not (tmp_path / "run").exists()
