@@ -30,9 +30,7 @@ def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[s
     rt = make_runtime(cfg)
     data = prepare(cfg.data)
     check_data_fits(data, cfg)
-    if rt.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(data.tokenizer_path, run_dir / "tokenizer.json")
+    _keep_tokenizer(run_dir, data, rt.is_main)
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         if resume and _resume(trainer) and trainer.finished:
@@ -47,6 +45,20 @@ def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[s
     finally:
         trainer.close()
     return metrics
+
+
+def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:
+    """The run keeps a copy of its tokenizer; a resumed run must see the same one."""
+    own = run_dir / "tokenizer.json"
+    if own.is_file():
+        if own.read_bytes() != data.tokenizer_path.read_bytes():
+            raise PosencError(f"the data cache's tokenizer differs from {own}, so the token ids "
+                              "would change mid-run",
+                              "resume with the cache the run was trained with ($POSENC_CACHE)")
+        return
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data.tokenizer_path, own)
 
 
 def _evaluate(trainer: Trainer, data: TokenData) -> dict[str, Any]:
