@@ -20,7 +20,7 @@ from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import (check_group_choices, expand_sweep, fixed_overrides,
                                          given, key_of, quote)
-from posenc_cli.config.rundir import create_exclusive, run_dir_of
+from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
 
 FAILED_FILE = "FAILED.txt"
 
@@ -72,7 +72,7 @@ def claim_sweep_dir(base: DictConfig, overrides: list[str]) -> Path:
         if root.exists() and any(root.iterdir()):
             raise PosencError(f"sweep directory '{root}' already exists",
                               "choose a new hydra.sweep.dir")
-        root.mkdir(parents=True, exist_ok=True)
+        make_dirs(root)
         return root
     return create_exclusive(root)
 

@@ -33,6 +33,7 @@ def one_line_exit_2(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyP
     ["train", "encoding=sinusoidal", "encoding.base=-1"], ["train", "hydra.run.dir="],
     ["bench", "bench.encodings=5"], ["bench", "bench.encodings=[]"],
     ["sweep", "encoding=rope,alibi", "hydra.sweep.subdir=/tmp/elsewhere"],
+    ["train", "hydra.run.dir=/proc/posenc-test"], ["train", "~train"],
 ])
 def test_refused_up_front(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     one_line_exit_2(args, tmp_path, monkeypatch)
@@ -101,3 +102,10 @@ def test_a_resumed_run_must_see_its_own_tokenizer(tmp_path: Path) -> None:
     with pytest.raises(PosencError, match="tokenizer differs"):
         _keep_tokenizer(run, data, True)
     assert (run / "tokenizer.json").read_text() == '{"model": 1}'
+
+
+def test_an_uncreatable_sweep_folder_is_one_line(tmp_path: Path, corpus: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    one_line_exit_2(["sweep", "encoding=none,rope", "data=text", f"data.path={corpus}",
+                     "data.vocab_size=300", "hydra.sweep.dir=/proc/posenc-test"],
+                    tmp_path, monkeypatch)
