@@ -28,7 +28,9 @@ from hypothesis import settings
 from omegaconf import OmegaConf
 
 from posenc_cli.encodings import PositionalEncoding, build_encoding
+from posenc_cli.encodings.cope import CopeEncoding
 from posenc_cli.encodings.deberta import DebertaEncoding
+from posenc_cli.encodings.fox import ForgettingEncoding
 from posenc_cli.encodings.transformer_xl import TransformerXLEncoding
 from posenc_cli.model import TransformerLM
 
@@ -266,14 +268,46 @@ def deberta_naive(deb: DebertaEncoding, q: torch.Tensor, k: torch.Tensor, pos_t:
     return (c2p + p2c) / math.sqrt(3 * E)
 
 
+def cope_naive(cope: CopeEncoding, q: torch.Tensor, k: torch.Tensor, layer: int) -> torch.Tensor:
+    """Golovneva et al.'s q_i·e[p_ij]: gates σ(q·k/√E) of the causal keys, p_ij = Σ_{t>=j} g_it
+    as a product with a lower-triangular ones matrix, and the embedding vector of each p
+    interpolated before the dot product with q: O(T²E)."""
+    T, S = q.shape[-2], k.shape[-2]
+    causal = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+    gates = torch.sigmoid(q @ k.transpose(-1, -2) / math.sqrt(cope.head_dim)) * causal
+    p = (gates @ torch.ones(S, S).tril()).clamp(max=cope.max_position - 1)
+    low = p.floor()
+    w = (p - low)[..., None]
+    table = cope.embeddings[layer].T                                  # (max_position, E)
+    high = (low + 1).clamp(max=cope.max_position - 1)
+    e = table[low.long()] * (1 - w) + table[high.long()] * w           # (B, H, T, S, E)
+    return torch.einsum("bhte,bhtse->bhts", q, e)
+
+
+def fox_naive(fox: ForgettingEncoding, x: torch.Tensor, layer: int) -> torch.Tensor:
+    """Lin et al.'s Σ_{l=j+1..i} log σ(w·x_l + b), summed term by term for each (i, j)."""
+    log_f = torch.nn.functional.logsigmoid(x @ fox.gate_weight[layer] + fox.gate_bias[layer])
+    B, T, H = log_f.shape
+    out = torch.zeros(B, H, T, T)
+    for i in range(T):
+        for j in range(i + 1):
+            out[:, :, i, j] = log_f[:, j + 1:i + 1].sum(1)
+    return out
+
+
 def _reference_bias(enc: PositionalEncoding, q: torch.Tensor | None, k: torch.Tensor | None,
-                    pos_t: torch.Tensor, pos_s: torch.Tensor, layer: int | None) -> torch.Tensor:
-    if enc.has_distance_bias and not enc.has_content_bias:
+                    pos_t: torch.Tensor, pos_s: torch.Tensor, layer: int | None,
+                    attn_input: torch.Tensor | None = None) -> torch.Tensor:
+    if not enc.has_content_bias:
         return enc.position_bias(pos_t, pos_s)
     if isinstance(enc, TransformerXLEncoding):
         bias = transformer_xl_naive(enc, q, k, pos_t, pos_s, layer)
     elif isinstance(enc, DebertaEncoding):
         bias = deberta_naive(enc, q, k, pos_t, pos_s, layer)
+    elif isinstance(enc, CopeEncoding):
+        bias = cope_naive(enc, q, k, layer)
+    elif isinstance(enc, ForgettingEncoding):
+        bias = fox_naive(enc, attn_input, layer)
     else:
         raise NotImplementedError(f"no naive reference bias for {type(enc).__name__}: add its "
                                   "paper's formula to tests/conftest.py")
@@ -282,10 +316,11 @@ def _reference_bias(enc: PositionalEncoding, q: torch.Tensor | None, k: torch.Te
 
 @pytest.fixture(scope="session")
 def reference_bias() -> Callable[..., torch.Tensor]:
-    """reference_bias(enc, q, k, pos_t, pos_s, layer): the (1|B, H, T, S) float32 logit bias
-    of an encoding that has one, added to the scaled logits, -inf where j > i. Distance
-    biases: ``enc.position_bias``; content biases (Transformer-XL, DeBERTa): the papers' naive
-    formulas from this layer's q and k (before ``transform_qk``)."""
+    """reference_bias(enc, q, k, pos_t, pos_s, layer, attn_input=None): the (1|B, H, T, S)
+    float32 logit bias of an encoding that has one, added to the scaled logits, -inf where
+    j > i. Position biases: ``enc.position_bias``; content biases (Transformer-XL, DeBERTa,
+    CoPE, FoX): the papers' naive formulas from this layer's q and k (before
+    ``transform_qk``) or its input."""
     return _reference_bias
 
 

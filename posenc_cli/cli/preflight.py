@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
@@ -12,6 +13,11 @@ from posenc_cli.evals.base import get_task
 def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
     """The device and precision exist here, the evaluation tasks exist, the data are prepared
     and (unless ``data_fit`` is off: a sweep reports such a job as failed) fit the run."""
+    if cfg.eval.rope_scaling != "none":
+        raise PosencError(f"eval.rope_scaling={cfg.eval.rope_scaling} is an evaluation of a "
+                          "trained run, not a training setting",
+                          f"train without it, then `posenc eval RUN_DIR "
+                          f"eval.rope_scaling={cfg.eval.rope_scaling}`")
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
     for name in cfg.eval.tasks:
         get_task(str(name))

@@ -61,6 +61,16 @@ def _check_relations(cfg: DictConfig) -> None:
              "pick n_heads that divides d_model, e.g. model.n_heads=4")
     _require(t.min_lr <= t.lr, f"train.min_lr={t.min_lr} is above train.lr={t.lr}",
              "use 0 <= train.min_lr <= train.lr")
+    K = t.position_range
+    _require(K is None or K >= t.context_length,
+             f"train.position_range={K} is shorter than train.context_length={t.context_length}",
+             f"use train.position_range >= {t.context_length} (e.g. 16x it), or leave it unset")
+    ev = cfg.eval
+    _require(ev.rope_factor is None or ev.rope_scaling not in ("none", "dynamic_ntk"),
+             f"eval.rope_factor={ev.rope_factor} has no effect with "
+             f"eval.rope_scaling={ev.rope_scaling}",
+             "drop eval.rope_factor (dynamic_ntk takes its factor from each length), or pick "
+             "eval.rope_scaling=pi|ntk|yarn|llama3")
     _check_encoding(cfg)
 
 
@@ -80,6 +90,13 @@ def _check_encoding(cfg: DictConfig) -> None:
     _require(built.max_len is None or built.max_len >= L,
              f"encoding.max_len={built.max_len} is below train.context_length={L}",
              f"raise encoding.max_len to at least {L}, or train shorter")
+    K = cfg.train.position_range
+    _require(built.max_len is None or K is None or built.max_len >= K,
+             f"encoding.max_len={built.max_len} is below train.position_range={K}",
+             f"raise encoding.max_len to at least {K}, or lower train.position_range")
+    _require(cfg.eval.rope_scaling == "none" or built.rotary,
+             f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not "
+             f"'{enc.name}'", "evaluate a rope or xpos run, or drop eval.rope_scaling")
 
 
 def _check_encoding_keys(enc: DictConfig) -> None:

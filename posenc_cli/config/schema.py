@@ -17,6 +17,7 @@ from typing import Any, Optional
 from omegaconf import ListConfig
 
 from posenc_cli.config.groups import closest
+from posenc_cli.encodings.rope_scaling import METHODS as ROPE_SCALING
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -93,6 +94,7 @@ class ModelConfig:
     n_layers: int = key(4, lo=1)
     n_heads: int = key(4, lo=1)
     d_ff: Optional[int] = key(None, lo=1)
+    logn_scaling: bool = False
 
 
 @dataclass
@@ -127,6 +129,7 @@ class TrainConfig:
     compile: bool = False
     threads: Optional[int] = key(None, lo=1)
     deterministic: bool = False
+    position_range: Optional[int] = key(None, lo=2)
 
 
 @dataclass
@@ -138,6 +141,8 @@ class EvalConfig:
     stride: Optional[int] = key(None, lo=1)
     position_buckets: int = key(32, lo=1)
     at_end: bool = True
+    rope_scaling: str = key("none", choices=ROPE_SCALING)
+    rope_factor: Optional[float] = key(None, lo=1)
 
 
 @dataclass

@@ -11,7 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, first_position, positive_number
+from posenc_cli.encodings.base import (PositionalEncoding, first_position, positive_number,
+                                       range_key)
 from posenc_cli.encodings.cache import BoundedCache
 
 
@@ -52,6 +53,9 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         if torch.compiler.is_compiling():  # reading a position would split the graph
             return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
+        if range_key(pos_T) is None:  # randomized positions: a gather
+            self.check_length(int(pos_T[-1]) + 1)
+            return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
         start = first_position(pos_T)
         self.check_length(start + pos_T.numel())
         rows = self.weight.narrow(0, start, pos_T.numel())  # a contiguous range: a slice, whose
@@ -73,11 +77,10 @@ class SinusoidalEncoding(PositionalEncoding):
         self._cache = BoundedCache()
 
     def table(self, pos_T: Tensor) -> Tensor:
-        """(T, D) encodings of a contiguous position range, cached per range and device."""
+        """(T, D) encodings of the positions, cached per range and device."""
         if torch.compiler.is_compiling():  # the key reads a position: a graph break
             return sinusoid(pos_T, self.inv_freq).float()
-        key = (first_position(pos_T), pos_T.numel(), str(pos_T.device))
-        return self._cache.get(key, lambda: sinusoid(pos_T, self.inv_freq).float())
+        return self._cache.get(range_key(pos_T), lambda: sinusoid(pos_T, self.inv_freq).float())
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         return x_BTD + self.table(pos_T).to(x_BTD.dtype)

@@ -8,14 +8,22 @@ An encoding overrides only what its paper changes; every hook here is a no-op:
 * ``distance_bias``  a logit bias that depends on i - j alone (ALiBi, T5, KERPLE, …): one row
                      per distance, from which the model derives both its O(T)-memory Toeplitz
                      path and the materialised bias (``position_bias``);
-* ``content_bias``   a logit bias that depends on the queries and keys too (Transformer-XL,
-                     DeBERTa), computed per layer and chunk of queries.
+* ``pair_bias``      a logit bias of the two positions, not only of i - j (FIRE reads i as
+                     well): computed once per forward and query chunk, shared by every layer;
+* ``content_bias``   a logit bias that depends on the queries and keys (Transformer-XL,
+                     DeBERTa, CoPE) or the layer's input (FoX), computed per layer and chunk.
+
+Positions are usually the range 0 … T-1 (shifted by an offset in tests). With randomized
+positions (train.position_range) they are a sorted subset of a longer range: ``Span`` then
+carries the positions themselves, and every cache keyed by position geometry (``range_key``)
+is bypassed, because two different subsets can share their ends and their count.
 
 Whether an encoding has a bias, and of which kind, follows from the hooks it overrides.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,18 +35,47 @@ from posenc_cli.common.errors import PosencError
 
 @dataclass(frozen=True)
 class Span:
-    """A contiguous range of positions [start, start + length) on one device."""
+    """The positions of a forward or of a chunk of it, on one device: the contiguous range
+    [start, start + length), or, when ``values`` is given, those sorted distinct positions
+    (``start`` the first, ``stop`` one past the last)."""
 
     start: int
     length: int
     device: torch.device
+    values: Tensor | None = field(default=None, compare=False, repr=False)
+    last: int = -1
+
+    def __post_init__(self) -> None:
+        if self.last < 0:
+            last = self.start + self.length - 1 if self.values is None else \
+                int(self.values[-1]) if self.length else self.start - 1
+            object.__setattr__(self, "last", last)
+
+    @classmethod
+    def of(cls, values: Tensor) -> Span:
+        """The span of explicit sorted positions (randomized positions)."""
+        if values.numel() == 0:
+            return cls(0, 0, values.device)
+        return cls(int(values[0]), values.numel(), values.device, values, int(values[-1]))
+
+    @property
+    def contiguous(self) -> bool:
+        return self.values is None
 
     @property
     def stop(self) -> int:
-        return self.start + self.length
+        return self.last + 1
 
     def positions(self) -> Tensor:
+        if self.values is not None:
+            return self.values
         return torch.arange(self.start, self.stop, device=self.device)
+
+    def part(self, a: int, b: int) -> Span:
+        """The positions of indices [a, b) of this span."""
+        if self.values is None:
+            return Span(self.start + a, b - a, self.device)
+        return Span.of(self.values[a:b])
 
 
 @dataclass
@@ -57,12 +94,14 @@ class ForwardCache:
 
 @dataclass(frozen=True)
 class BiasSite:
-    """Where a content bias is asked for: a chunk of queries against every earlier key."""
+    """Where a content bias is asked for: a chunk of queries against every earlier key;
+    ``inputs`` is the layer's (normalised) input at those keys, (B, S, D)."""
 
     queries: Span
     keys: Span
     layer: int
     cache: ForwardCache
+    inputs: Tensor | None = None
 
 
 class PositionalEncoding(nn.Module):
@@ -75,7 +114,11 @@ class PositionalEncoding(nn.Module):
     bias_buffers: ClassVar[int] = 1
     #: Derived in __init_subclass__ from the hooks a class overrides.
     has_distance_bias: ClassVar[bool] = False
+    has_pair_bias: ClassVar[bool] = False
     has_content_bias: ClassVar[bool] = False
+    #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
+    #: may rescale their frequencies.
+    rotary: ClassVar[bool] = False
     #: Longest sequence the encoding is defined for; None means any length.
     max_len: int | None = None
     #: The config name (configs/encoding/<name>.yaml), set by the registry.
@@ -84,6 +127,7 @@ class PositionalEncoding(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.has_distance_bias = cls.distance_bias is not PositionalEncoding.distance_bias
+        cls.has_pair_bias = cls.pair_bias is not PositionalEncoding.pair_bias
         cls.has_content_bias = cls.content_bias is not PositionalEncoding.content_bias
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
@@ -95,7 +139,7 @@ class PositionalEncoding(nn.Module):
 
     @property
     def has_bias(self) -> bool:
-        return self.has_distance_bias or self.has_content_bias
+        return self.has_distance_bias or self.has_pair_bias or self.has_content_bias
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         """Add absolute position information to the token embeddings (input layer)."""
@@ -114,6 +158,11 @@ class PositionalEncoding(nn.Module):
         """
         raise NotImplementedError
 
+    def pair_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
+        """(H, T, S) float32 logit bias of query positions ``pos_T`` against key positions
+        ``pos_S``, scaled like ``distance_bias``; entries with j > i may hold any value."""
+        raise NotImplementedError
+
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         """(B, H, T, S) float32 logit bias of queries ``site.queries`` against keys
         ``site.keys`` (the queries always end with the keys), -inf where j > i.
@@ -123,10 +172,13 @@ class PositionalEncoding(nn.Module):
         raise NotImplementedError
 
     def position_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
-        """(1, H, T, S) materialised ``distance_bias`` with -inf where j > i (reference path)."""
+        """(1, H, T, S) materialised ``pair_bias`` or ``distance_bias`` with -inf where j > i."""
         distance = pos_T[:, None] - pos_S[None, :]
-        flat = self.distance_bias(distance.flatten()).float()
-        bias = flat.view(-1, *distance.shape).unsqueeze(0)
+        if self.has_pair_bias:
+            bias = self.pair_bias(pos_T, pos_S).float().unsqueeze(0)
+        else:
+            flat = self.distance_bias(distance.flatten()).float()
+            bias = flat.view(-1, *distance.shape).unsqueeze(0)
         return bias.masked_fill(distance < 0, float("-inf"))
 
     def softmax_scale(self, head_dim: int) -> float:
@@ -149,6 +201,17 @@ class PositionalEncoding(nn.Module):
 def first_position(pos: Tensor) -> int:
     """First position of a contiguous range (0 for an empty one)."""
     return int(pos[0]) if pos.numel() else 0
+
+
+def range_key(pos: Tensor) -> Hashable | None:
+    """(first, count, device) when the sorted distinct positions ``pos`` are a contiguous
+    range, which they then identify; None for any other set (randomized positions), which a
+    cache must not key by its ends."""
+    n = pos.numel()
+    first = first_position(pos)
+    if n and int(pos[-1]) - first + 1 != n:
+        return None
+    return first, n, str(pos.device)
 
 
 def positive_number(key: str, value: Any) -> float:

@@ -23,8 +23,11 @@ class BoundedCache:
         self._data: dict[Hashable, Tensor] = {}
         self._bytes = 0
 
-    def get(self, key: Hashable, compute: Callable[[], Tensor]) -> Tensor:
-        """The cached tensor for ``key``, computing (and maybe storing) it on a miss."""
+    def get(self, key: Hashable | None, compute: Callable[[], Tensor]) -> Tensor:
+        """The cached tensor for ``key``, computing (and maybe storing) it on a miss; a None
+        key (positions that are not a range, ``base.range_key``) is computed every time."""
+        if key is None:
+            return compute()
         hit = self._data.get(key)
         if hit is not None:
             return hit

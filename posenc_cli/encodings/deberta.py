@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
-from posenc_cli.encodings.relative import (causal_shift, clipped_causal_index, forward_distances,
+from posenc_cli.encodings.relative import (distance_columns, clipped_causal_index, forward_distances,
                                            largest_distance, mask_future_)
 from posenc_cli.nn.layers import Linear
 
@@ -85,11 +85,11 @@ class DebertaEncoding(PositionalEncoding):
         hi = largest_distance(site)
         k_r, q_r = self.causal_tables(forward_distances(site), site.layer, site.cache)
         k_r = k_r[:, k_r.shape[1] - hi - 1:].to(q_BHTE.dtype)
-        c2p = causal_shift((q_BHTE * scale) @ k_r.transpose(-1, -2), S)
+        c2p = distance_columns((q_BHTE * scale) @ k_r.transpose(-1, -2), site)
         width = min(hi, self.max_relative) + 1
         p2c_desc = self._p2c_rows(k_BHSE, q_r, width, site)
         start = S - site.queries.length
-        if torch.is_grad_enabled() or start < width - 2:
+        if torch.is_grad_enabled() or start < width - 2 or not site.queries.contiguous:
             bias = c2p + self._gathered(p2c_desc.flip(2), site)
         else:
             bias = _add_banded(c2p, p2c_desc, start)
@@ -111,9 +111,10 @@ class DebertaEncoding(PositionalEncoding):
     def _gathered(self, p2c_asc: Tensor, site: BiasSite) -> Tensor:
         """(B, H, T, S) p2c from its (B, H, W, S) rows of distances 0 … W-1 (clipped)."""
         (B, H, W, S), T = p2c_asc.shape, site.queries.length
+        key = None if not site.queries.contiguous else \
+            (site.queries.start - site.keys.start, T, S, W, str(site.queries.device))
         index = self._index.get(
-            (site.queries.start - site.keys.start, T, S, W, str(site.queries.device)),
-            lambda: clipped_causal_index(site.queries.positions(), site.keys.positions(), W))
+            key, lambda: clipped_causal_index(site.queries.positions(), site.keys.positions(), W))
         return p2c_asc.gather(-2, index.expand(B, H, T, S))
 
     def extra_repr(self) -> str:

@@ -64,6 +64,19 @@ def causal_shift(x_BHTL: Tensor, S: int) -> Tensor:
     return _CausalShift.apply(x_BHTL, S)
 
 
+def distance_columns(x_BHTL: Tensor, site: BiasSite) -> Tensor:
+    """(B, H, T, S) scores from a term over the distances hi … 0 of ``site`` (hi its largest):
+    the causal shift for a range of positions, a gather by each pair's distance for any other
+    sorted set (randomized positions), where the matrix is no longer Toeplitz."""
+    S = site.keys.length
+    if site.queries.contiguous:
+        return causal_shift(x_BHTL, S)
+    B, H, T, L = x_BHTL.shape
+    d = site.queries.positions()[:, None] - site.keys.positions()[None, :]
+    index = (L - 1 - d).clamp_(0, L - 1)
+    return x_BHTL.gather(-1, index.expand(B, H, T, S))
+
+
 def clipped_causal_index(pos_T: Tensor, pos_S: Tensor, width: int) -> Tensor:
     """(T, S) int64 min(i - j, width-1), 0 where j > i: which of ``width`` distance rows each
     (query, key) pair reads in a gather over a (…, width, S) key-indexed term."""

@@ -2,45 +2,88 @@
 
 θ_k = Θ^(-2k/E), k = 0 … E/2-1, positions from 0 — the form derived in the seeds. Because
 R_mᵀ R_n = R_{n-m}, the score ⟨R_m q, R_n k⟩ depends on positions only through m - n.
+
+Two variants leave some pairs unrotated (θ_k = 0): ``rotary_fraction`` < 1 rotates only the
+first fraction of each head's dimensions, with frequencies computed over those dimensions
+(GPT-NeoX's rotary_pct); ``p`` < 1 keeps the original frequencies but makes the
+lowest-frequency fraction 1 - p of the pairs position-free (p-RoPE, Barbero et al. 2024;
+floor(p·E/2) pairs keep their rotation, as Gemma's implementation counts them). p = 0 rotates
+nothing: the model is `none`.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, positive_number
+from posenc_cli.encodings.base import PositionalEncoding, positive_number, range_key
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.rope_scaling import scaled_frequencies
+
+
+def rotary_frequencies(head_dim: int, theta: float, rotary_fraction: float,
+                       p: float) -> tuple[Tensor, int]:
+    """(E/2,) float64 θ_k with zeros for the unrotated pairs, and the rotated dimensions."""
+    if not 0 < rotary_fraction <= 1:
+        raise PosencError(f"encoding.rotary_fraction={rotary_fraction} is not in (0, 1]",
+                          "use e.g. encoding.rotary_fraction=0.25 (1 rotates every dimension)")
+    if not 0 <= p <= 1:
+        raise PosencError(f"encoding.p={p} is not in [0, 1]",
+                          "use e.g. encoding.p=0.75 (1 is RoPE, 0 is no position)")
+    rotary_dims = max(2, 2 * round(rotary_fraction * head_dim / 2))
+    inv = torch.zeros(head_dim // 2, dtype=torch.float64)
+    inv[:rotary_dims // 2] = theta ** (-torch.arange(0, rotary_dims, 2, dtype=torch.float64)
+                                       / rotary_dims)
+    kept = math.floor(p * rotary_dims / 2 + 1e-9)  # rounded down; the highest come first
+    inv[kept:] = 0.0
+    return inv, rotary_dims
 
 
 class RotaryEncoding(PositionalEncoding):
     """Rotary position embedding applied to queries and keys in every layer."""
 
     relative = True
+    rotary = True
+    family = "rope"
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 theta: float = 10000.0) -> None:
+                 theta: float = 10000.0, rotary_fraction: float = 1.0, p: float = 1.0) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if head_dim % 2:
-            raise PosencError(f"rope needs an even head dimension, got {head_dim} "
+            raise PosencError(f"{self.family} needs an even head dimension, got {head_dim} "
                               f"(model.d_model / model.n_heads)",
                               "choose model.d_model and model.n_heads so d_model/n_heads is even")
         self.theta = theta = positive_number("theta", theta)
-        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self.rotary_fraction, self.p = float(rotary_fraction), float(p)
+        inv, self.rotary_dims = rotary_frequencies(head_dim, theta, rotary_fraction, p)
+        self.register_buffer("trained_inv_freq", inv, persistent=False)
+        self.register_buffer("inv_freq", inv.float(), persistent=False)
+        self.attention_factor = 1.0
+        self.scaling = "none"
         self._phases = BoundedCache()
 
+    def extend_context(self, method: str, factor: float, original_length: int) -> None:
+        """Evaluate with ``method``'s frequencies for extension factor ``factor``
+        (rope_scaling.py); ``none`` restores the trained ones."""
+        inv, self.attention_factor = scaled_frequencies(
+            method, self.trained_inv_freq, self.theta, self.rotary_dims, factor, original_length)
+        self.inv_freq = inv.float().to(self.inv_freq.device)
+        self.scaling = method
+        self._phases.clear()
+
     def phase(self, pos: Tensor) -> Tensor:
-        """e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
-        thousands), cached per position range and device: (first, last, count) identifies the
-        contiguous ranges the model passes."""
-        key = (int(pos[0]), int(pos[-1]), pos.numel(), str(pos.device))
-        return self._phases.get(key, lambda: torch.complex(*self._cos_sin_uncached(pos)))
+        """a·e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
+        thousands), a the attention factor (1 unless YaRN), cached per position range."""
+        return self._phases.get(range_key(pos),
+                                lambda: torch.complex(*self._cos_sin_uncached(pos)))
 
     def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
-        return angles.cos().float(), angles.sin().float()
+        a = self.attention_factor
+        return (angles.cos() * a).float(), (angles.sin() * a).float()
 
     def rotate(self, x_BHTE: Tensor, pos_T: Tensor) -> Tensor:
         """Apply R_m to every position m: (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos).
@@ -67,4 +110,6 @@ class RotaryEncoding(PositionalEncoding):
         return self.rotate(q_BHTE, pos_T), self.rotate(k_BHSE, pos_S)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, theta={self.theta}"
+        extra = "" if self.rotary_fraction == 1 else f", rotary_fraction={self.rotary_fraction}"
+        extra += "" if self.p == 1 else f", p={self.p}"
+        return f"{super().extra_repr()}, theta={self.theta}{extra}"

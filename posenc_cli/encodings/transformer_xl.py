@@ -22,7 +22,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, positive_number
 from posenc_cli.encodings.cache import BoundedCache
-from posenc_cli.encodings.relative import (causal_shift, forward_distances, largest_distance,
+from posenc_cli.encodings.relative import (distance_columns, forward_distances, largest_distance,
                                            mask_future_)
 from posenc_cli.nn.layers import Linear
 
@@ -67,8 +67,8 @@ class TransformerXLEncoding(PositionalEncoding):
         table = self.causal_table(forward_distances(site), site.layer, site.cache)
         r_HLE = table[:, table.shape[1] - hi - 1:]
         qv_BHTE = (q_BHTE + self.v[:, None, :].to(q_BHTE.dtype)) * scale
-        position_BHTS = causal_shift(qv_BHTE @ r_HLE.to(q_BHTE.dtype).transpose(-1, -2),
-                                     k_BHSE.shape[-2])
+        position_BHTS = distance_columns(qv_BHTE @ r_HLE.to(q_BHTE.dtype).transpose(-1, -2),
+                                         site)
         content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
         return mask_future_((position_BHTS + content_BH1S).float())
 

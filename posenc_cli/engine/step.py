@@ -23,17 +23,20 @@ def make_optimizer(model: nn.Module, t: Any) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=1e-8)
 
 
-def lm_loss(model: nn.Module, x: Tensor, y: Tensor, rt: Runtime) -> Tensor:
+def lm_loss(model: nn.Module, x: Tensor, y: Tensor, rt: Runtime,
+            positions: Tensor | None = None) -> Tensor:
     """Mean next-token cross-entropy; autocast forward, the loss itself in float32."""
     with rt.autocast():
-        logits = model(x)
+        logits = model(x) if positions is None else model(x, positions=positions)
     return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
 
 def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: Tensor, y: Tensor,
-               rt: Runtime, grad_clip: float) -> tuple[Tensor, Tensor]:
-    """Forward, backward, clipping, AdamW; returns the (detached) loss and the gradient norm."""
-    loss = lm_loss(model, x, y, rt)
+               rt: Runtime, grad_clip: float,
+               positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Forward, backward, clipping, AdamW; returns the (detached) loss and the gradient norm.
+    ``positions`` replaces 0 … T-1 (randomized positions, engine/positions.py)."""
+    loss = lm_loss(model, x, y, rt, positions)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)

@@ -29,6 +29,7 @@ from posenc_cli.engine import checkpoint
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
 from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
+from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.validation import validation_loss
 from posenc_cli.model import TransformerLM, build_model
@@ -127,9 +128,9 @@ class Trainer:
                 lr = lr_at(step, t.lr, t.min_lr, t.warmup_steps, t.steps)
                 for g in self.opt.param_groups:
                     g["lr"] = lr
-                x, y = get_batch(self.data.train, t.batch_size, t.context_length, st.batch_rng,
-                                 self.rt.device)
-                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip)
+                x, y, pos = self._batch(step)
+                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip,
+                                             pos)
                 st.step = step
                 meter.add(loss)
                 if step % t.log_every == 0 or step == t.steps:
@@ -143,6 +144,15 @@ class Trainer:
                         self.save()
                 if stop.signum is not None:
                     self._stop_cleanly(stop.signum)
+
+    def _batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The next windows of the batch stream, and their positions when randomized."""
+        t = self.cfg.train
+        x, y = get_batch(self.data.train, t.batch_size, t.context_length, self.state.batch_rng,
+                         self.rt.device)
+        pos = None if t.position_range is None else \
+            random_positions(t.position_range, t.context_length, self.cfg.seed, step)
+        return x, y, pos
 
     def _periodic(self, step: int, bar: Progress) -> None:
         t = self.cfg.train
@@ -226,6 +236,7 @@ class Trainer:
             "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),
             "data": str(cfg.data.name), "vocab_size": int(self.data.meta["vocab_size"]),
             "tokenizer": str(self.data.tokenizer_path),
+            "position_range": cfg.train.position_range,
         }
 
     def close(self) -> None:

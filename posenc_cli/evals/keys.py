@@ -4,7 +4,8 @@
 re-running it reproduces it). Anything else gets a suffix per difference, in this order:
 ``_<data label>`` for other text, ``_<protocol>`` (``sliding8``, ``sliding``, ``nonoverlapping``)
 for another mode or stride, ``_t<tokens>`` for another eval.tokens, ``_x<f1-f2-..>`` for other
-eval.factors — e.g. ``extrapolation_sliding8``, ``extrapolation_text_other_x1-16`` — so other
+eval.factors, ``_<rope scaling>`` (``_yarn``; ``_yarn4`` with eval.rope_factor=4) — e.g.
+``extrapolation_sliding8``, ``extrapolation_text_other_x1-16``, ``extrapolation_pi`` — so other
 evaluations never overwrite the main curve (eval.position_buckets changes only the curve's
 resolution and adds no suffix), then ``_<precision>`` and ``_<device>`` where they differ from
 the run's own. The data label is data.name, plus the file's stem when the name is the generic
@@ -49,4 +50,8 @@ def result_key(task: str, label: str | None, ev: Any, saved_ev: Any,
     factors = sorted({int(f) for f in ev.factors})
     if factors != sorted({int(f) for f in saved_ev.factors}):
         parts.append("x" + "-".join(map(str, factors)))
+    method = str(ev.get("rope_scaling", "none"))
+    if method != "none":
+        factor = ev.get("rope_factor")
+        parts.append(method if factor is None else f"{method}{float(factor):g}")
     return "_".join([*parts, *(identity or [])])

@@ -21,6 +21,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.batches import windows
 from posenc_cli.engine.runtime import Runtime
+from posenc_cli.evals.context_extension import context_extension, rope_scaling_record
 from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval, target_groups
 
 #: Tokens per forward pass (batch x length): bounds logits and activations at every length.
@@ -167,10 +169,12 @@ def stride_for(ev: Any, length: int) -> int:
     return length // 2 if ev.stride is None else min(int(ev.stride), length)
 
 
-def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any, rt: Runtime
+def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any, rt: Runtime,
+                  prepare: Callable[[int], None] = lambda length: None
                   ) -> tuple[list[tuple[int, int]], dict[int, LengthResult], dict[str, str],
                              list[str]]:
-    """The sample's blocks, per-length results, skipped lengths (with reasons) and notes."""
+    """The sample's blocks, per-length results, skipped lengths (with reasons) and notes;
+    ``prepare(L)`` readies the model for length L (eval.rope_scaling)."""
     lengths = eval_lengths(train_length, ev.factors)
     n, skipped, notes = token_budget(len(ids), int(ev.tokens), lengths)
     fit = [L for L in lengths if str(L) not in skipped]
@@ -189,6 +193,7 @@ def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
         if reason is not None:
             skipped[str(L)] = reason
             continue
+        prepare(L)
         results[L] = score_sample(model, ids, L, blocks, stride_for(ev, L), rt)
         console.print(f"  eval length {L}: ppl {math.exp(results[L].losses.mean()):.2f} "
                       f"({n:,} tokens, {results[L].seconds:.1f} s)", highlight=False)
@@ -196,7 +201,8 @@ def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
 
 
 def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthResult],
-                   blocks: list[tuple[int, int]], ev: Any, rt: Runtime) -> dict[str, Any] | None:
+                   blocks: list[tuple[int, int]], ev: Any, rt: Runtime,
+                   prepare: Callable[[int], None] = lambda length: None) -> dict[str, Any] | None:
     """Mean loss by position inside disjoint windows of the longest scored length, bucketed.
 
     Position i is the prediction made after seeing i + 1 tokens of the window."""
@@ -205,6 +211,7 @@ def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthR
     L = max(results)
     losses = results[L].losses
     if ev.mode != "nonoverlapping" or any(size % L for _, size in blocks):
+        prepare(L)
         whole = [(start, size // L * L) for start, size in blocks if size >= L]
         losses = score_sample(model, ids, L, whole, L, rt).losses
     per_position = losses.reshape(-1, L).mean(axis=0)
@@ -240,10 +247,12 @@ def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
                   rt: Runtime, eot_id: int | None = None) -> dict[str, Any]:
     """The JSON-ready result: ppl (with 95 % intervals) and mean loss by length (None where
     not scored), and more."""
-    blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt)
+    lengths = eval_lengths(train_length, ev.factors)
+    with context_extension(model, ev, train_length, max(lengths)) as prepare:
+        blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt, prepare)
+        curve = position_curve(model, ids, results, blocks, ev, rt, prepare)
     n = sum(size for _, size in blocks)
     ci, how = intervals(ids, results, eot_id)
-    lengths = eval_lengths(train_length, ev.factors)
     loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
     ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
     factors = sorted({int(f) for f in ev.factors})
@@ -257,5 +266,5 @@ def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
         "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
         "skipped": skipped, "notes": notes,
         "documents": documents_scored(ids, blocks, eot_id), "blocks": len(blocks),
-        "loss_by_position": position_curve(model, ids, results, blocks, ev, rt),
+        "loss_by_position": curve, **rope_scaling_record(ev, train_length, lengths),
     }

@@ -102,11 +102,15 @@ class CausalSelfAttention(nn.Module):
             self._heads(self.v_proj(x_BTD))
         scale = enc.softmax_scale(self.head_dim)
         qt, kt = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)
+        if (query_scale := ctx.query_scale()) is not None:
+            qt = qt * query_scale.to(qt.dtype)
         dtype = v.dtype
         qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
         with _no_cpu_autocast(v):
             if enc.has_content_bias:
-                y = self._chunked(q, k, qt, kt, v, ctx, scale)
+                y = self._chunked(q, k, qt, kt, v, ctx, scale, x_BTD)
+            elif ctx.materialised:
+                y = self._shared(qt, kt, v, ctx, scale)
             elif enc.has_distance_bias:
                 y = self._toeplitz(qt, kt, v, ctx, scale)
             else:
@@ -125,14 +129,22 @@ class CausalSelfAttention(nn.Module):
                  for s, e in ctx.chunks(self.n_heads, q.shape[0])]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
+    def _shared(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext,
+                scale: float) -> Tensor:
+        """A materialised position bias per query chunk, shared by the layers (context.py)."""
+        parts = [_attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], ctx.shared_bias(s, e), scale)
+                 for s, e in ctx.chunks(self.n_heads, q.shape[0])]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+
     def _chunked(self, q: Tensor, k: Tensor, qt: Tensor, kt: Tensor, v: Tensor,
-                 ctx: AttentionContext, scale: float) -> Tensor:
+                 ctx: AttentionContext, scale: float, x_BTD: Tensor) -> Tensor:
         """Queries [s, e) over keys [0, e), each chunk with its bias (from q, k before
         ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
         keys) goes first, so a key-indexed term computed there serves the shorter chunks as a
         slice (DeBERTa's p2c); any order gives the same result."""
         parts = [_attend(qt[:, :, s:e], kt[:, :, :e], v[:, :, :e],
-                         ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer), scale)
+                         ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer,
+                                          x_BTD[:, :e]), scale)
                  for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))]
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=2)
 

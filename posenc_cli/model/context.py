@@ -6,7 +6,9 @@ workspace counts the batch (content biases are per sequence), the heads, the key
 chunk and the number of such tensors the encoding holds at once (``bias_buffers``). A bias of
 i - j alone (``distance_bias``) is never materialised: one row per distance, viewed as a
 Toeplitz matrix over the keys in reverse order; there chunks only trim the masked triangle
-the fused kernel would otherwise compute.
+the fused kernel would otherwise compute. A bias of the two positions (``pair_bias``, FIRE) or
+a distance bias over positions that are not a range (randomized positions) is materialised
+once per chunk and forward, and shared by the layers.
 """
 
 from __future__ import annotations
@@ -31,20 +33,43 @@ MIN_CHUNK_ROWS = 16
 #: Query rows per call with a Toeplitz bias: SDPA with a mask computes the masked blocks too,
 #: so shorter chunks skip more of them.
 TOEPLITZ_CHUNK_ROWS = 512
+#: Bytes of materialised position biases one forward keeps for its layers to share; past it a
+#: chunk's bias is recomputed for each layer instead (very long evaluations).
+SHARED_BIAS_BUDGET = 512 * 2**20
 
 
 class AttentionContext:
     """Positions of this forward, its query chunks and the biases every layer shares."""
 
     def __init__(self, encoding: PositionalEncoding, span: Span,
-                 bias_budget_bytes: int = DEFAULT_BIAS_BUDGET, batch: int = 1) -> None:
+                 bias_budget_bytes: int = DEFAULT_BIAS_BUDGET, batch: int = 1,
+                 logn_length: int | None = None) -> None:
         self.encoding = encoding
         self.span = span
         self.pos_T = span.positions()
         self.bias_budget_bytes = bias_budget_bytes
         self.batch = batch
         self.cache = ForwardCache(span)
+        self.logn_length = logn_length
         self._distance_vector: Tensor | None = None
+        self._shared: dict[tuple[int, int], Tensor] = {}
+        self._shared_bytes = 0
+
+    @property
+    def materialised(self) -> bool:
+        """The position bias is materialised per chunk (pair biases, and distance biases of
+        positions that are not a range), not viewed as a Toeplitz matrix."""
+        enc = self.encoding
+        return enc.has_pair_bias or (enc.has_distance_bias and not self.span.contiguous)
+
+    def query_scale(self) -> Tensor | None:
+        """(T, 1) log-n scaling max(1, log(i + 1) / log(L_train)) of each query (Chiang &
+        Cholak 2022; Su 2021), or None when model.logn_scaling is off."""
+        if self.logn_length is None:
+            return None
+        i = self.pos_T.double()
+        scale = (i + 1).log() / torch.log(torch.tensor(float(self.logn_length)))
+        return scale.clamp_(min=1.0).float()[:, None]
 
     def chunks(self, n_heads: int, batch: int | None = None) -> list[tuple[int, int]]:
         """Query ranges [s, e) whose bias workspace (against keys < e) fits in the budget.
@@ -57,8 +82,8 @@ class AttentionContext:
         enc = self.encoding
         if not enc.has_bias:
             return [(0, T)]
-        toeplitz = not enc.has_content_bias
-        b = 1 if toeplitz else (batch or self.batch)
+        toeplitz = not enc.has_content_bias and not self.materialised
+        b = 1 if not enc.has_content_bias else (batch or self.batch)
         grad = torch.is_grad_enabled()
         budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))
@@ -90,12 +115,24 @@ class AttentionContext:
         T, t = (L + 1) // 2, end - start
         return vec.as_strided((1, H, t, end), (H * L, L, 1, 1), vec.storage_offset() + T - t)
 
+    def shared_bias(self, start: int, end: int) -> Tensor:
+        """(1, H, t, end) position bias with the causal mask of queries [start, end) against
+        keys [0, end), computed by the first layer that asks and reused by the others."""
+        hit = self._shared.get((start, end))
+        if hit is not None:
+            return hit
+        bias = self.encoding.position_bias(self.pos_T[start:end], self.pos_T[:end])
+        size = bias.numel() * bias.element_size()
+        if self._shared_bytes + size <= SHARED_BIAS_BUDGET:
+            self._shared[(start, end)] = bias
+            self._shared_bytes += size
+        return bias
+
     def content_bias(self, start: int, end: int, q_BHtE: Tensor, k_BHsE: Tensor,
-                     layer: int) -> Tensor:
+                     layer: int, inputs_BsD: Tensor | None = None) -> Tensor:
         """The encoding's content bias (causal mask folded in) for queries [start, end)."""
-        s0, device = self.span.start, self.span.device
-        site = BiasSite(Span(s0 + start, end - start, device), Span(s0, end, device), layer,
-                        self.cache)
+        site = BiasSite(self.span.part(start, end), self.span.part(0, end), layer, self.cache,
+                        inputs_BsD)
         bias = self.encoding.content_bias(q_BHtE, k_BHsE, site)
         assert bias.dim() == 4, "content_bias must return a 4-D (B, H, T, S) bias"
         return bias if bias.dtype == torch.float32 else bias.float()

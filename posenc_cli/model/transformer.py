@@ -31,7 +31,8 @@ class TransformerLM(nn.Module):
     """Token embedding -> encoding.embed -> blocks -> RMSNorm -> untied LM head."""
 
     def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int,
-                 d_ff: int | None, encoding: PositionalEncoding) -> None:
+                 d_ff: int | None, encoding: PositionalEncoding,
+                 logn_length: int | None = None) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.d_model = d_model
@@ -43,13 +44,19 @@ class TransformerLM(nn.Module):
         self.ln_final = RMSNorm(d_model)
         self.lm_head = Linear(d_model, vocab_size)
         self.bias_budget_bytes = DEFAULT_BIAS_BUDGET
+        #: The training length when model.logn_scaling is on (queries past it are scaled up).
+        self.logn_length = logn_length
 
-    def forward(self, ids_BT: Tensor, pos_offset: int = 0) -> Tensor:
-        """Logits (B, T, vocab). ``pos_offset`` shifts every position (tests of relativity)."""
+    def forward(self, ids_BT: Tensor, pos_offset: int = 0,
+                positions: Tensor | None = None) -> Tensor:
+        """Logits (B, T, vocab). ``pos_offset`` shifts every position (tests of relativity);
+        ``positions`` (T,) sorted distinct positions replace 0 … T-1 (randomized positions)."""
         T = ids_BT.shape[1]
-        self.encoding.check_length(pos_offset + T)
-        ctx = AttentionContext(self.encoding, Span(pos_offset, T, ids_BT.device),
-                               self.bias_budget_bytes, ids_BT.shape[0])
+        span = Span(pos_offset, T, ids_BT.device) if positions is None else \
+            Span.of(positions.to(ids_BT.device))
+        self.encoding.check_length(span.stop)
+        ctx = AttentionContext(self.encoding, span, self.bias_budget_bytes, ids_BT.shape[0],
+                               self.logn_length)
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         for block in self.layers:
             x = block(x, ctx)
@@ -63,4 +70,5 @@ def build_model(cfg: Any, vocab_size: int) -> TransformerLM:
     """The model described by a composed config (cfg.model, cfg.encoding)."""
     m = cfg.model
     enc = build_encoding(cfg.encoding, m.d_model, m.n_heads, m.n_layers)
-    return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, enc)
+    logn = int(cfg.train.context_length) if m.get("logn_scaling", False) else None
+    return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, enc, logn)

@@ -16,7 +16,8 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.registry import META_KEYS
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
-TRAIN_KEYS = ("data", "vocab_size", "train_length", "steps", "train_tokens", "precision")
+TRAIN_KEYS = ("data", "vocab_size", "train_length", "steps", "train_tokens", "precision",
+              "position_range")
 EVAL_KEYS = ("mode", "stride", "tokens")
 
 
@@ -139,8 +140,9 @@ def _encoding_params(run_dir: Path) -> dict[str, Any]:
 def settings_of(run: Run) -> dict[str, Any]:
     """What must be equal for two runs to be seeds of one experiment."""
     m, ex = run.metrics, run.extrapolation
-    model = m.get("model")
-    return {**{k: m.get(k) for k in TRAIN_KEYS}, **(model if isinstance(model, dict) else {}),
+    model = m.get("model") if isinstance(m.get("model"), dict) else {}
+    model = {k: v for k, v in model.items() if v is not False}  # off = absent (older runs)
+    return {**{k: m.get(k) for k in TRAIN_KEYS}, **model,
             **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {})}
 
 

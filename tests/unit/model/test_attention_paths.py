@@ -29,7 +29,7 @@ def reference_layer(model: torch.nn.Module, layer: int, x: torch.Tensor, pos: to
     """One attention layer from the reference bias + the plain softmax, all through autograd."""
     enc, attn = model.encoding, model.layers[layer].attn
     q, k, v = (attn._heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
-    bias = reference_bias(enc, q, k, pos, pos, layer)
+    bias = reference_bias(enc, q, k, pos, pos, layer, attn_input=x)
     q, k = enc.transform_qk(q, k, pos, pos, layer)
     y = reference_attention(q, k, v, enc.softmax_scale(attn.head_dim), bias)
     return attn.output_proj(y.transpose(1, 2).flatten(2))
@@ -65,7 +65,7 @@ def test_gradients_match_the_definition(name: str, budget: int | None, make_mode
     torch.testing.assert_close(fast_x, ref_x, rtol=1e-4, atol=1e-5)
     assert fast_p.keys() == ref_p.keys()
     for n in ref_p:
-        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=1e-5, msg=n)
+        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=5e-5, msg=n)
 
 
 @pytest.mark.parametrize("bias_batch", [1, 3])
@@ -92,7 +92,7 @@ def test_chunks_cover_the_sequence_within_the_budget(name: str, batch: int, budg
         chunks = ctx.chunks(heads)
     assert chunks[0][0] == 0 and chunks[-1][1] == T
     assert all(a[1] == b[0] for a, b in itertools.pairwise(chunks))
-    per_cell = 4 * enc.bias_buffers * (1 if is_positional(enc) else batch) * heads
+    per_cell = 4 * enc.bias_buffers * (batch if enc.has_content_bias else 1) * heads
     for s, e in chunks:
         if is_positional(enc):  # a Toeplitz view: rows capped for speed, not memory
             assert e - s <= TOEPLITZ_CHUNK_ROWS

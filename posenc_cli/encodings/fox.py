@@ -1,0 +1,52 @@
+"""FoX, the Forgetting Transformer (Lin et al., ICLR 2025): attention that forgets.
+
+Each layer and head has a forget gate f_t = σ(w·x_t + b) computed from the layer's normalised
+input x_t; the logit of query i on key j gains Σ_{l=j+1..i} log f_l = c_i - c_j with
+c_t = Σ_{l<=t} log f_l — a data-dependent, monotone decay with distance (0 on the diagonal).
+No other position information (the paper's FoX uses no RoPE); this is the basic FoX of the
+paper, without the "Pro" block's QK-norm, token shift and output gate. w ~ N(0, 0.02²) and
+b = 0 at initialisation, as in the authors' code; log σ is taken directly, in float32.
+
+The bias is c_i - c_j: two (B, H, ·) vectors, broadcast per query chunk; the cumulative sum of
+a layer is computed once per forward (over all keys) and sliced for shorter chunks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posenc_cli.encodings.base import BiasSite, PositionalEncoding
+from posenc_cli.encodings.relative import mask_future_
+
+#: Standard deviation of the gate weights at initialisation (the authors' initializer_range).
+GATE_INIT_STD = 0.02
+
+
+class ForgettingEncoding(PositionalEncoding):
+    """Per-layer, per-head forget gates whose cumulative log is the attention bias."""
+
+    relative = True
+    bias_buffers = 2
+
+    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
+        super().__init__(d_model, n_heads, head_dim, n_layers)
+        self.gate_weight = nn.Parameter(torch.randn(n_layers, d_model, n_heads) * GATE_INIT_STD)
+        self.gate_bias = nn.Parameter(torch.zeros(n_layers, n_heads))
+
+    def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
+        """(B, H, S) log f_t of every position of ``x``."""
+        logit = x_BSD.float() @ self.gate_weight[layer].float() + self.gate_bias[layer].float()
+        return F.logsigmoid(logit).transpose(1, 2)
+
+    def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
+        if site.inputs is None:
+            raise ValueError("fox needs the layer's input (BiasSite.inputs)")
+        S, T = site.keys.length, site.queries.length
+        cum = site.cache.key_terms.get(site.layer)
+        if cum is None or cum.shape[-1] < S:
+            cum = self.log_forget(site.inputs, site.layer).cumsum(-1)
+            site.cache.key_terms[site.layer] = cum
+        c = cum[..., :S]
+        return mask_future_(c[..., S - T:, None] - c[..., None, :])

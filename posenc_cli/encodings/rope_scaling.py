@@ -1,0 +1,90 @@
+"""RoPE context extension at evaluation time: new rotary frequencies (and an attention factor)
+for a model trained at length L and evaluated at L' = S·L.
+
+Every method maps the trained inverse frequencies θ_k = b^(-2k/E) (E the rotated dimensions)
+to new ones; a frequency of 0 (a dimension RoPE leaves unrotated: partial rotary, p-RoPE)
+stays 0 under all of them. Each function names the paper and equation it implements, because
+libraries disagree (Hugging Face ramps YaRN over rounded dimension indices, for one).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from posenc_cli.common.errors import PosencError
+
+#: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
+METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
+#: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32).
+YARN_ALPHA, YARN_BETA = 1.0, 32.0
+#: Llama 3.1's low- and high-frequency factors (Meta's reference rope scaling).
+LLAMA3_LOW, LLAMA3_HIGH = 1.0, 4.0
+
+
+def position_interpolation(inv_freq: Tensor, factor: float) -> Tensor:
+    """PI (Chen et al. 2023, eq. 3): positions m·L/L' — the same as every θ_k divided by S."""
+    return inv_freq / factor
+
+
+def ntk_aware(inv_freq: Tensor, base: float, rotary_dims: int, factor: float) -> Tensor:
+    """NTK-aware scaling (bloc97 2023; YaRN paper eq. 16): base b' = b·S^(E/(E-2)), so the
+    highest frequency is kept and the lowest one is interpolated by exactly S."""
+    new_base = base * factor ** (rotary_dims / (rotary_dims - 2))
+    return _with_base(inv_freq, base, new_base, rotary_dims)
+
+
+def yarn(inv_freq: Tensor, factor: float, original_length: int) -> tuple[Tensor, float]:
+    """YaRN (Peng et al. 2023, eqs. 17-21): NTK-by-parts, then the attention factor.
+
+    r_k = L/λ_k with λ_k = 2π/θ_k the wavelength; γ(r) = 0 below α = 1, 1 above β = 32 and
+    (r - α)/(β - α) between; θ'_k = (1 - γ)·θ_k/S + γ·θ_k. The logits are divided by t with
+    sqrt(1/t) = 0.1·ln S + 1, applied here as that factor on queries and keys each. (The paper
+    ramps linearly in r; Hugging Face ramps over dimension indices rounded to integers.)
+    """
+    r = original_length * inv_freq / (2 * math.pi)
+    gamma = ((r - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0.0, 1.0)
+    scaled = (1 - gamma) * inv_freq / factor + gamma * inv_freq
+    return scaled, 0.1 * math.log(factor) + 1.0
+
+
+def llama3(inv_freq: Tensor, factor: float, original_length: int) -> Tensor:
+    """Llama 3.1's rule (Meta 2024, `apply_scaling`; Hugging Face `_compute_llama3_parameters`):
+    wavelengths shorter than L/4 are kept, longer than L/1 divided by S, and in between
+    θ' = (1 - s)·θ/S + s·θ with s = (L/λ - 1)/(4 - 1); L = the training length."""
+    wavelength = 2 * math.pi / inv_freq
+    smooth = ((original_length / wavelength - LLAMA3_LOW) / (LLAMA3_HIGH - LLAMA3_LOW))
+    smoothed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    out = torch.where(wavelength < original_length / LLAMA3_HIGH, inv_freq, smoothed)
+    return torch.where(wavelength > original_length / LLAMA3_LOW, inv_freq / factor, out)
+
+
+def scaled_frequencies(method: str, inv_freq: Tensor, base: float, rotary_dims: int,
+                       factor: float, original_length: int) -> tuple[Tensor, float]:
+    """The inverse frequencies and attention factor ``method`` gives for extension factor S
+    (``dynamic_ntk`` is NTK-aware with S = L'/L of each evaluated length, chosen by the caller)."""
+    if method not in METHODS:
+        raise PosencError(f"unknown eval.rope_scaling '{method}'",
+                          "choose one of: " + ", ".join(METHODS))
+    inv = inv_freq.double()
+    zero = inv == 0
+    inv = torch.where(zero, torch.ones_like(inv), inv)  # no division by 0 (masked below)
+    if method == "none" or factor <= 1.0:
+        out, attention = inv, 1.0
+    elif method == "pi":
+        out, attention = position_interpolation(inv, factor), 1.0
+    elif method in ("ntk", "dynamic_ntk"):
+        out, attention = ntk_aware(inv, base, rotary_dims, factor), 1.0
+    elif method == "yarn":
+        out, attention = yarn(inv, factor, original_length)
+    else:
+        out, attention = llama3(inv, factor, original_length), 1.0
+    return out.masked_fill(zero, 0.0), attention
+
+
+def _with_base(inv_freq: Tensor, base: float, new_base: float, rotary_dims: int) -> Tensor:
+    """θ_k = b'^(-2k/E) for the frequencies of base b (their index k recovered from θ_k)."""
+    k = -torch.log(inv_freq) / math.log(base) * rotary_dims / 2
+    return new_base ** (-2 * k / rotary_dims)

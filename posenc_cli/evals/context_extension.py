@@ -1,0 +1,55 @@
+"""eval.rope_scaling: evaluate a RoPE-family model with stretched frequencies at each length.
+
+The static methods (pi, ntk, yarn, llama3) use one factor S for every length, as a model
+configured for its longest context would: eval.rope_factor, by default the longest evaluated
+length / the training length — so they also show what stretching costs at 1x. dynamic_ntk
+recomputes S = max(1, L'/L) for each evaluated length L' (the "dynamic" of the method).
+The formulas are in encodings/rope_scaling.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from torch import nn
+
+
+def factor_for(ev: Any, train_length: int, length: int, longest: int) -> float:
+    """The extension factor S used at evaluation length ``length``."""
+    if ev.rope_scaling == "dynamic_ntk":
+        return max(1.0, length / train_length)
+    if ev.rope_factor is not None:
+        return float(ev.rope_factor)
+    return max(1.0, longest / train_length)
+
+
+@contextmanager
+def context_extension(model: nn.Module, ev: Any, train_length: int,
+                      longest: int) -> Iterator[Callable[[int], None]]:
+    """A function that prepares ``model`` for one evaluation length; the trained frequencies
+    are restored on exit. Without eval.rope_scaling it does nothing."""
+    encoding = getattr(model, "encoding", None)
+    method = str(ev.get("rope_scaling", "none"))
+    if method == "none" or encoding is None or not encoding.rotary:
+        yield lambda length: None
+        return
+
+    def prepare(length: int) -> None:
+        encoding.extend_context(method, factor_for(ev, train_length, length, longest),
+                                train_length)
+    try:
+        yield prepare
+    finally:
+        encoding.extend_context("none", 1.0, train_length)
+
+
+def rope_scaling_record(ev: Any, train_length: int, lengths: list[int]) -> dict[str, Any]:
+    """What the result records of the extension: the method and the factor at each length
+    (nothing without eval.rope_scaling, so plain results keep their old shape)."""
+    method = str(ev.get("rope_scaling", "none"))
+    if method == "none":
+        return {}
+    factors = {str(L): factor_for(ev, train_length, L, max(lengths)) for L in lengths}
+    return {"rope_scaling": method, "rope_factors": factors}
