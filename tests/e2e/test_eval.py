@@ -39,8 +39,11 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     proc = posenc("eval", str(run_dir), "eval.mode=sliding", "eval.stride=8")
     assert "extrapolation_sliding8" in proc.stdout
     posenc("eval", str(run_dir), "data=text", f"data.path={other}")
+    posenc("eval", str(run_dir), "eval.rope_scaling=yarn")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["extrapolation"] == first["extrapolation"]
+    yarn = metrics["extrapolation_yarn"]
+    assert yarn["rope_scaling"] == "yarn" and set(yarn["rope_factors"].values()) == {16.0}
     sliding = metrics["extrapolation_sliding8"]
     assert sliding["mode"] == "sliding" and sliding["tokens"] == 512
     assert sliding["strides"] == {"16": 8, "32": 8, "64": 8, "128": 8, "256": 8}

@@ -32,6 +32,17 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
      "encoding.max_len=64 is below train.context_length=128"),
     (["train", "eval.tasks=[nope]"], "unknown evaluation task 'nope'"),
     (["train", "encoding.name=../../x"], "encoding.name is '../../x', not a plain name"),
+    (["train", "train.position_range=64"],
+     "train.position_range=64 is shorter than train.context_length=128"),
+    (["train", "encoding=learned", "train.position_range=4096"],
+     "encoding.max_len=2048 is below train.position_range=4096"),
+    (["train", "eval.rope_scaling=yarn"], "eval.rope_scaling=yarn is an evaluation of a trained"),
+    (["train", "encoding=alibi", "eval.rope_scaling=pi"], "needs a RoPE-family encoding"),
+    (["train", "eval.rope_scaling=dynamic_ntk", "eval.rope_factor=4"],
+     "eval.rope_factor=4.0 has no effect with eval.rope_scaling=dynamic_ntk"),
+    (["train", "eval.rope_scaling=linear"], "unknown eval.rope_scaling 'linear'"),
+    (["train", "encoding.rotary_fraction=0"], "encoding.rotary_fraction=0 is not in (0, 1]"),
+    (["train", "encoding=rope", "encoding.p=2"], "encoding.p=2 is not in [0, 1]"),
 ])
 def test_one_line_naming_the_problem(args: list[str], expected: str, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
-"""configs/experiment/: global packages that compose, and the extrapolation study sweeps every
-encoding there is."""
+"""configs/experiment/: global packages that compose; the seed study sweeps the nine seed
+encodings and the modern study every other encoding beside rope, alibi and t5, so every
+encoding is in a study and a new one joins the modern study without editing it."""
 
 from __future__ import annotations
 
@@ -19,12 +20,26 @@ def test_experiment_files_are_global_packages() -> None:
         compose([f"experiment={path.stem}"])
 
 
-def test_extrapolation_yaml_sweeps_every_encoding_yaml(repo: Path) -> None:
-    """Its sweeper params, expanded as `posenc sweep` expands them, name each file of
-    configs/encoding/ exactly once: a new encoding joins the study without editing it."""
-    cfg = compose(["experiment=extrapolation"], with_hydra=True)
+def swept(experiment: str) -> list[str]:
+    """The encodings a study's sweeper params give, expanded as `posenc sweep` expands them."""
+    cfg = compose([f"experiment={experiment}"], with_hydra=True)
     params = {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
     jobs = expand_sweep([], params)
-    swept = sorted(o for job in jobs for o in job if o.startswith("encoding="))
+    return sorted(o.removeprefix("encoding=") for job in jobs for o in job
+                  if o.startswith("encoding="))
+
+
+SEED_ENCODINGS = sorted(["none", "learned", "sinusoidal", "sinusoidal_learned", "rope", "alibi",
+                         "t5", "transformer_xl", "deberta"])
+
+
+def test_the_seed_study_sweeps_the_nine_seed_encodings() -> None:
+    assert swept("extrapolation") == SEED_ENCODINGS
+
+
+def test_every_encoding_yaml_is_in_a_study(repo: Path) -> None:
     every = sorted(p.stem for p in (repo / "configs" / "encoding").glob("*.yaml"))
-    assert every and swept == [f"encoding={name}" for name in every]
+    modern = swept("extrapolation_modern")
+    assert {"rope", "alibi", "t5"} <= set(modern)
+    assert sorted(set(modern) | set(SEED_ENCODINGS)) == every
+    assert len(modern) == len(set(modern))
