@@ -7,9 +7,12 @@ from posenc_cli.cli.sweep import plan
 from posenc_cli.config.groups import group_options
 
 
-def test_extrapolation_experiment_sweeps_every_encoding() -> None:
-    base, jobs = plan(["experiment=extrapolation"])
-    swept = sorted({j for job in jobs for j in job if j.startswith("encoding=")})
-    assert swept == sorted(f"encoding={n}" for n in group_options("encoding"))
-    _, three = plan(["experiment=extrapolation", "seed=0,1,2"])
-    assert len(three) == 3 * len(jobs)
+def test_the_two_studies_plan_every_encoding_once() -> None:
+    swept = []
+    for study in ("extrapolation", "extrapolation_modern"):
+        _, jobs = plan([f"experiment={study}"])
+        swept += [j for job in jobs for j in job if j.startswith("encoding=")]
+        _, three = plan([f"experiment={study}", "seed=0,1,2"])
+        assert len(three) == 3 * len(jobs)
+    shared = ["encoding=alibi", "encoding=rope", "encoding=t5"]   # the modern study's anchors
+    assert sorted(swept) == sorted([f"encoding={n}" for n in group_options("encoding")] + shared)
