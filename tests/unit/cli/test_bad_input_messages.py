@@ -13,9 +13,15 @@ from typer.testing import CliRunner
 from posenc_cli.cli.app import app
 
 
+@pytest.fixture(autouse=True)
+def shared_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One data cache for the session: the built-in corpus's tokenizer is trained once, not
+    once per test that gets as far as preparing the data."""
+    monkeypatch.setenv("POSENC_CACHE", str(cache_dir))
+
+
 def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("NOPE", raising=False)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, (result.output, result.exception)
@@ -78,6 +84,7 @@ def test_a_read_only_cache_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(cache, "fresh_tmp_dir", read_only)
+    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))  # nothing cached there yet
     lines = invoke(["train", "data=text", f"data.path={corpus}"], tmp_path, monkeypatch)
     assert lines[0].startswith("posenc: error: cannot write the data cache") \
         and "Read-only file system" in lines[0] and "POSENC_CACHE" in lines[0]

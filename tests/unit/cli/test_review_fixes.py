@@ -15,9 +15,15 @@ from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import lock_run_dir
 
 
+@pytest.fixture(autouse=True)
+def shared_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One data cache for the session: the built-in corpus's tokenizer is trained once, not
+    once per test that gets as far as preparing the data."""
+    monkeypatch.setenv("POSENC_CACHE", str(cache_dir))
+
+
 def one_line_exit_2(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, (result.output, result.exception)
     lines = result.stderr.strip().splitlines()
