@@ -39,10 +39,12 @@ class CopeEncoding(PositionalEncoding):
         self.embeddings = nn.Parameter(torch.zeros(n_layers, head_dim, max_position))
 
     def positions(self, q_BHTE: Tensor, k_BHSE: Tensor) -> Tensor:
-        """(B, H, T, S) contextual positions p_ij (0 where j > i), before clamping."""
-        logits = (q_BHTE @ k_BHSE.transpose(-1, -2)).float() * self.softmax_scale(self.head_dim)
-        gates = torch.sigmoid(mask_future_(logits))
-        return gates.flip(-1).cumsum(-1).flip(-1)
+        """(B, H, T, S) contextual positions p_ij (0 where j > i), before clamping; in float32
+        even under autocast (a sum of up to S gates)."""
+        with torch.autocast(q_BHTE.device.type, enabled=False):
+            logits = (q_BHTE.float() @ k_BHSE.float().transpose(-1, -2))
+            gates = torch.sigmoid(mask_future_(logits.mul_(self.softmax_scale(self.head_dim))))
+            return gates.flip(-1).cumsum(-1).flip(-1)
 
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         top = self.max_position - 1
@@ -50,7 +52,8 @@ class CopeEncoding(PositionalEncoding):
         low = pos.detach().floor()
         weight = pos - low
         low_i = low.long()
-        table = q_BHTE.float() @ self.embeddings[site.layer].float()
+        with torch.autocast(q_BHTE.device.type, enabled=False):
+            table = q_BHTE.float() @ self.embeddings[site.layer].float()
         below = table.gather(-1, low_i)
         above = table.gather(-1, (low_i + 1).clamp_(max=top))
         return mask_future_(below + weight * (above - below))

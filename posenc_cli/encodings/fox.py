@@ -36,9 +36,12 @@ class ForgettingEncoding(PositionalEncoding):
         self.gate_bias = nn.Parameter(torch.zeros(n_layers, n_heads))
 
     def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
-        """(B, H, S) log f_t of every position of ``x``."""
-        logit = x_BSD.float() @ self.gate_weight[layer].float() + self.gate_bias[layer].float()
-        return F.logsigmoid(logit).transpose(1, 2)
+        """(B, H, S) log f_t of every position of ``x``, in float32 even under autocast: the
+        cumulative sum over thousands of positions would lose the bias in bf16."""
+        with torch.autocast(x_BSD.device.type, enabled=False):
+            logit = x_BSD.float() @ self.gate_weight[layer].float() + \
+                self.gate_bias[layer].float()
+            return F.logsigmoid(logit).transpose(1, 2)
 
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         if site.inputs is None:
@@ -46,7 +49,7 @@ class ForgettingEncoding(PositionalEncoding):
         S, T = site.keys.length, site.queries.length
         cum = site.cache.key_terms.get(site.layer)
         if cum is None or cum.shape[-1] < S:
-            cum = self.log_forget(site.inputs, site.layer).cumsum(-1)
+            cum = self.log_forget(site.inputs, site.layer).cumsum(-1, dtype=torch.float32)
             site.cache.key_terms[site.layer] = cum
         c = cum[..., :S]
         return mask_future_(c[..., S - T:, None] - c[..., None, :])
