@@ -286,7 +286,8 @@ def cope_naive(cope: CopeEncoding, q: torch.Tensor, k: torch.Tensor, layer: int)
 
 def fox_naive(fox: ForgettingEncoding, x: torch.Tensor, layer: int) -> torch.Tensor:
     """Lin et al.'s Σ_{l=j+1..i} log σ(w·x_l + b), summed term by term for each (i, j)."""
-    log_f = torch.nn.functional.logsigmoid(x @ fox.gate_weight[layer] + fox.gate_bias[layer])
+    gate = fox.gates[layer]
+    log_f = torch.nn.functional.logsigmoid(x @ gate.weight.T + gate.bias)
     B, T, H = log_f.shape
     out = torch.zeros(B, H, T, T)
     for i in range(T):

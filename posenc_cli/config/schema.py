@@ -129,7 +129,7 @@ class TrainConfig:
     compile: bool = False
     threads: Optional[int] = key(None, lo=1)
     deterministic: bool = False
-    position_range: Optional[int] = key(None, lo=2)
+    position_range: Optional[int] = key(None, lo=2, hi=2**31 - 1)
 
 
 @dataclass

@@ -33,11 +33,12 @@ from torch import Tensor, nn
 from posenc_cli.common.errors import PosencError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Span:
     """The positions of a forward or of a chunk of it, on one device: the contiguous range
     [start, start + length), or, when ``values`` is given, those sorted distinct positions
-    (``start`` the first, ``stop`` one past the last)."""
+    (``start`` the first, ``stop`` one past the last). Compared by identity: two different
+    sets may share their ends and count, so no equality of spans can be trusted as a key."""
 
     start: int
     length: int

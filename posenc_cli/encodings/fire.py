@@ -37,13 +37,17 @@ class FireEncoding(PositionalEncoding):
             raise PosencError(f"encoding.hidden={hidden} is not a positive integer",
                               "use e.g. encoding.hidden=32 (the paper's width)")
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
-        #: Under autograd the MLP's hidden activations per (query, key) are kept too, so a
-        #: chunk holds about hidden + 2 bias-sized tensors (the context sizes chunks by it).
-        self.bias_buffers = hidden + 2
+        self.hidden = hidden
         self.c = nn.Parameter(torch.tensor(positive_number("c", c)))
         self.register_buffer("init_threshold", torch.tensor(positive_number("threshold",
                                                                             threshold)))
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
+
+    @property  # type: ignore[override]
+    def bias_buffers(self) -> int:
+        """Bias-sized tensors a chunk holds: under autograd the MLP's hidden activations per
+        (query, key) are kept too; without it ``pair_bias`` evaluates them in pieces."""
+        return self.hidden + 2 if torch.is_grad_enabled() else 2
 
     def psi(self, x: Tensor) -> Tensor:
         return torch.log(torch.abs(self.c.float() * x) + 1)
@@ -59,12 +63,15 @@ class FireEncoding(PositionalEncoding):
                                                  + FIRE_EPS)
 
     def pair_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
-        u = self.normalised_distance(pos_T, pos_S)
-        if torch.is_grad_enabled():
-            return self.mlp(u[..., None]).permute(2, 0, 1)
-        rows = max(1, FIRE_PIECE_CELLS // max(1, u.shape[1] * self.mlp[0].out_features))
-        return torch.cat([self.mlp(u[a:a + rows, :, None]).permute(2, 0, 1)
-                          for a in range(0, u.shape[0], rows)], dim=1)
+        """In float32 even under autocast: bf16 would merge the normalised distances of far
+        keys (a few hundred distinct values among thousands) and the gradients of c and L."""
+        with torch.autocast(pos_T.device.type, enabled=False):
+            u = self.normalised_distance(pos_T, pos_S)
+            if torch.is_grad_enabled():
+                return self.mlp(u[..., None]).permute(2, 0, 1)
+            rows = max(1, FIRE_PIECE_CELLS // max(1, u.shape[1] * self.hidden))
+            return torch.cat([self.mlp(u[a:a + rows, :, None]).permute(2, 0, 1)
+                              for a in range(0, u.shape[0], rows)], dim=1)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, shared across layers"

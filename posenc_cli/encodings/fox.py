@@ -32,15 +32,17 @@ class ForgettingEncoding(PositionalEncoding):
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        self.gate_weight = nn.Parameter(torch.randn(n_layers, d_model, n_heads) * GATE_INIT_STD)
-        self.gate_bias = nn.Parameter(torch.zeros(n_layers, n_heads))
+        self.gates = nn.ModuleList(nn.Linear(d_model, n_heads) for _ in range(n_layers))
+        for gate in self.gates:  # the bias is a vector: AdamW does not decay it
+            nn.init.normal_(gate.weight, std=GATE_INIT_STD)
+            nn.init.zeros_(gate.bias)
 
     def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
         """(B, H, S) log f_t of every position of ``x``, in float32 even under autocast: the
         cumulative sum over thousands of positions would lose the bias in bf16."""
+        gate = self.gates[layer]
         with torch.autocast(x_BSD.device.type, enabled=False):
-            logit = x_BSD.float() @ self.gate_weight[layer].float() + \
-                self.gate_bias[layer].float()
+            logit = F.linear(x_BSD.float(), gate.weight.float(), gate.bias.float())
             return F.logsigmoid(logit).transpose(1, 2)
 
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:

@@ -31,7 +31,8 @@ def position_interpolation(inv_freq: Tensor, factor: float) -> Tensor:
 
 def ntk_aware(inv_freq: Tensor, base: float, rotary_dims: int, factor: float) -> Tensor:
     """NTK-aware scaling (bloc97 2023; YaRN paper eq. 16): base b' = b·S^(E/(E-2)), so the
-    highest frequency is kept and the lowest one is interpolated by exactly S."""
+    highest frequency is kept and the lowest one is interpolated by exactly S (E the rotated
+    dimensions; with p-RoPE the lowest pair still rotating is stretched by less than S)."""
     new_base = base * factor ** (rotary_dims / (rotary_dims - 2))
     return _with_base(inv_freq, base, new_base, rotary_dims)
 

@@ -51,7 +51,8 @@ def result_key(task: str, label: str | None, ev: Any, saved_ev: Any,
     if factors != sorted({int(f) for f in saved_ev.factors}):
         parts.append("x" + "-".join(map(str, factors)))
     method = str(ev.get("rope_scaling", "none"))
-    if method != "none":
+    if method != "none":  # a factor equal to the default (the largest eval factor) adds nothing
         factor = ev.get("rope_factor")
-        parts.append(method if factor is None else f"{method}{float(factor):g}")
+        default = factor is None or float(factor) == float(max(factors))
+        parts.append(method if default else f"{method}{float(factor):g}")
     return "_".join([*parts, *(identity or [])])

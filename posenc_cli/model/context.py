@@ -63,12 +63,14 @@ class AttentionContext:
         return enc.has_pair_bias or (enc.has_distance_bias and not self.span.contiguous)
 
     def query_scale(self) -> Tensor | None:
-        """(T, 1) log-n scaling max(1, log(i + 1) / log(L_train)) of each query (Chiang &
-        Cholak 2022; Su 2021), or None when model.logn_scaling is off."""
+        """(T, 1) log-n scaling max(1, log(n) / log(L_train)) of each query, n = the number of
+        tokens it attends to (Chiang & Cholak 2022; Su 2021; Qwen's logn), or None when
+        model.logn_scaling is off. n counts tokens, not position values: with randomized
+        positions a training query still sees at most L_train keys."""
         if self.logn_length is None:
             return None
-        i = self.pos_T.double()
-        scale = (i + 1).log() / torch.log(torch.tensor(float(self.logn_length)))
+        n = torch.arange(1, self.span.length + 1, device=self.span.device, dtype=torch.float64)
+        scale = n.log() / torch.log(torch.tensor(float(self.logn_length), dtype=torch.float64))
         return scale.clamp_(min=1.0).float()[:, None]
 
     def chunks(self, n_heads: int, batch: int | None = None) -> list[tuple[int, int]]:
@@ -91,6 +93,11 @@ class AttentionContext:
         if toeplitz:  # a view, nothing materialised without autograd
             cap, cells = TOEPLITZ_CHUNK_ROWS, cells if grad else T * T
         out, s = [], 0
+        if enc.has_content_bias and not self.span.contiguous:
+            # distance terms span every distance of the range, not only the keys (relative.py)
+            width = self.span.last - self.span.start + 1
+            step = max(MIN_CHUNK_ROWS, cells // width)
+            return [(a, min(T, a + step)) for a in range(0, T, step)]
         while s < T:
             t = int((-s + math.sqrt(s * s + 4 * cells)) / 2)
             e = min(T, s + max(MIN_CHUNK_ROWS, min(t, cap)))

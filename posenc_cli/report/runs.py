@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.encodings.registry import META_KEYS
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
@@ -28,6 +30,9 @@ class Run:
     path: Path
     metrics: dict[str, Any]
     params: dict[str, Any]
+    #: The evaluation-time variant this row shows (a RoPE scaling method), None for the run's
+    #: own evaluation.
+    variant: str | None = None
 
     @property
     def encoding(self) -> str:
@@ -35,8 +40,24 @@ class Run:
 
     @property
     def extrapolation(self) -> dict[str, Any] | None:
-        ex = self.metrics.get("extrapolation")
+        ex = self.metrics.get(self.key)
         return ex if isinstance(ex, dict) else None
+
+    @property
+    def key(self) -> str:
+        return "extrapolation" if self.variant is None else f"extrapolation_{self.variant}"
+
+
+def scaling_variants(run: Run) -> list[Run]:
+    """One row per RoPE-scaling evaluation of the run's own data and protocol (its key is
+    ``extrapolation_<method>[factor]``), so compare shows each method beside plain RoPE."""
+    out = []
+    for key, result in run.metrics.items():
+        suffix = key.removeprefix("extrapolation_")
+        if key != suffix and isinstance(result, dict) and result.get("rope_scaling") \
+                and re.fullmatch(rf"{result['rope_scaling']}[0-9.]*", suffix):
+            out.append(Run(run.path, run.metrics, run.params, suffix))
+    return out
 
 
 @dataclass
@@ -114,15 +135,18 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         if not isinstance(metrics, dict) or "encoding" not in metrics:
             notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
             continue
-        runs.append(Run(path.parent, metrics, _encoding_params(path.parent)))
+        run = Run(path.parent, metrics, _encoding_params(path.parent, str(metrics["encoding"])))
+        runs += [run, *scaling_variants(run)]
     if not runs:
         raise PosencError(f"none of the {len(paths)} metrics.json files could be read",
                           "pass other run directories, or rerun `posenc eval` on these")
     return runs
 
 
-def _encoding_params(run_dir: Path) -> dict[str, Any]:
-    """Encoding parameters (e.g. RoPE theta) are only in .hydra/config.yaml; absent is fine."""
+def _encoding_params(run_dir: Path, name: str) -> dict[str, Any]:
+    """Encoding parameters (e.g. RoPE theta) are only in .hydra/config.yaml; absent is fine.
+    A parameter added since the run was made takes its YAML default, so older and newer runs
+    of the same settings are seeds of one row."""
     saved = run_dir / ".hydra" / "config.yaml"
     if not saved.is_file():
         return {}
@@ -134,7 +158,17 @@ def _encoding_params(run_dir: Path) -> dict[str, Any]:
         return {}
     if not isinstance(enc, dict):
         return {}
-    return {k: v for k, v in enc.items() if k not in META_KEYS}
+    return {**encoding_defaults(name), **{k: v for k, v in enc.items() if k not in META_KEYS}}
+
+
+def encoding_defaults(name: str) -> dict[str, Any]:
+    """The parameters of configs/encoding/<name>.yaml (nothing for an unknown name)."""
+    from omegaconf import OmegaConf
+
+    if name not in group_options("encoding"):
+        return {}
+    yaml = OmegaConf.to_container(OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"))
+    return {k: v for k, v in yaml.items() if k not in META_KEYS} if isinstance(yaml, dict) else {}
 
 
 def settings_of(run: Run) -> dict[str, Any]:
@@ -187,7 +221,8 @@ def _labels(runs: list[Run]) -> dict[int, str]:
         params = list(variants[r.encoding].values())
         differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
         extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
-        labels[id(r)] = f"{r.encoding} ({extra})" if extra else r.encoding
+        label = f"{r.encoding} ({extra})" if extra else r.encoding
+        labels[id(r)] = label if r.variant is None else f"{label} + {r.variant}"
     return labels
 
 

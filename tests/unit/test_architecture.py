@@ -14,7 +14,7 @@ ALLOWED = {
     "cs336": {"engine", "config", "model", "nn"},
     "evals": {"engine", "config", "data", "model"},
     "engine": {"config", "data", "model"},
-    "report": {"encodings"},
+    "report": {"config", "encodings"},
     "config": {"encodings"},
     "model": {"encodings", "nn"},
     "encodings": {"nn"},

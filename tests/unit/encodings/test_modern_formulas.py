@@ -163,8 +163,8 @@ def test_cope_with_zero_one_gates_counts_the_gated_tokens(repo) -> None:
 def test_fox_bias_is_the_cumulative_sum_of_log_gates(repo) -> None:
     enc = encoding(repo, "fox", n_heads=2, d_model=4)
     with torch.no_grad():
-        enc.gate_weight.zero_()
-        enc.gate_bias.copy_(torch.tensor([[0.0, 2.0], [0.0, 0.0]]))
+        enc.gates[0].weight.zero_()
+        enc.gates[0].bias.copy_(torch.tensor([0.0, 2.0]))
     x = torch.randn(1, 5, 4)
     span = Span(0, 5, CPU)
     bias = enc.content_bias(torch.zeros(1, 2, 5, 2), torch.zeros(1, 2, 5, 2),

@@ -41,3 +41,9 @@ def test_an_explicit_factor_is_used_and_keyed(config, model_for, val_ids, rt) ->
     assert result_key("extrapolation", None, cfg.eval, saved) == "extrapolation_x1-4_pi2"
     assert result_key("extrapolation", None, config("eval.rope_scaling=yarn").eval,
                       saved) == "extrapolation_yarn"
+
+
+def test_a_factor_equal_to_the_default_gets_the_default_key(config) -> None:
+    saved = config().eval
+    explicit = config("eval.rope_scaling=yarn", "eval.rope_factor=16").eval
+    assert result_key("extrapolation", None, explicit, saved) == "extrapolation_yarn"

@@ -90,9 +90,9 @@ def test_chunks_cover_the_sequence_within_the_budget(name: str, batch: int, budg
     ctx = AttentionContext(enc, Span(0, T, CPU), budget, batch)
     with torch.no_grad():
         chunks = ctx.chunks(heads)
+        per_cell = 4 * enc.bias_buffers * (batch if enc.has_content_bias else 1) * heads
     assert chunks[0][0] == 0 and chunks[-1][1] == T
     assert all(a[1] == b[0] for a, b in itertools.pairwise(chunks))
-    per_cell = 4 * enc.bias_buffers * (batch if enc.has_content_bias else 1) * heads
     for s, e in chunks:
         if is_positional(enc):  # a Toeplitz view: rows capped for speed, not memory
             assert e - s <= TOEPLITZ_CHUNK_ROWS

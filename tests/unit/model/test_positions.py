@@ -93,3 +93,17 @@ def test_logn_scaling_multiplies_queries_past_the_training_length(make_model, to
     scaled = model(ids)
     torch.testing.assert_close(scaled[:, :16], plain[:, :16], rtol=0, atol=0)
     assert not torch.allclose(scaled[:, 16:], plain[:, 16:])
+
+
+@pytest.mark.encodings(select=lambda enc: enc.has_content_bias)
+def test_content_chunks_count_every_distance_of_sparse_positions(name: str, make_model) -> None:
+    """Their distance terms span last - first + 1 columns, not only the keys."""
+    enc = make_model(name).encoding
+    positions = torch.arange(0, 4000, 4)                     # 1000 positions over 4000
+    ctx = AttentionContext(enc, Span.of(positions), bias_budget_bytes=2**26, batch=2)
+    with torch.no_grad():
+        chunks = ctx.chunks(4)
+        per_row = 4 * enc.bias_buffers * 2 * 4 * 3997
+    assert chunks[0][0] == 0 and chunks[-1][1] == 1000 and len(chunks) > 2
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert all((e - s) * per_row <= 2**26 for s, e in chunks)

@@ -1,0 +1,41 @@
+"""`posenc compare` shows each RoPE-scaling evaluation of a run as a row of its own beside the
+run's plain result, and older runs without a newer encoding parameter join newer ones."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from posenc_cli.report.runs import group_runs, load_runs
+
+
+def test_scaling_results_are_rows_beside_plain_rope(tmp_path: Path, fake_metrics,
+                                                    write_run) -> None:
+    for seed in (0, 1):
+        m = fake_metrics("rope", seed)
+        yarn = copy.deepcopy(m["extrapolation"])
+        yarn["ppl"] = {k: v / 2 for k, v in yarn["ppl"].items()}
+        yarn.update(rope_scaling="yarn", rope_factors={"128": 16.0})
+        m["extrapolation_yarn"] = yarn
+        m["extrapolation_sliding64"] = copy.deepcopy(m["extrapolation"])  # not a variant row
+        write_run(tmp_path, f"rope_{seed}", m)
+    notes: list[str] = []
+    (group,) = group_runs(load_runs([tmp_path], notes), notes)
+    rows = {row.label: row for row in group.rows}
+    assert sorted(rows) == ["rope", "rope + yarn"]
+    assert rows["rope + yarn"].ppl[128].mean == rows["rope"].ppl[128].mean / 2
+    assert rows["rope + yarn"].ppl[128].n == 2
+
+
+def test_a_parameter_missing_from_an_old_run_takes_its_yaml_default(tmp_path: Path,
+                                                                    fake_metrics,
+                                                                    write_run) -> None:
+    for seed, extra in ((0, ""), (1, "rotary_fraction: 1.0\np: 1.0\n")):
+        run = write_run(tmp_path, f"rope_{seed}", fake_metrics("rope", seed))
+        (run / ".hydra").mkdir()
+        (run / ".hydra" / "config.yaml").write_text(
+            "encoding:\n  name: rope\n  _target_: posenc_cli.encodings.rope.RotaryEncoding\n"
+            "  theta: 10000.0\n" + "".join(f"  {line}\n" for line in extra.splitlines()))
+    notes: list[str] = []
+    (group,) = group_runs(load_runs([tmp_path], notes), notes)
+    assert [(row.label, row.ppl[128].n) for row in group.rows] == [("rope", 2)]
