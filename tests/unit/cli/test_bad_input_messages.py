@@ -38,6 +38,15 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
      "encoding.max_len=64 is below train.context_length=128"),
     (["train", "eval.tasks=[nope]"], "unknown evaluation task 'nope'"),
     (["train", "encoding.name=../../x"], "encoding.name is '../../x', not a plain name"),
+    (["train", "model=huge"], "unknown model 'huge'"),
+    (["train", "train.stepz=3"], "unknown key 'train.stepz' (did you mean 'steps'?)"),
+    (["train", "model.d_model=100", "model.n_heads=3"], "not divisible by model.n_heads"),
+    (["train", "model.d_model=12", "model.n_heads=4"], "even head dimension"),
+    (["train", "train.context_length=1"], "train.context_length=1 is too short"),
+    (["train", "data=text"], "needs data.path"),
+    (["train", "data=text", "data.path=does/not/exist.txt"], "does not exist"),
+    (["train", "data.vocab_size=100"], "smaller than the byte alphabet"),
+    (["train", "device=tpu"], "unknown device 'tpu'"),
     (["train", "train.position_range=64"],
      "train.position_range=64 is shorter than train.context_length=128"),
     (["train", "encoding=learned", "train.position_range=4096"],
@@ -54,6 +63,7 @@ def test_one_line_naming_the_problem(args: list[str], expected: str, tmp_path: P
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     lines = invoke(args, tmp_path, monkeypatch)
     assert len(lines) == 1 and lines[0].startswith("posenc: error: ") and expected in lines[0]
+    assert " — " in lines[0]
 
 
 def test_quoting_is_suggested_for_an_equals_sign(tmp_path: Path,
