@@ -89,7 +89,7 @@ def name_by_swept_keys(overrides: list[str]) -> str:
 def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
     from posenc_cli.cli.jobs import run_training
-    from posenc_cli.config.rundir import lock_run_dir
+    from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
 
     label = f"{cfg.encoding.name} seed {cfg.seed}"
     console.print(f"[bold]sweep job[/bold] {run_dir.name}")
@@ -108,6 +108,8 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
         (run_dir / FAILED_FILE).write_text(traceback.format_exc())
         console.print(f"[red]failed[/red] {label}: {type(exc).__name__}: {exc}")
         return None
+    finally:
+        unlock_run_dir(run_dir)
     if metrics is not None:
         console.print(f"[green]done[/green] {label}: val loss {metrics['final_val_loss']:.4f} "
                       f"in {time.perf_counter() - t0:.0f} s")

@@ -28,7 +28,7 @@ from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 from posenc_cli.encodings.registry import META_KEYS
 
 LOCK = ".posenc.lock"
-_held: list[IO[str]] = []
+_held: list[tuple[str, IO[str]]] = []
 
 
 def run_dir_of(cfg: DictConfig, key: str = "hydra.run.dir") -> Path:
@@ -116,7 +116,16 @@ def lock_run_dir(run_dir: Path) -> None:
     fh.truncate()
     fh.write(str(os.getpid()))
     fh.flush()
-    _held.append(fh)
+    _held.append((os.path.abspath(run_dir / LOCK), fh))
+
+
+def unlock_run_dir(run_dir: Path) -> None:
+    """Release this process's lock on ``run_dir`` (a sweep worker runs many jobs: a finished
+    job's run must be free for `posenc eval` while the sweep goes on)."""
+    target = os.path.abspath(run_dir / LOCK)
+    for held in [h for h in _held if h[0] == target]:
+        _held.remove(held)
+        held[1].close()
 
 
 def refuse_links(run_dir: Path) -> None:

@@ -17,3 +17,17 @@ def test_the_two_studies_plan_every_encoding_once() -> None:
         assert len(expand_sweep(["seed=0,1,2"], params)) == 3 * len(jobs)
     shared = ["encoding=alibi", "encoding=rope", "encoding=t5"]   # the modern study's anchors
     assert sorted(swept) == sorted([f"encoding={n}" for n in group_options("encoding")] + shared)
+
+
+def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A joblib worker runs many jobs: each must leave its run free for `posenc eval`."""
+    from omegaconf import OmegaConf
+
+    from posenc_cli.cli.sweep import sweep_job
+    from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
+
+    run = tmp_path / "job"
+    cfg = OmegaConf.create({"encoding": {"name": "rope"}, "seed": 0})  # fails at once
+    assert sweep_job(cfg, run) is None and (run / "FAILED.txt").is_file()
+    lock_run_dir(run)                        # free again: the job released its lock
+    unlock_run_dir(run)
