@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
@@ -104,7 +105,7 @@ def print_encodings() -> None:
     for path in sorted((config_dir() / "encoding").glob("*.yaml")):
         cfg = OmegaConf.load(path)
         params = ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in META_KEYS)
-        table.add_row(path.stem, str(cfg.get("description", "")), params or "-")
+        table.add_row(path.stem, escape(str(cfg.get("description", ""))), escape(params or "-"))
     console.print(table)
 
 

@@ -113,3 +113,17 @@ def test_deterministic_runs_use_one_thread() -> None:
     finally:
         torch.use_deterministic_algorithms(False)
         torch.set_num_threads(before)
+
+
+def test_encodings_lists_every_description_verbatim(repo: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Descriptions hold brackets (CoPE's e[p_ij]) that rich would take for markup."""
+    from omegaconf import OmegaConf
+
+    from posenc_cli.common.console import console
+
+    monkeypatch.setattr(console, "_width", 400)
+    result = CliRunner().invoke(app, ["encodings"])
+    assert result.exit_code == 0
+    for path in (repo / "configs" / "encoding").glob("*.yaml"):
+        assert str(OmegaConf.load(path).description) in result.output, path.stem
