@@ -62,7 +62,6 @@ class RotaryEncoding(PositionalEncoding):
         self.register_buffer("trained_inv_freq", inv, persistent=False)
         self.register_buffer("inv_freq", inv.float(), persistent=False)
         self.attention_factor = 1.0
-        self.scaling = "none"
         self._phases = BoundedCache()
 
     def extend_context(self, method: str, factor: float, original_length: int) -> None:
@@ -71,7 +70,6 @@ class RotaryEncoding(PositionalEncoding):
         inv, self.attention_factor = scaled_frequencies(
             method, self.trained_inv_freq, self.theta, self.rotary_dims, factor, original_length)
         self.inv_freq = inv.float().to(self.inv_freq.device)
-        self.scaling = method
         self._phases.clear()
 
     def phase(self, pos: Tensor) -> Tensor:

@@ -34,7 +34,7 @@ def ntk_aware(inv_freq: Tensor, base: float, rotary_dims: int, factor: float) ->
     highest frequency is kept and the lowest one is interpolated by exactly S (E the rotated
     dimensions; with p-RoPE the lowest pair still rotating is stretched by less than S)."""
     new_base = base * factor ** (rotary_dims / (rotary_dims - 2))
-    return _with_base(inv_freq, base, new_base, rotary_dims)
+    return inv_freq ** (math.log(new_base) / math.log(base))  # b^(-2k/E) -> b'^(-2k/E)
 
 
 def yarn(inv_freq: Tensor, factor: float, original_length: int) -> tuple[Tensor, float]:
@@ -84,8 +84,3 @@ def scaled_frequencies(method: str, inv_freq: Tensor, base: float, rotary_dims: 
         out, attention = llama3(inv, factor, original_length), 1.0
     return out.masked_fill(zero, 0.0), attention
 
-
-def _with_base(inv_freq: Tensor, base: float, new_base: float, rotary_dims: int) -> Tensor:
-    """θ_k = b'^(-2k/E) for the frequencies of base b (their index k recovered from θ_k)."""
-    k = -torch.log(inv_freq) / math.log(base) * rotary_dims / 2
-    return new_base ** (-2 * k / rotary_dims)

@@ -92,12 +92,12 @@ class AttentionContext:
         cap = T
         if toeplitz:  # a view, nothing materialised without autograd
             cap, cells = TOEPLITZ_CHUNK_ROWS, cells if grad else T * T
-        out, s = [], 0
         if enc.has_content_bias and not self.span.contiguous:
             # distance terms span every distance of the range, not only the keys (relative.py)
             width = self.span.last - self.span.start + 1
             step = max(MIN_CHUNK_ROWS, cells // width)
             return [(a, min(T, a + step)) for a in range(0, T, step)]
+        out, s = [], 0
         while s < T:
             t = int((-s + math.sqrt(s * s + 4 * cells)) / 2)
             e = min(T, s + max(MIN_CHUNK_ROWS, min(t, cap)))

@@ -22,7 +22,7 @@ def test_each_method_scores_differently_and_restores_the_model(config, model_for
     for method in ("pi", "ntk", "dynamic_ntk", "yarn", "llama3"):
         cfg = config("eval.factors=[1,4]", f"eval.rope_scaling={method}")
         result = extrapolation(model, val_ids(), TRAIN_LEN, cfg.eval, rt)
-        assert torch.equal(model.encoding.inv_freq, trained) and model.encoding.scaling == "none"
+        assert torch.equal(model.encoding.inv_freq, trained) and model.encoding.attention_factor == 1.0
         assert result["rope_scaling"] == method
         if method == "dynamic_ntk":  # S = L'/L per length: nothing changes at 1x
             assert result["rope_factors"] == {"16": 1.0, "64": 4.0}
