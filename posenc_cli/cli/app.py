@@ -138,6 +138,36 @@ def eval_command(
             print_eval_result(run_dir, cfg, key, result)
 
 
+@app.command("inspect", epilog=_groups_help())
+def inspect_command(
+        target: Optional[list[str]] = typer.Argument(
+            None, show_default=False, metavar="[RUN_DIR] [OVERRIDES]...",
+            help="A run directory (its last checkpoint, never retrained), or config overrides "
+                 "such as encoding=rope encoding.theta=500 (an untrained model)"),
+        out: Optional[Path] = typer.Option(None, "--out", help="Folder for a config's figures "
+                                           "[default: a new one under outputs/inspect/]; a "
+                                           "run's go to RUN_DIR/inspect/")) -> None:
+    """The seeds' derivations drawn for your encoding, or what a trained run's heads do."""
+    args = list(target or [])
+    with user_errors():
+        from posenc_cli.cli.console import print_inspect_report
+        from posenc_cli.inspection.run import inspect_config, inspect_run
+
+        if args and "=" not in args[0]:
+            run_dir = Path(args[0])
+            if not run_dir.is_dir():
+                raise PosencError(f"'{run_dir}' is not a run directory",
+                                  "pass a folder made by `posenc train`, or overrides such "
+                                  "as encoding=rope")
+            if out is not None:
+                raise PosencError("--out is for a config; a run's figures go to "
+                                  "RUN_DIR/inspect/", "drop --out")
+            report = inspect_run(run_dir, args[1:])
+        else:
+            report = inspect_config(args, out)
+        print_inspect_report(report)
+
+
 @app.command()
 def encodings() -> None:
     """List the positional encodings (one YAML each in configs/encoding/)."""

@@ -138,3 +138,29 @@ def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str
                   f"{run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
                   f"({run_dir / 'eval' / key})",
                   soft_wrap=True)
+
+
+def print_inspect_report(report: Any) -> None:
+    """The files written, the figures skipped and why, and the property table."""
+    from posenc_cli.inspection.summary import verdict
+
+    s = report.subject
+    what = f"step {s.step}" if s.trained else "untrained"
+    console.print(f"[bold]posenc inspect[/]: {escape(str(s.cfg.encoding.name))} ({what}), "
+                  f"{len(report.files)} figures in {escape(str(report.out_dir))} "
+                  f"({report.seconds:.1f} s)")
+    for name, caption in report.files:
+        console.print(f"  {escape(name)}: {escape(caption)}")
+    for name, why in report.skipped:
+        console.print(f"  [dim]skipped {escape(name)}: {escape(why)}[/]")
+    for note in report.notes:
+        console.print(f"  [yellow]note:[/] {escape(note)}")
+    table = Table(title="Properties of this model (relative error)", title_justify="left")
+    for column in ("property", "error", "measured", "claimed"):
+        table.add_column(column, justify="right" if column == "error" else "left")
+    for p in report.properties:
+        claim = "—" if p.expected is None else ("yes" if p.expected else "no")
+        table.add_row(escape(p.name), "—" if p.error is None else f"{p.error:.1e}",
+                      verdict(p), claim)
+    console.print(table)
+    console.print(f"  summary: {escape(str(report.out_dir / 'summary.md'))}")

@@ -9,7 +9,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "posenc_cli"
 #: Which packages each package may import (besides itself and common), from docs/design.md.
 ALLOWED = {
-    "cli": {"bench", "report", "evals", "engine", "config", "data", "cs336", "encodings"},
+    "cli": {"bench", "report", "evals", "engine", "config", "data", "cs336", "encodings",
+            "inspection"},
+    "inspection": {"evals", "engine", "config", "model", "encodings"},
     "bench": {"engine", "config", "model", "nn"},
     "cs336": {"engine", "config", "model", "nn"},
     "evals": {"engine", "config", "data", "model"},

@@ -1,0 +1,113 @@
+"""What each head attends to: statistics of the attention probabilities of a forward pass.
+
+Per layer and head, averaged over the batch and the queries: the mean attention distance
+Σ_j p_ij (i - j), the entropy -Σ_j p_ij ln p_ij (nats), and, at lengths past the training
+length L, the share of attention mass at distances ≥ L (over the queries that have keys that
+far). Per layer and distance, the mean scaled q·k (after the encoding's rotation), and per
+head the mean logit bias the encoding adds (for a content bias: averaged over the text).
+
+Probabilities are formed in query chunks (model/probe.py), never as one (T × T) matrix per
+layer and head, so 16x the training length fits in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from posenc_cli.model.probe import LayerProbe
+
+#: Elements of one chunk's (B, H, t, S) probabilities (float32): 16 M, 64 MB.
+CHUNK_ELEMENTS = 2**24
+
+
+@dataclass
+class AttentionStats:
+    """Statistics of one forward at one length; arrays are float64 numpy."""
+
+    length: int
+    train_length: int
+    mean_distance: np.ndarray  # (layers, heads)
+    entropy: np.ndarray  # (layers, heads)
+    beyond: np.ndarray | None  # (layers, heads); None when length <= train_length
+    qk_by_distance: np.ndarray  # (layers, length): distance d at index d
+    bias_by_distance: np.ndarray | None  # (layers, heads, length); None without a bias
+
+
+class _Accumulator:
+    """Running sums of one layer over query chunks."""
+
+    def __init__(self, heads: int, length: int, train_length: int, biased: bool) -> None:
+        z = torch.zeros
+        self.distance, self.entropy, self.beyond = z(heads, dtype=torch.float64), \
+            z(heads, dtype=torch.float64), z(heads, dtype=torch.float64)
+        self.qk, self.count = z(length, dtype=torch.float64), z(length, dtype=torch.float64)
+        self.bias = z(heads, length, dtype=torch.float64) if biased else None
+        self.queries = 0
+        self.train_length = train_length
+
+    def add(self, raw: Tensor, bias: Tensor, start: int) -> None:
+        B, H, t, S = raw.shape
+        i = torch.arange(start, start + t)[:, None]
+        dist = i - torch.arange(S)[None, :]
+        valid = dist >= 0
+        p = torch.softmax(raw + bias, dim=-1)
+        self.distance += (p * dist.clamp(min=0)).sum(-1).sum((0, 2)).double()
+        self.entropy += -torch.special.xlogy(p, p).sum(-1).sum((0, 2)).double()
+        far = (p * (dist >= self.train_length)).sum(-1)  # (B, H, t)
+        self.beyond += far.sum((0, 2)).double()
+        self.queries += B * t
+        d = dist[valid]
+        self.qk.index_add_(0, d, raw.sum((0, 1))[valid].double())
+        self.count.index_add_(0, d, torch.full(d.shape, float(B * H), dtype=torch.float64))
+        if self.bias is not None:
+            mean = bias.float().mean(0)  # (H, t, S)
+            for h in range(H):
+                self.bias[h].index_add_(0, d, mean[h][valid].double())
+
+
+def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionStats:
+    """Run ``model`` on ``ids_BT`` (no gradient, float32) and gather the statistics of every
+    layer through hooks on the attention modules."""
+    B, T = ids_BT.shape
+    enc = model.encoding
+    accs: list[_Accumulator] = []
+
+    def hook(attn: nn.Module, args: tuple) -> None:
+        x_BTD, ctx = args
+        probe = LayerProbe(attn, x_BTD, ctx)
+        acc = _Accumulator(attn.n_heads, T, train_length, enc.has_bias)
+        rows = max(16, CHUNK_ELEMENTS // max(1, B * attn.n_heads * T))
+        for s in range(0, T, rows):
+            raw, bias = probe.logits(s, min(T, s + rows))
+            acc.add(raw, bias, s)
+        accs.append(acc)
+
+    handles = [block.attn.register_forward_pre_hook(hook) for block in model.layers]
+    try:
+        with torch.no_grad():
+            model(ids_BT)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return _stats(accs, T, train_length, B)
+
+
+def _stats(accs: list[_Accumulator], T: int, L: int, B: int) -> AttentionStats:
+    def stack(rows: list[Tensor]) -> np.ndarray:
+        return torch.stack(rows).numpy()
+
+    far_queries = B * max(0, T - L)
+    count = accs[0].count.clamp(min=1)
+    return AttentionStats(
+        length=T, train_length=L,
+        mean_distance=stack([a.distance / a.queries for a in accs]),
+        entropy=stack([a.entropy / a.queries for a in accs]),
+        beyond=stack([a.beyond / far_queries for a in accs]) if far_queries else None,
+        qk_by_distance=stack([a.qk / count for a in accs]),
+        bias_by_distance=None if accs[0].bias is None else
+        stack([a.bias / (count / (B * a.bias.shape[0])) for a in accs]),
+    )

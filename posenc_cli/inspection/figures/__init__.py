@@ -1,0 +1,1 @@
+"""One module per inspect figure (see inspection/base.py)."""

@@ -1,0 +1,67 @@
+"""Figure 5: what each head of a trained run does at 1x and at the longest evaluation length,
+on the same held-out tokens: the mean attention distance, the entropy of its attention, and
+the share of attention mass beyond the training length L — a heatmap per statistic, so a
+reader sees which heads stay local and which go diffuse past L."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from posenc_cli.inspection.base import InspectFigure, Output, Subject
+from posenc_cli.inspection.style import heatmap, new_figure
+
+
+class AttentionFigure(InspectFigure):
+    order = 5
+    name = "attention"
+    derivation = "attention statistics of a trained run"
+
+    def skip_reason(self, subject: Subject) -> str | None:
+        if not subject.trained:
+            return "needs a trained run: `posenc inspect RUN_DIR`"
+        return None
+
+    def draw(self, subject: Subject) -> list[Output]:
+        L, T = subject.train_length, subject.longest
+        short, long = subject.stats("model", L), subject.stats("model", T)
+        factor = T // L
+        out = []
+        for stem, field, name, label, caption in (
+                ("attention_distance", "mean_distance", "Mean attention distance",
+                 "mean distance Σ p_ij (i − j), tokens",
+                 "Mean attention distance per head: local heads stay dark at both lengths."),
+                ("attention_entropy", "entropy", "Attention entropy", "entropy −Σ p ln p (nats)",
+                 "Attention entropy per head: a head whose entropy grows with the context "
+                 "spreads its attention past L.")):
+            a, b = getattr(short, field), getattr(long, field)
+            top = max(float(a.max()), float(b.max()))
+            fig, axes = new_figure(1, 2, width=5.0, height=3.8,
+                                   title=f"{name} per layer and head, step {subject.step}")
+            heatmap(fig, axes[0, 0], a, f"1x: {L} tokens", label, 0.0, top)
+            heatmap(fig, axes[0, 1], b, f"{factor}x: {T} tokens", label, 0.0, top)
+            if field == "entropy":
+                axes[0, 1].set_title(f"{factor}x: {T} tokens (uniform over T: "
+                                     f"{math.log(T):.1f})", fontsize=10)
+            out.append(Output(stem, fig, caption))
+        if long.beyond is not None:
+            fig, axes = new_figure(width=5.6, height=3.8,
+                                   title=f"Share of attention beyond distance L = {L} at {T} "
+                                         f"tokens (queries i ≥ L), step {subject.step}")
+            heatmap(fig, axes[0, 0], long.beyond, f"{factor}x", "attention mass at i − j ≥ L",
+                    0.0, max(1e-6, float(long.beyond.max())))
+            out.append(Output("attention_beyond", fig, "How much attention each head puts on "
+                              "keys further away than any it saw in training."))
+        return out
+
+    def scalars(self, subject: Subject) -> dict[str, float]:
+        L, T = subject.train_length, subject.longest
+        out: dict[str, float] = {}
+        for length, tag in ((L, "1x"), (T, f"{T // L}x")):
+            stats = subject.stats("model", length)
+            out[f"attention/mean_distance_{tag}"] = float(np.mean(stats.mean_distance))
+            out[f"attention/entropy_{tag}"] = float(np.mean(stats.entropy))
+            if stats.beyond is not None:
+                out[f"attention/mass_beyond_L_{tag}"] = float(np.mean(stats.beyond))
+        return out

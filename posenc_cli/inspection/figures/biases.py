@@ -1,0 +1,59 @@
+"""Figure 4: the logit bias each head adds, by distance i − j: ALiBi's slopes, T5's bucket
+values, KERPLE's and Sandwich's kernels, FIRE's learned function (averaged over query
+positions, since it reads i), and the content-position terms of Transformer-XL, DeBERTa,
+CoPE and FoX averaged over the text. For a run: at initialisation (rebuilt from the run's
+seed) beside after training, on the same held-out windows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posenc_cli.inspection.base import InspectFigure, Output, Subject
+from posenc_cli.inspection.style import head_colors, mark_training_length, new_figure
+
+
+class BiasFigure(InspectFigure):
+    order = 4
+    name = "position_bias"
+    derivation = "position biases by distance"
+
+    def skip_reason(self, subject: Subject) -> str | None:
+        return None if subject.encoding.has_bias else "the encoding adds no logit bias"
+
+    def draw(self, subject: Subject) -> list[Output]:
+        enc = subject.encoding
+        per_layer = enc.has_content_bias  # distance and pair biases are shared by the layers
+        columns = [("initialisation", "initial"), (f"after training (step {subject.step})",
+                                                   "model")] if subject.trained \
+            else [("as configured (untrained)", "model")]
+        curves = [subject.stats(which, subject.longest).bias_by_distance
+                  for _, which in columns]
+        layers = curves[0].shape[0] if per_layer else 1
+        what = "mean over the text" if per_layer else "shared by every layer"
+        text = "held-out text" if subject.trained else "random tokens"
+        fig, axes = new_figure(layers, len(columns), width=5.6, height=3.4,
+                               title=f"{enc.config_name}: logit bias by distance per head "
+                                     f"({what}; {text}, {subject.longest} tokens)")
+        colors = head_colors(enc.n_heads)
+        for col, ((label, _), bias) in enumerate(zip(columns, curves)):
+            for layer in range(layers):
+                ax = axes[layer, col]
+                for h, row in enumerate(bias[layer]):
+                    ax.plot(np.arange(row.size), row, color=colors[h], linewidth=1.0,
+                            label=f"head {h + 1}" if layer == 0 and col == 0 else None)
+                mark_training_length(ax, subject.train_length)
+                ax.set_xscale("symlog", linthresh=16)
+                ax.set_xlim(0, subject.longest)
+                ax.set_title(label + (f", layer {layer + 1}" if per_layer else ""), fontsize=9)
+                ax.set_xlabel("distance i − j (tokens, log scale past 16)")
+                ax.set_ylabel("logit bias")
+            _share_y(axes[:, col])
+        axes[0, 0].legend(fontsize=7, ncol=2)
+        return [Output("position_bias", fig, "The bias each head adds to its logits by "
+                       "distance; past the dashed line L it is extrapolated.")]
+
+
+def _share_y(column: np.ndarray) -> None:
+    lows, highs = zip(*(ax.get_ylim() for ax in column))
+    for ax in column:
+        ax.set_ylim(min(lows), max(highs))

@@ -1,0 +1,124 @@
+"""`posenc inspect`: the seeds' derivations drawn for one configured encoding, or for a
+trained run what its heads do within and past the training length.
+
+A config (`posenc inspect encoding=rope encoding.theta=500`) is built, initialised with its
+seed and never trained; its figures go to a new folder under outputs/inspect/. A run
+(`posenc inspect RUN_DIR`) is loaded like `posenc eval` loads it (the saved config trusted for
+nothing, the checkpoint weights-only) and never retrained; its figures go to RUN/inspect/
+and, with its scalars, to TensorBoard in the run's own event folder.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from posenc_cli.common.atomic import write_atomic, write_text_atomic
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dirs, refuse_links
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.metrics import read_metrics
+from posenc_cli.engine.runtime import make_runtime
+from posenc_cli.evals.run import apply_overrides, eval_data, load_model
+from posenc_cli.inspection.base import InspectReport, Subject, figures
+from posenc_cli.inspection.properties import property_table
+from posenc_cli.inspection.style import png_bytes
+from posenc_cli.inspection.summary import log_tensorboard, summary_markdown
+from posenc_cli.model import TransformerLM, build_model
+
+#: Held-out windows of the longest length a run is probed with (spread over the text).
+RUN_WINDOWS = 4
+
+
+def inspect_config(overrides: list[str], out: Path | None) -> InspectReport:
+    """Figures of an untrained, configured model (built with the config's seed)."""
+    t0 = time.perf_counter()
+    cfg = compose(overrides)
+    model = _initial_model(cfg, int(cfg.data.vocab_size))
+    L = int(cfg.train.context_length)
+    longest, notes = _longest(model, cfg)
+    subject = Subject(cfg, model, None, L, longest, None)
+    stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
+    out_dir = out if out is not None else Path("outputs/inspect") / \
+        f"{stamp}-{cfg.encoding.name}"
+    out_dir = create_exclusive(out_dir)
+    report = InspectReport(out_dir, subject, notes=notes)
+    return _render(report, t0)
+
+
+def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
+    """Figures of a trained run's last checkpoint, into RUN/inspect/ and its TensorBoard."""
+    t0 = time.perf_counter()
+    saved = load_run_config(run_dir)
+    cfg = apply_overrides(saved, overrides)
+    rt = make_runtime(cfg)
+    model = load_model(run_dir, cfg, rt).float().cpu().eval()
+    step = int(checkpoint.load(run_dir / "checkpoints" / "last.pt").get("step", 0))
+    metrics = read_metrics(run_dir)
+    data, _, _ = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
+    L = int(cfg.train.context_length)
+    longest, notes = _longest(model, cfg)
+    text = held_out_windows(np.asarray(data.val), longest, RUN_WINDOWS)
+    initial = _initial_model(cfg, model.vocab_size)
+    subject = Subject(cfg, model, initial, L, longest, text, step)
+    out_dir = run_dir / "inspect"
+    refuse_links(run_dir)
+    if out_dir.is_symlink():
+        raise PosencError(f"'{out_dir}' is a symbolic link", "remove it (posenc writes there)")
+    make_dirs(out_dir)
+    report = _render(InspectReport(out_dir, subject, notes=notes), t0)
+    log_tensorboard(run_dir, report)
+    return report
+
+
+def _initial_model(cfg: DictConfig, vocab: int) -> TransformerLM:
+    """The model as training initialises it: seeded, then built (engine/trainer.py)."""
+    torch.manual_seed(int(cfg.seed))
+    return build_model(cfg, vocab).eval()
+
+
+def _longest(model: TransformerLM, cfg: DictConfig) -> tuple[int, list[str]]:
+    """The longest evaluation length, capped where the encoding's table ends."""
+    L = int(cfg.train.context_length)
+    longest = max(int(f) for f in cfg.eval.factors) * L
+    limit = model.encoding.max_len
+    if limit is not None and longest > limit:
+        return limit, [f"the longest length is {limit}, not {longest}: encoding "
+                       f"'{cfg.encoding.name}' has no position past encoding.max_len={limit}"]
+    return longest, []
+
+
+def held_out_windows(ids: np.ndarray, length: int, count: int) -> torch.Tensor:
+    """``count`` windows of ``length`` ids at evenly spaced starts over the held-out text."""
+    if len(ids) < length:
+        raise PosencError(f"the held-out text has {len(ids)} tokens, fewer than the longest "
+                          f"length {length}", "lower eval.factors or evaluate on longer text")
+    starts = np.linspace(0, len(ids) - length, count).astype(np.int64)
+    return torch.from_numpy(np.stack([ids[s:s + length] for s in starts]).astype(np.int64))
+
+
+def _render(report: InspectReport, t0: float) -> InspectReport:
+    """Draw every figure that applies, measure the properties, write the summary."""
+    subject = report.subject
+    for figure in figures():
+        why = figure.skip_reason(subject)
+        if why is not None:
+            report.skipped.append((figure.name, why))
+            continue
+        for output in figure.draw(subject):
+            name = f"{figure.order}_{output.stem}.png"
+            data = png_bytes(output.figure)
+            write_atomic(report.out_dir / name, lambda fh, d=data: fh.write(d))
+            report.files.append((name, output.caption))
+        report.scalars.update(figure.scalars(subject))
+    ids = subject.windows(subject.train_length)[:2]
+    report.properties = property_table(subject.model, ids, subject.train_length,
+                                       subject.longest)
+    report.seconds = time.perf_counter() - t0
+    write_text_atomic(report.out_dir / "summary.md", summary_markdown(report))
+    return report
