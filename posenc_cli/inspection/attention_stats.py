@@ -37,7 +37,7 @@ class AttentionStats:
     bias_by_distance: np.ndarray | None  # (layers, heads, length); None without a bias
 
 
-class _Accumulator:
+class StatsAccumulator:
     """Running sums of one layer over query chunks."""
 
     def __init__(self, heads: int, length: int, train_length: int, biased: bool) -> None:
@@ -74,12 +74,12 @@ def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionSta
     layer through hooks on the attention modules."""
     B, T = ids_BT.shape
     enc = model.encoding
-    accs: list[_Accumulator] = []
+    accs: list[StatsAccumulator] = []
 
     def hook(attn: nn.Module, args: tuple) -> None:
         x_BTD, ctx = args
         probe = LayerProbe(attn, x_BTD, ctx)
-        acc = _Accumulator(attn.n_heads, T, train_length, enc.has_bias)
+        acc = StatsAccumulator(attn.n_heads, T, train_length, enc.has_bias)
         rows = max(16, CHUNK_ELEMENTS // max(1, B * attn.n_heads * T))
         for s in range(0, T, rows):
             raw, bias = probe.logits(s, min(T, s + rows))
@@ -93,10 +93,11 @@ def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionSta
     finally:
         for handle in handles:
             handle.remove()
-    return _stats(accs, T, train_length, B)
+    return summarise(accs, T, train_length, B)
 
 
-def _stats(accs: list[_Accumulator], T: int, L: int, B: int) -> AttentionStats:
+def summarise(accs: list[StatsAccumulator], T: int, L: int, B: int) -> AttentionStats:
+    """The means of the layers' sums (``accs`` one per layer, B sequences of T tokens)."""
     def stack(rows: list[Tensor]) -> np.ndarray:
         return torch.stack(rows).numpy()
 

@@ -1,0 +1,60 @@
+"""The property table: float-precision errors where the property holds, large where not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from posenc_cli.encodings.absolute import (LearnedAbsoluteEncoding, LearnedSinusoidalEncoding,
+                                           SinusoidalEncoding)
+from posenc_cli.inspection.properties import HOLDS, property_table
+from posenc_cli.model.transformer import TransformerLM
+
+
+def table(name: str, make_model: Callable[..., TransformerLM],
+          tokens: Callable[..., torch.Tensor],
+          randomise_zero_params: Callable[[TransformerLM], None]) -> dict[str, float | None]:
+    model = make_model(name).eval()
+    randomise_zero_params(model)
+    rows = property_table(model, tokens(16), train_length=16, longest=64)
+    return {r.name.split(" (")[0]: r.error for r in rows}
+
+
+@pytest.mark.encodings
+def test_attention_is_equivariant_and_every_model_causal(name: str, make_model, tokens,
+                                                         randomise_zero_params) -> None:
+    errors = table(name, make_model, tokens, randomise_zero_params)
+    assert errors["permutation equivariance"] < HOLDS
+    assert errors["causality"] < HOLDS
+
+
+@pytest.mark.encodings(lambda e: e.relative)
+def test_relative_encodings_are_shift_invariant(name: str, make_model, tokens,
+                                                randomise_zero_params) -> None:
+    assert table(name, make_model, tokens, randomise_zero_params)["shift invariance"] < HOLDS
+
+
+ABSOLUTE = (LearnedAbsoluteEncoding, SinusoidalEncoding, LearnedSinusoidalEncoding)
+
+
+@pytest.mark.encodings(lambda e: isinstance(e, ABSOLUTE))
+def test_absolute_encodings_are_not(name: str, make_model, tokens,
+                                    randomise_zero_params) -> None:
+    assert table(name, make_model, tokens, randomise_zero_params)["shift invariance"] > 1e-2
+
+
+@pytest.mark.encodings(lambda e: hasattr(e, "rotate"))
+def test_rotations_preserve_norms_and_depend_on_the_difference(name: str, make_model, tokens,
+                                                               randomise_zero_params) -> None:
+    errors = table(name, make_model, tokens, randomise_zero_params)
+    assert errors["RoPE: ‖R_m x‖ = ‖x‖"] < HOLDS
+    assert errors["RoPE: ⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩"] < HOLDS
+
+
+def test_shift_is_not_applicable_past_a_learned_table(make_model, tokens) -> None:
+    model = make_model("learned").eval()  # 32 rows: 16 tokens shifted by 32 do not fit
+    rows = property_table(model, tokens(16), train_length=32, longest=32)
+    shift = next(r for r in rows if r.name.startswith("shift"))
+    assert shift.error is None and shift.holds is None and "max_len" in shift.note
