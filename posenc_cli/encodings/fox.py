@@ -13,6 +13,8 @@ a layer is computed once per forward (over all keys) and sliced for shorter chun
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -36,6 +38,21 @@ class ForgettingEncoding(PositionalEncoding):
         for gate in self.gates:  # the bias is a vector: AdamW does not decay it
             nn.init.normal_(gate.weight, std=GATE_INIT_STD)
             nn.init.zeros_(gate.bias)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              *args: Any) -> None:
+        """Runs saved before the gates were one nn.Linear per layer hold every layer in two
+        tensors, gate_weight (L, D, H) and gate_bias (L, H): read them into the layers, so
+        their checkpoints still load (`posenc eval`, `posenc inspect`)."""
+        weight = state_dict.get(prefix + "gate_weight")
+        bias = state_dict.get(prefix + "gate_bias")
+        if isinstance(weight, Tensor) and isinstance(bias, Tensor) and weight.dim() == 3 \
+                and bias.dim() == 2 and len(weight) == len(bias) == len(self.gates):
+            del state_dict[prefix + "gate_weight"], state_dict[prefix + "gate_bias"]
+            for layer in range(len(weight)):
+                state_dict[f"{prefix}gates.{layer}.weight"] = weight[layer].transpose(0, 1)
+                state_dict[f"{prefix}gates.{layer}.bias"] = bias[layer]
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
         """(B, H, S) log f_t of every position of ``x``, in float32 even under autocast: the

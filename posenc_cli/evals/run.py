@@ -142,8 +142,10 @@ def load_model(run_dir: Path, cfg: DictConfig, rt: Runtime) -> TransformerLM:
         model = build_model(cfg, int(state["lm_head.weight"].shape[0]))
         model.load_state_dict(state)
     except (RuntimeError, KeyError, AttributeError, IndexError) as exc:
-        first = str(exc).strip().splitlines()[0][:160]
-        raise PosencError(f"checkpoint '{path}' does not match the run's config ({first})",
+        lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = "; ".join(lines[1:] if len(lines) > 1 else lines)  # torch's first line is a title
+        why = why if len(why) <= 200 else why[:197] + "..."
+        raise PosencError(f"checkpoint '{path}' does not match the run's config ({why})",
                           "restore the run's .hydra/config.yaml") from None
     return model.to(rt.device)
 

@@ -16,6 +16,11 @@ from posenc_cli.inspection.properties import HOLDS, Property
 EVENT_SUFFIX = ".inspect"
 
 
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
 def verdict(p: Property) -> str:
     if p.holds is None:
         return "n/a"
@@ -34,7 +39,7 @@ def summary_markdown(report: InspectReport) -> str:
              f"Encoding: `{enc!r}`".replace("\n", " "), ""]
     lines += [*(f"Note: {n}" for n in report.notes), ""] if report.notes else []
     lines += ["## Figures", "", "| file | what it shows |", "|:---|:---|"]
-    lines += [f"| [{name}]({name}) | {caption} |" for name, caption in report.files]
+    lines += [f"| [{name}]({name}) | {cell(caption)} |" for name, caption in report.files]
     if report.skipped:
         lines += ["", "Skipped:", ""]
         lines += [f"- {name}: {why}" for name, why in report.skipped]
@@ -44,7 +49,7 @@ def summary_markdown(report: InspectReport) -> str:
     for p in report.properties:
         claim = "—" if p.expected is None else ("yes" if p.expected else "no")
         error = "—" if p.error is None else f"{p.error:.1e}"
-        lines.append(f"| {p.name} | {error} | {verdict(p)} | {claim} | {p.note} |")
+        lines.append(f"| {cell(p.name)} | {error} | {verdict(p)} | {claim} | {cell(p.note)} |")
     lines += _attention_lines(report)
     lines += ["", "How each figure follows from the seeds: docs/encodings.md, section "
               "\"What `posenc inspect` draws\".", "",

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from posenc_cli.encodings import BiasSite, ForwardCache, Span, build_encoding
@@ -175,3 +176,20 @@ def test_fox_bias_is_the_cumulative_sum_of_log_gates(repo) -> None:
             assert bias[0, 1, i, j].item() == pytest.approx(
                 (i - j) * math.log(1 / (1 + math.exp(-2))), abs=1e-5)
         assert (bias[0, :, i, i + 1:] == float("-inf")).all()
+
+
+def test_fox_loads_checkpoints_of_the_earlier_gate_layout(repo) -> None:
+    """Runs saved before the gates were nn.Linear layers (gate_weight (L, D, H), gate_bias
+    (L, H)) load into the layers and compute the same log-gates x·W + b."""
+    enc = encoding(repo, "fox", n_heads=2, d_model=4)
+    gen = torch.Generator().manual_seed(5)
+    old = {"gate_weight": torch.randn(2, 4, 2, generator=gen),
+           "gate_bias": torch.randn(2, 2, generator=gen)}
+    enc.load_state_dict(old)
+    x = torch.randn(1, 3, 4, generator=gen)
+    for layer in range(2):
+        want = F.logsigmoid(x @ old["gate_weight"][layer] + old["gate_bias"][layer])
+        assert torch.allclose(enc.log_forget(x, layer), want.transpose(1, 2), atol=1e-6)
+    with pytest.raises(RuntimeError, match="gate_weight"):
+        enc.load_state_dict({"gate_weight": torch.zeros(3, 4, 2),
+                             "gate_bias": torch.zeros(3, 2)})
