@@ -43,10 +43,15 @@ def inspect_config(overrides: list[str], out: Path | None) -> InspectReport:
     L = int(cfg.train.context_length)
     longest, notes = _longest(model, cfg)
     subject = Subject(cfg, model, None, L, longest, None)
-    stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
-    out_dir = out if out is not None else Path("outputs/inspect") / \
-        f"{stamp}-{cfg.encoding.name}"
-    out_dir = create_exclusive(out_dir)
+    if out is None:
+        stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
+        out_dir = create_exclusive(Path("outputs/inspect") / f"{stamp}-{cfg.encoding.name}")
+    else:
+        out_dir = out
+        if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+            raise PosencError(f"'{out_dir}' already exists and is not empty",
+                              "choose a new --out folder (posenc never overwrites one)")
+        make_dirs(out_dir)
     report = InspectReport(out_dir, subject, notes=notes)
     return _render(report, t0)
 

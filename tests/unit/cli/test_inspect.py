@@ -133,3 +133,15 @@ def test_bad_runs_and_arguments_are_one_line(trained_runs: dict[str, Path], tmp_
     assert "does not match" in one_line(["inspect", str(other)])
     assert "encoding" in one_line(["inspect", "encoding=nope"])
     assert not (tmp_path / "outputs").exists()
+
+
+def test_an_explicit_out_folder_is_never_overwritten(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("keep")
+    assert "not empty" in one_line(["inspect", "encoding=none", *SMALL, "--out", str(taken)])
+    assert [p.name for p in taken.iterdir()] == ["mine.txt"]
+    code, output = invoke(["inspect", "encoding=none", *SMALL, "--out", str(tmp_path / "new")])
+    assert code == 0 and (tmp_path / "new" / "summary.md").is_file(), output
