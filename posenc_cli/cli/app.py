@@ -153,7 +153,7 @@ def inspect_command(
         from posenc_cli.cli.console import print_inspect_report
         from posenc_cli.inspection.run import inspect_config, inspect_run
 
-        if args and "=" not in args[0]:
+        if args and (Path(args[0]).is_dir() or "=" not in args[0]):  # a run's path may hold '='
             run_dir = Path(args[0])
             if not run_dir.is_dir():
                 raise PosencError(f"'{run_dir}' is not a run directory",

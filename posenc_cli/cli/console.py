@@ -77,8 +77,9 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
         ("parameters", f"{metrics['n_params']:,}"),
         ("steps / tokens", f"{metrics['steps']:,} / {metrics['train_tokens']:,}"),
         ("final train loss", _fmt(metrics.get("final_train_loss"))),
-        ("final val loss", _fmt(val)),
-        ("val perplexity", _fmt(math.exp(val) if val is not None else None, 2)),
+        ("final val loss" + (" (answer tokens)" if "task" in metrics else ""), _fmt(val)),
+        *([] if "task" in metrics else
+          [("val perplexity", _fmt(math.exp(val) if val is not None else None, 2))]),
         ("uniform guess", f"{math.log(metrics['vocab_size']):.4f} (ln {metrics['vocab_size']})"),
         ("tokens/s", f"{metrics['tokens_per_s']:,.0f}" if metrics.get("tokens_per_s") else "-"),
         ("wall time", f"{wall_s:.1f} s"),
@@ -87,6 +88,12 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
     if ppl:
         rows.append(("ppl by length", "  ".join(f"{k}: {v:.1f}" if v is not None else f"{k}: n/a"
                                                 for k, v in ppl.items())))
+    task = metrics.get("length_generalization", {})
+    if task.get("exact_match"):
+        lo, hi = task["train_lengths"]
+        rows.append((f"exact match by {task['size_unit']} (trained {lo}–{hi})",
+                     "  ".join(f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
+                               for k, v in task["exact_match"].items())))
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -114,6 +121,8 @@ def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str
     if set(result) == {"skipped"}:
         console.print(f"{key}: skipped ({result['skipped']})")
         return
+    if "exact_match" in result:
+        return print_task_result(run_dir, cfg, key, result)
     table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} — "
                         f"{result['tokens']:,} tokens, {protocol(cfg.eval)}")
     for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
@@ -149,7 +158,7 @@ def print_inspect_report(report: Any) -> None:
     console.print(f"[bold]posenc inspect[/]: {escape(str(s.cfg.encoding.name))} ({what}), "
                   f"{len(report.files)} figures in {escape(str(report.out_dir))} "
                   f"({report.seconds:.1f} s)")
-    for name, caption in report.files:
+    for name, caption, _ in report.files:
         console.print(f"  {escape(name)}: {escape(caption)}")
     for name, why in report.skipped:
         console.print(f"  [dim]skipped {escape(name)}: {escape(why)}[/]")
@@ -164,3 +173,23 @@ def print_inspect_report(report: Any) -> None:
                       verdict(p), claim)
     console.print(table)
     console.print(f"  summary: {escape(str(report.out_dir / 'summary.md'))}")
+
+
+def print_task_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
+    """Exact match and token accuracy by size, and where they went."""
+    lo, hi = result["train_lengths"]
+    table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
+                        f"{result['task']}, {result['instances']} instances per size, trained "
+                        f"on {lo}–{hi} {result['size_unit']}")
+    for col in ("size", "tokens", "exact match", "token accuracy", "note"):
+        table.add_column(col, justify="left" if col == "note" else "right")
+    for n in result["lengths"]:
+        k = str(n)
+        em, acc = result["exact_match"][k], result["token_accuracy"][k]
+        table.add_row(k + ("*" if lo <= n <= hi else ""), str(result["sequence_tokens"][k]),
+                      "n/a" if em is None else f"{em:.3f}", "n/a" if acc is None else f"{acc:.3f}",
+                      escape(result["skipped"].get(k, "")))
+    console.print(table)
+    console.print(f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
+                  f"({'task' if key == 'length_generalization' else key}/exact_match, step = size)",
+                  soft_wrap=True)

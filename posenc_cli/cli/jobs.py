@@ -16,6 +16,7 @@ from posenc_cli.cli.console import TrainProgress
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.task_checks import is_task, prepare_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
@@ -28,9 +29,12 @@ from posenc_cli.evals.runner import run_tasks
 def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
     """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished."""
     rt = make_runtime(cfg)
-    data = prepare(cfg.data)
-    check_data_fits(data, cfg)
-    _keep_tokenizer(run_dir, data, rt.is_main)
+    prepare_task(cfg)
+    data = None
+    if not is_task(cfg):  # a synthetic task makes its instances on the fly
+        data = prepare(cfg.data)
+        check_data_fits(data, cfg)
+        _keep_tokenizer(run_dir, data, rt.is_main)
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         if resume and _resume(trainer) and trainer.finished:
@@ -61,7 +65,7 @@ def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:
         shutil.copyfile(data.tokenizer_path, own)
 
 
-def _evaluate(trainer: Trainer, data: TokenData) -> dict[str, Any]:
+def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
     """The configured tasks on the trained model; a signal or a full disk is one line."""
     run_dir, rt = trainer.run_dir, trainer.rt
     how = f"posenc eval {run_dir}"

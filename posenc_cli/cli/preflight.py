@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
@@ -21,6 +22,8 @@ def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
     for name in cfg.eval.tasks:
         get_task(str(name))
+    if is_task(cfg):  # a synthetic task needs no corpus
+        return
     data = prepare(cfg.data)
     if data_fit:
         check_data_fits(data, cfg)

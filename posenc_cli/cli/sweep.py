@@ -31,6 +31,7 @@ def run_sweep(overrides: list[str]) -> None:
 
     from posenc_cli.cli.preflight import preflight
 
+    overrides = [task_key_for_any_task(o) for o in overrides]
     base, jobs = plan(overrides)
     for job in jobs:
         preflight(compose(job), data_fit=False)
@@ -63,6 +64,13 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
         except PosencError as exc:
             raise PosencError(f"sweep job [{' '.join(job)}]: {exc.what}", exc.fix) from None
     return base, jobs
+
+
+def task_key_for_any_task(override: str) -> str:
+    """task.KEY=V as ++task.KEY=V: a sweep may compose it with any task, also one whose YAML
+    lacks the key (the default lm, or a task swept in); each job's own check then refuses a
+    key its task does not have."""
+    return f"++{override}" if override.startswith("task.") else override
 
 
 def claim_sweep_dir(base: DictConfig, overrides: list[str]) -> Path:

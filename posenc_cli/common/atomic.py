@@ -17,8 +17,11 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.unlink(missing_ok=True)  # a leftover, or a link planted in a received folder
     try:
-        with open(tmp, "wb") as fh:
+        # never through a link, never into a file that is already there
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

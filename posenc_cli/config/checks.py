@@ -11,8 +11,10 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 
+#: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
+FREE_FORM = ("encoding", "task")
 SECTIONS = {f.name: f.default_factory() for f in dataclasses.fields(RootConfig)
-            if f.default_factory is not dataclasses.MISSING and f.name != "encoding"}
+            if f.default_factory is not dataclasses.MISSING and f.name not in FREE_FORM}
 
 
 def schema_keys() -> list[tuple[str, dataclasses.Field[Any]]]:
@@ -20,7 +22,7 @@ def schema_keys() -> list[tuple[str, dataclasses.Field[Any]]]:
     keys = [(f"{s}.{f.name}", f) for s, obj in SECTIONS.items()
             for f in dataclasses.fields(obj)]
     keys += [(f.name, f) for f in dataclasses.fields(RootConfig) if f.name not in SECTIONS
-             and f.name != "encoding"]
+             and f.name not in FREE_FORM]
     return keys
 
 

@@ -23,6 +23,7 @@ from posenc_cli.config.errors import resolution_error, unknown_key
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices
 from posenc_cli.config.schema import RootConfig
+from posenc_cli.config.task_checks import is_task, prepare_task
 
 
 def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
@@ -65,6 +66,9 @@ def validate(cfg: DictConfig) -> None:
     """Presence, types and ranges against the schema, then the rules across keys."""
     plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     check_keys_present(plain)
+    prepare_task(plain)
+    if is_task(plain):
+        cfg.train.context_length = plain.train.context_length
     try:
         typed = OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
         OmegaConf.resolve(typed)

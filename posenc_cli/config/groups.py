@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-GROUPS = ("encoding", "model", "data", "train", "eval", "bench", "experiment")
+GROUPS = ("encoding", "model", "data", "train", "eval", "bench", "task", "experiment")
 
 
 def config_dir() -> Path:

@@ -130,9 +130,11 @@ def unlock_run_dir(run_dir: Path) -> None:
 
 def refuse_links(run_dir: Path) -> None:
     """No symbolic link among the run directory's entries and those of the folders posenc
-    writes into (checkpoints/, eval/ and its keys); the run directory itself may be one."""
+    writes into (checkpoints/, eval/ and its keys, inspect/); the run directory itself may
+    be one."""
     places = [*run_dir.glob("*"), *run_dir.glob(".*"), *run_dir.glob("checkpoints/*"),
-              *run_dir.glob("eval/*"), *run_dir.glob("eval/*/*")]
+              *run_dir.glob("eval/*"), *run_dir.glob("eval/*/*"), *run_dir.glob("inspect/*"),
+              *run_dir.glob("inspect/.*")]
     link = next((p for p in places if p.is_symlink()), None)
     if link is not None:
         raise PosencError(f"'{link}' is a symbolic link; posenc does not write through links in "

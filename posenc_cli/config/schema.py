@@ -3,8 +3,8 @@
 The YAML files in configs/ hold the values; these dataclasses say which keys exist, what type
 each has and which values make sense (``Rule`` in each field's metadata). config.validate
 checks the config as composed against both, so a key that is missing, of the wrong type or
-out of range is one line before anything is created. `encoding` is free-form because every
-encoding has its own parameters (its class checks them).
+out of range is one line before anything is created. `encoding` and `task` are free-form
+because every encoding and task has its own parameters (its class checks them).
 """
 
 from __future__ import annotations
@@ -171,6 +171,8 @@ class RootConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    #: Free-form like ``encoding``: each synthetic task has its own keys (config/checks.py).
+    task: dict[str, Any] = field(default_factory=lambda: {"name": "lm"})
     seed: int = key(0, lo=0)
     device: str = key("auto", choices=("auto", "cpu", "cuda", "mps"))
     resume: Optional[str] = None

@@ -23,7 +23,6 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common import faults
 from posenc_cli.common.errors import Interrupted, PosencError
-from posenc_cli.data.batches import get_batch
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
@@ -31,7 +30,7 @@ from posenc_cli.engine.schedule import lr_at
 from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
 from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.step import make_optimizer, train_step
-from posenc_cli.engine.validation import validation_loss
+from posenc_cli.engine.streams import make_stream
 from posenc_cli.model import TransformerLM, build_model
 
 
@@ -61,11 +60,14 @@ class TrainState:
 class Trainer:
     """Build once, then ``resume()`` (optionally) and ``fit()``; ``close()`` at the end."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime, data: TokenData) -> None:
-        self.cfg, self.run_dir, self.rt, self.data = cfg, run_dir, rt, data
+    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime,
+                 data: TokenData | None) -> None:
+        """``data`` is the tokenized corpus of a language-modelling run, None for a task."""
+        self.cfg, self.run_dir, self.rt = cfg, run_dir, rt
+        self.stream = make_stream(cfg, data)
         self.ckpt_dir = run_dir / "checkpoints"
         torch.manual_seed(cfg.seed)
-        self.model: nn.Module = build_model(cfg, data.meta["vocab_size"]).to(rt.device)
+        self.model: nn.Module = build_model(cfg, self.stream.vocab_size).to(rt.device)
         self.opt = make_optimizer(self.model, cfg.train)
         self.state = TrainState()
         self.state.batch_rng.manual_seed(cfg.seed)
@@ -146,12 +148,11 @@ class Trainer:
                     self._stop_cleanly(stop.signum)
 
     def _batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The next windows of the batch stream, and their positions when randomized."""
+        """The next batch of the stream, and its positions when randomized."""
         t = self.cfg.train
-        x, y = get_batch(self.data.train, t.batch_size, t.context_length, self.state.batch_rng,
-                         self.rt.device)
+        x, y = self.stream.batch(step, self.state.batch_rng, self.rt.device)
         pos = None if t.position_range is None else \
-            random_positions(t.position_range, t.context_length, self.cfg.seed, step)
+            random_positions(t.position_range, x.shape[1], self.cfg.seed, step)
         return x, y, pos
 
     def _periodic(self, step: int, bar: Progress) -> None:
@@ -173,7 +174,7 @@ class Trainer:
     def validate(self) -> float:
         """Validation loss now; a new best is saved as checkpoints/best.pt."""
         st = self.state
-        val = validation_loss(self.model, self.data, self.cfg, self.rt)
+        val = self.stream.validation_loss(self.model, self.rt)
         self._check_finite(val)
         st.last_val = val
         self.open_writer().add_scalar("val/loss", val, st.step)
@@ -234,9 +235,7 @@ class Trainer:
             "train_tokens": int(st.step * cfg.train.batch_size * cfg.train.context_length),
             "wall_time_s": round(st.wall_s, 2), "device": self.rt.device.type,
             "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),
-            "data": str(cfg.data.name), "vocab_size": int(self.data.meta["vocab_size"]),
-            "tokenizer": str(self.data.tokenizer_path),
-            "position_range": cfg.train.position_range,
+            "position_range": cfg.train.position_range, **self.stream.describe(),
         }
 
     def close(self) -> None:

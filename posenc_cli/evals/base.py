@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
 
@@ -24,12 +25,22 @@ class EvalTask:
     #: The config name (eval.tasks) and the metrics.json key / TensorBoard tag prefix.
     name: ClassVar[str] = ""
 
-    def not_applicable(self, model: nn.Module) -> str | None:
-        """Why this task cannot evaluate ``model`` at all, or None."""
+    #: Whether the task evaluates a synthetic-task run (task=copy, …) rather than a language
+    #: model; a task of the other kind is skipped with a reason, never run on the wrong data.
+    for_synthetic_tasks: ClassVar[bool] = False
+
+    def not_applicable(self, model: nn.Module, cfg: Any) -> str | None:
+        """Why this task cannot evaluate ``model`` of the run ``cfg`` at all, or None."""
+        if is_task(cfg) and not self.for_synthetic_tasks:
+            return f"{self.name} evaluates language models; this run trained task={cfg.task.name}"
+        if not is_task(cfg) and self.for_synthetic_tasks:
+            return f"{self.name} evaluates synthetic-task runs (task=copy, …), not task=lm"
         return None
 
-    def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
-        """The JSON-ready result on ``data.val``; ``model`` is in eval mode, without grad."""
+    def run(self, model: nn.Module, data: TokenData | None, cfg: Any,
+            rt: Runtime) -> dict[str, Any]:
+        """The JSON-ready result (on ``data.val``, or the task's test sets when ``data`` is
+        None); ``model`` is in eval mode, without grad."""
         raise NotImplementedError
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:

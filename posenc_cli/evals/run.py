@@ -21,6 +21,7 @@ from posenc_cli.config.compose import validate
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData, cache_root
 from posenc_cli.data.corpus import Corpus
 from posenc_cli.data.eval_text import encode_for_eval
@@ -50,8 +51,11 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
-    data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
-    if int(data.meta["vocab_size"]) != model.vocab_size:
+    if is_task(cfg):  # a synthetic task scores its own fixed test sets
+        data, label, source = None, None, {"name": f"task:{cfg.task.name}"}
+    else:
+        data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
+    if data is not None and int(data.meta["vocab_size"]) != model.vocab_size:
         raise PosencError(f"the tokenizer has {data.meta['vocab_size']} tokens but the model "
                           f"{model.vocab_size}", "evaluate with the run's own data cache")
     suffix = identity_suffix(rt, metrics)
@@ -116,7 +120,7 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
                               "evaluate each setting with its own command")
         if key not in ("data", "eval", "device", "train.precision") \
                 and not key.startswith(("data.", "eval.")) or key == "data.vocab_size":
-            raise PosencError(f"posenc eval cannot change '{key}' (the run fixes it)",
+            raise PosencError(f"cannot change '{key}' of a trained run (the run fixes it)",
                               f"override only {ALLOWED}")
     check_group_choices(overrides)
     cfg = copy.deepcopy(saved)
@@ -137,7 +141,13 @@ def load_model(run_dir: Path, cfg: DictConfig, rt: Runtime) -> TransformerLM:
     if not path.is_file():
         raise PosencError(f"no checkpoint at '{path}'",
                           "evaluate a run that has trained at least until its first checkpoint")
-    state = checkpoint.load(path)["model"]
+    return model_from_checkpoint(path, checkpoint.load(path), cfg, rt)
+
+
+def model_from_checkpoint(path: Path, saved: dict[str, Any], cfg: DictConfig,
+                          rt: Runtime) -> TransformerLM:
+    """The model of ``cfg`` with the weights of a loaded checkpoint, a mismatch as one line."""
+    state = saved["model"]
     try:
         model = build_model(cfg, int(state["lm_head.weight"].shape[0]))
         model.load_state_dict(state)

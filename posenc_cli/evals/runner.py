@@ -8,12 +8,13 @@ from typing import Any
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import get_task
 
 
-def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime,
+def run_tasks(model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime,
               writer: SummaryWriter | None, key_for: Callable[[str], str] = str,
               data_name: str | None = None,
               writer_for: Callable[[str], SummaryWriter] | None = None,
@@ -29,11 +30,12 @@ def run_tasks(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime,
         for name in cfg.eval.tasks:
             task = get_task(str(name))
             key = key_for(task.name)
-            why = task.not_applicable(model)
+            why = task.not_applicable(model, cfg)
             if why is not None:
                 out[key] = {"skipped": why}
                 continue
-            result = {"data": data_name or str(cfg.data.name), "precision": rt.precision,
+            label = f"task:{cfg.task.name}" if is_task(cfg) else str(cfg.data.name)
+            result = {"data": data_name or label, "precision": rt.precision,
                       "device": rt.device.type, **(extra or {}),
                       **task.run(model, data, cfg, rt)}
             target = writer_for(key) if writer_for is not None else writer

@@ -54,7 +54,7 @@ class Subject:
             gen = torch.Generator().manual_seed(int(self.cfg.seed))
             return torch.randint(0, self.model.vocab_size, (CONFIG_WINDOWS, length),
                                  generator=gen)
-        B, T = self.text.shape
+        T = self.text.shape[1]
         return self.text[:, :T // length * length].reshape(-1, length)
 
     def computed(self, which: str, length: int) -> bool:
@@ -86,7 +86,8 @@ class InspectReport:
 
     out_dir: Path
     subject: Subject
-    files: list[tuple[str, str]] = field(default_factory=list)  # (file name, caption)
+    #: (file name, caption, the derivation it draws)
+    files: list[tuple[str, str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (figure, why)
     properties: list[Property] = field(default_factory=list)
     scalars: dict[str, float] = field(default_factory=dict)

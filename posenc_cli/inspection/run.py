@@ -17,14 +17,14 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from posenc_cli.common.atomic import write_atomic, write_text_atomic
+from posenc_cli.common.atomic import write_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dirs, refuse_links
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import read_metrics
 from posenc_cli.engine.runtime import make_runtime
-from posenc_cli.evals.run import apply_overrides, eval_data, load_model
+from posenc_cli.evals.run import apply_overrides, eval_data, model_from_checkpoint
 from posenc_cli.inspection.base import InspectReport, Subject, figures
 from posenc_cli.inspection.properties import property_table
 from posenc_cli.inspection.style import png_bytes
@@ -43,17 +43,20 @@ def inspect_config(overrides: list[str], out: Path | None) -> InspectReport:
     L = int(cfg.train.context_length)
     longest, notes = _longest(model, cfg)
     subject = Subject(cfg, model, None, L, longest, None)
+    return _render(InspectReport(_config_out_dir(out, str(cfg.encoding.name)), subject,
+                                 notes=notes), t0)
+
+
+def _config_out_dir(out: Path | None, encoding: str) -> Path:
+    """A new folder under outputs/inspect/, or ``out`` if it is new or empty."""
     if out is None:
         stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
-        out_dir = create_exclusive(Path("outputs/inspect") / f"{stamp}-{cfg.encoding.name}")
-    else:
-        out_dir = out
-        if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-            raise PosencError(f"'{out_dir}' already exists and is not empty",
-                              "choose a new --out folder (posenc never overwrites one)")
-        make_dirs(out_dir)
-    report = InspectReport(out_dir, subject, notes=notes)
-    return _render(report, t0)
+        return create_exclusive(Path("outputs/inspect") / f"{stamp}-{encoding}")
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+        raise PosencError(f"'{out}' already exists (or is a link) and is not an empty folder",
+                          "choose a new --out folder (posenc never overwrites one)")
+    make_dirs(out)
+    return out
 
 
 def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
@@ -61,24 +64,37 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     t0 = time.perf_counter()
     saved = load_run_config(run_dir)
     cfg = apply_overrides(saved, overrides)
-    rt = make_runtime(cfg)
-    model = load_model(run_dir, cfg, rt).float().cpu().eval()
-    step = int(checkpoint.load(run_dir / "checkpoints" / "last.pt").get("step", 0))
+    out_dir = _run_out_dir(run_dir)
+    path = run_dir / "checkpoints" / "last.pt"
+    if not path.is_file():
+        raise PosencError(f"no checkpoint at '{path}'",
+                          "inspect a run that has trained at least until its first checkpoint")
+    state = checkpoint.load(path)
+    step = state.get("step", 0)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise PosencError(f"checkpoint '{path}' has no valid step ({step!r})",
+                          "restore the run's checkpoint from its owner")
+    model = model_from_checkpoint(path, state, cfg, make_runtime(cfg)).float().cpu().eval()
     metrics = read_metrics(run_dir)
     data, _, _ = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
-    L = int(cfg.train.context_length)
     longest, notes = _longest(model, cfg)
     text = held_out_windows(np.asarray(data.val), longest, RUN_WINDOWS)
     initial = _initial_model(cfg, model.vocab_size)
-    subject = Subject(cfg, model, initial, L, longest, text, step)
-    out_dir = run_dir / "inspect"
-    refuse_links(run_dir)
-    if out_dir.is_symlink():
-        raise PosencError(f"'{out_dir}' is a symbolic link", "remove it (posenc writes there)")
-    make_dirs(out_dir)
+    subject = Subject(cfg, model, initial, int(cfg.train.context_length), longest, text, step)
     report = _render(InspectReport(out_dir, subject, notes=notes), t0)
     log_tensorboard(run_dir, report)
     return report
+
+
+def _run_out_dir(run_dir: Path) -> Path:
+    """RUN/inspect/, refused (before any work) when it or anything in it is a link, or when
+    it is not a folder: a received run directory decides nothing about where posenc writes."""
+    refuse_links(run_dir)
+    out_dir = run_dir / "inspect"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PosencError(f"'{out_dir}' is not a folder", "remove it (posenc writes there)")
+    make_dirs(out_dir)
+    return out_dir
 
 
 def _initial_model(cfg: DictConfig, vocab: int) -> TransformerLM:
@@ -117,13 +133,21 @@ def _render(report: InspectReport, t0: float) -> InspectReport:
             continue
         for output in figure.draw(subject):
             name = f"{figure.order}_{output.stem}.png"
-            data = png_bytes(output.figure)
-            write_atomic(report.out_dir / name, lambda fh, d=data: fh.write(d))
-            report.files.append((name, output.caption))
+            _write(report.out_dir / name, png_bytes(output.figure))
+            report.files.append((name, output.caption, figure.derivation))
         report.scalars.update(figure.scalars(subject))
     ids = subject.windows(subject.train_length)[:2]
     report.properties = property_table(subject.model, ids, subject.train_length,
                                        subject.longest)
     report.seconds = time.perf_counter() - t0
-    write_text_atomic(report.out_dir / "summary.md", summary_markdown(report))
+    _write(report.out_dir / "summary.md", summary_markdown(report).encode("utf-8"))
     return report
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomically, never through a link; a folder in the way or a full disk is one line."""
+    try:
+        write_atomic(path, lambda fh: fh.write(data))
+    except OSError as exc:
+        raise PosencError(f"cannot write '{path}': {exc.strerror or exc}",
+                          "remove what is in the way, or free disk space") from None

@@ -38,8 +38,10 @@ def summary_markdown(report: InspectReport) -> str:
              f"length L = {s.train_length}, longest length {s.longest}.", "",
              f"Encoding: `{enc!r}`".replace("\n", " "), ""]
     lines += [*(f"Note: {n}" for n in report.notes), ""] if report.notes else []
-    lines += ["## Figures", "", "| file | what it shows |", "|:---|:---|"]
-    lines += [f"| [{name}]({name}) | {cell(caption)} |" for name, caption in report.files]
+    lines += ["## Figures", "", "| file | what it shows | derivation (docs/encodings.md) |",
+              "|:---|:---|:---|"]
+    lines += [f"| [{name}]({name}) | {cell(caption)} | {cell(why)} |"
+              for name, caption, why in report.files]
     if report.skipped:
         lines += ["", "Skipped:", ""]
         lines += [f"- {name}: {why}" for name, why in report.skipped]
@@ -90,7 +92,7 @@ def log_tensorboard(run_dir: Path, report: InspectReport) -> None:
     step = report.subject.step
     writer = SummaryWriter(str(run_dir), filename_suffix=EVENT_SUFFIX)
     try:
-        for name, _ in report.files:
+        for name, _, _ in report.files:
             image = imread(io.BytesIO((report.out_dir / name).read_bytes()), format="png")
             writer.add_image(f"inspect/{Path(name).stem}", np.ascontiguousarray(image[..., :3]),
                              step, dataformats="HWC")

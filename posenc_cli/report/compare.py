@@ -8,6 +8,7 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
+from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
 CAPTION = ("perplexity, mean ± std over n seeds, or [95 % bootstrap interval] for one run (lower "
@@ -140,16 +141,23 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     from posenc_cli.common.console import console
 
     notes: list[str] = []
-    groups = group_runs(load_runs(dirs, notes), notes)
-    written = write_outputs(groups, out or (dirs[0] if len(dirs) == 1 else Path.cwd()), notes)
+    runs = load_runs(dirs, notes)
+    out_dir = out or (dirs[0] if len(dirs) == 1 else Path.cwd())
+    lm = [r for r in runs if not is_task_run(r)]
+    groups = group_runs(lm, notes) if lm else []
+    written = write_outputs(groups, out_dir, notes) if groups else []
     if not (console.is_terminal or "COLUMNS" in os.environ):
         from rich.console import Console
 
         console = Console(highlight=False, width=240)  # piped: wrapped cells help no one
-    console.print(f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
-                  style="dim", soft_wrap=True)
-    for g in groups:
-        console.print(render(g))
-    console.print(CAPTION, style="dim", soft_wrap=True)
+    if groups:
+        console.print(f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
+                      style="dim", soft_wrap=True)
+        for g in groups:
+            console.print(render(g))
+        console.print(CAPTION, style="dim", soft_wrap=True)
+    task_runs = [r for r in runs if is_task_run(r)]
+    if task_runs:
+        written += report_tasks(group_tasks(task_runs, notes), out_dir, console)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)

@@ -14,13 +14,13 @@ ALLOWED = {
     "inspection": {"evals", "engine", "config", "model", "encodings"},
     "bench": {"engine", "config", "model", "nn"},
     "cs336": {"engine", "config", "model", "nn"},
-    "evals": {"engine", "config", "data", "model"},
-    "engine": {"config", "data", "model"},
+    "evals": {"engine", "config", "data", "model", "synthetic"},
+    "engine": {"config", "data", "model", "synthetic"},
     "report": {"config", "encodings"},
-    "config": {"encodings"},
+    "config": {"encodings", "synthetic"},
     "model": {"encodings", "nn"},
     "encodings": {"nn"},
-    "data": set(), "nn": set(), "common": set(),
+    "data": set(), "nn": set(), "common": set(), "synthetic": set(),
 }
 
 

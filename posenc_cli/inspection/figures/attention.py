@@ -16,7 +16,7 @@ from posenc_cli.inspection.style import heatmap, new_figure
 class AttentionFigure(InspectFigure):
     order = 5
     name = "attention"
-    derivation = "attention statistics of a trained run"
+    derivation = "5. attention statistics of a trained run"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if not subject.trained:
@@ -41,9 +41,15 @@ class AttentionFigure(InspectFigure):
                                    title=f"{name} per layer and head, step {subject.step}")
             heatmap(fig, axes[0, 0], a, f"1x: {L} tokens", label, 0.0, top)
             heatmap(fig, axes[0, 1], b, f"{factor}x: {T} tokens", label, 0.0, top)
-            if field == "entropy":
-                axes[0, 1].set_title(f"{factor}x: {T} tokens (uniform over T: "
-                                     f"{math.log(T):.1f})", fontsize=10)
+            if field == "entropy":  # uniform causal attention: query i spreads over i + 1
+                for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
+                    uniform = sum(math.log(i + 1) for i in range(n)) / n
+                    ax.set_title(f"{ax.get_title()} (uniform causal: {uniform:.2f})",
+                                 fontsize=10)
+            else:
+                for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
+                    ax.set_title(f"{ax.get_title()} (uniform causal: {(n - 1) / 2:.1f})",
+                                 fontsize=10)
             out.append(Output(stem, fig, caption))
         if long.beyond is not None:
             fig, axes = new_figure(width=5.6, height=3.8,

@@ -15,7 +15,7 @@ from posenc_cli.inspection.style import head_colors, mark_training_length, new_f
 class BiasFigure(InspectFigure):
     order = 4
     name = "position_bias"
-    derivation = "position biases by distance"
+    derivation = "4. position biases by distance"
 
     def skip_reason(self, subject: Subject) -> str | None:
         return None if subject.encoding.has_bias else "the encoding adds no logit bias"

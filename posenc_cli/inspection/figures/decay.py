@@ -17,7 +17,7 @@ REFERENCE_BASES = (10.0, 100.0, 10000.0)
 class DecayFigure(InspectFigure):
     order = 1
     name = "decay"
-    derivation = "sinusoidal: long-range decay"
+    derivation = "1. long-range decay (seed 000, Riemann–Lebesgue)"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if isinstance(subject.encoding, (SinusoidalEncoding, LearnedSinusoidalEncoding)):

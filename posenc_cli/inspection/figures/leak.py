@@ -63,7 +63,7 @@ def _panel(fig: Any, ax: Any, data: torch.Tensor, title: str, label: str, cmap: 
 class LeakFigure(InspectFigure):
     order = 2
     name = "hessian_leak"
-    derivation = "sinusoidal vs RoPE: the m + n term"
+    derivation = "2. the m + n leak (seed 000, diagonal Hessian)"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if isinstance(subject.encoding, (SinusoidalEncoding, LearnedSinusoidalEncoding,

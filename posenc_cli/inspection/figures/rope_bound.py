@@ -16,7 +16,7 @@ from posenc_cli.inspection.theory import rope_relative_bound, sinusoidal_frequen
 class RopeBoundFigure(InspectFigure):
     order = 3
     name = "rope"
-    derivation = "RoPE: relative upper bound"
+    derivation = "3. RoPE's relative upper bound (RoFormer §3.4.3)"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if isinstance(subject.encoding, RotaryEncoding):
@@ -32,7 +32,8 @@ class RopeBoundFigure(InspectFigure):
     def _bound(self, subject: Subject) -> Output:
         enc = subject.encoding
         distances = torch.arange(0, subject.longest)
-        fig, axes = new_figure(title=f"RoPE's relative upper bound (1/F) Σ_j |S_j| against distance (head dim {enc.head_dim})")
+        fig, axes = new_figure(title="RoPE's relative upper bound (1/F) Σ_j |S_j| against "
+                                     f"distance (head dim {enc.head_dim})")
         ax = axes[0, 0]
         ax.plot(distances, rope_relative_bound(distances, enc.trained_inv_freq),
                 linewidth=1.8, label=f"configured: θ = {enc.theta:g}"
@@ -46,7 +47,7 @@ class RopeBoundFigure(InspectFigure):
         ax.set_xscale("symlog", linthresh=16)
         ax.set_xlim(0, subject.longest)
         ax.set_xlabel("relative distance m − n (tokens, log scale past 16)")
-        ax.set_ylabel("(1/F) Σ_j |S_j|  (F = head dim / 2)")
+        ax.set_ylabel("(1/F) Σ_j |S_j|  (F = head dim / 2; unrotated pairs: θ = 0)")
         ax.legend(fontsize=8)
         return Output("rope_bound", fig, "The bound on |q·k| that RoPE's rotations allow falls "
                       "with distance: the long-range decay RoFormer derives.")
@@ -62,7 +63,7 @@ class RopeBoundFigure(InspectFigure):
         ax.set_xscale("symlog", linthresh=16)
         ax.set_xlim(0, stats.length)
         ax.set_xlabel("distance i − j (tokens, log scale past 16)")
-        ax.set_ylabel("mean q·k / √E (logit, before softmax)")
+        ax.set_ylabel("mean scaled q·k (logit before bias and softmax)")
         ax.legend(fontsize=8)
         return Output("qk_by_distance", fig, "The mean attention logit by distance, per layer: "
                       "how the trained heads use RoPE's rotations within and past L.")

@@ -70,9 +70,9 @@ def trained_runs(tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str],
     root = tmp_path_factory.mktemp("inspect-runs")
     runs = {}
     for name in ("rope", "t5", "sinusoidal_learned"):
-        run = root / name
+        run = root / f"encoding={name},seed=0"  # as a sweep names its runs
         code, output = invoke(["train", f"encoding={name}", *tiny_args, "eval.factors=[1,4]",
-                               f"hydra.run.dir={run}"])
+                               f"hydra.run.dir='{run}'"])
         assert code == 0, output
         runs[name] = run
     return runs
@@ -141,7 +141,39 @@ def test_an_explicit_out_folder_is_never_overwritten(tmp_path: Path,
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "mine.txt").write_text("keep")
-    assert "not empty" in one_line(["inspect", "encoding=none", *SMALL, "--out", str(taken)])
+    assert "already exists" in one_line(["inspect", "encoding=none", *SMALL, "--out", str(taken)])
     assert [p.name for p in taken.iterdir()] == ["mine.txt"]
     code, output = invoke(["inspect", "encoding=none", *SMALL, "--out", str(tmp_path / "new")])
     assert code == 0 and (tmp_path / "new" / "summary.md").is_file(), output
+
+
+def test_hostile_run_folders_are_one_line_and_write_nothing_outside(
+        trained_runs: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    import torch
+
+    def copy(name: str) -> Path:
+        run = tmp_path / name
+        shutil.copytree(trained_runs["t5"], run)
+        shutil.rmtree(run / "inspect", ignore_errors=True)
+        return run
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    linked = copy("linked")
+    (linked / "inspect").mkdir()
+    (linked / "inspect" / "summary.md").symlink_to(victim)
+    assert "symbolic link" in one_line(["inspect", str(linked)])
+    assert victim.read_text() == "precious"
+    a_file = copy("a_file")
+    (a_file / "inspect").write_text("not a folder")
+    assert "not a folder" in one_line(["inspect", str(a_file)])
+    in_the_way = copy("in_the_way")
+    (in_the_way / "inspect" / "summary.md").mkdir(parents=True)
+    assert "cannot write" in one_line(["inspect", str(in_the_way)])
+    bad_step = copy("bad_step")
+    state = torch.load(bad_step / "checkpoints" / "last.pt", weights_only=True)
+    state["step"] = "abc"
+    torch.save(state, bad_step / "checkpoints" / "last.pt")
+    assert "no valid step" in one_line(["inspect", str(bad_step)])

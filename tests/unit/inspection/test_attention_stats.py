@@ -93,3 +93,36 @@ def test_collect_is_the_same_in_small_chunks(name: str, make_model: Callable[...
     for field in ("mean_distance", "entropy", "beyond", "qk_by_distance"):
         assert getattr(parts, field) == pytest.approx(getattr(whole, field), rel=1e-4, abs=1e-5)
     assert (whole.mean_distance <= 31).all() and (whole.entropy <= math.log(32) + 1e-6).all()
+
+
+def test_a_distance_bias_is_reported_exactly(make_model: Callable[..., TransformerLM],
+                                             tokens: Callable[..., torch.Tensor]) -> None:
+    model = make_model("alibi").eval()
+    stats = collect(model, tokens(24, batch=3), train_length=8)
+    want = model.encoding.distance_bias(torch.arange(24)).double().numpy()
+    for layer in range(len(model.layers)):
+        assert stats.bias_by_distance[layer] == pytest.approx(want, abs=1e-5)
+
+
+def test_a_content_bias_is_averaged_over_the_batch_and_the_pairs_at_each_distance(
+        make_model: Callable[..., TransformerLM], tokens: Callable[..., torch.Tensor],
+        randomise_zero_params: Callable[[TransformerLM], None]) -> None:
+    model = make_model("transformer_xl").eval()
+    randomise_zero_params(model)
+    ids, biases = tokens(12, batch=3), []
+
+    def keep(attn: torch.nn.Module, args: tuple) -> None:
+        biases.append(LayerProbe(attn, *args).logits(0, 12)[1])
+
+    handles = [b.attn.register_forward_pre_hook(keep) for b in model.layers]
+    with torch.no_grad():
+        model(ids)
+    for h in handles:
+        h.remove()
+    stats = collect(model, ids, train_length=4)
+    for layer, bias in enumerate(biases):  # (B, H, T, T): the mean of each i - j = d, by loop
+        for h in range(bias.shape[1]):
+            for d in range(12):
+                cells = [float(bias[b, h, i, i - d]) for b in range(3) for i in range(d, 12)]
+                assert stats.bias_by_distance[layer, h, d] == pytest.approx(
+                    sum(cells) / len(cells), abs=1e-5)

@@ -9,6 +9,7 @@ import torch
 
 from posenc_cli.encodings.absolute import (LearnedAbsoluteEncoding, LearnedSinusoidalEncoding,
                                            SinusoidalEncoding)
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.inspection.properties import HOLDS, property_table
 from posenc_cli.model.transformer import TransformerLM
 
@@ -58,3 +59,18 @@ def test_shift_is_not_applicable_past_a_learned_table(make_model, tokens) -> Non
     rows = property_table(model, tokens(16), train_length=32, longest=32)
     shift = next(r for r in rows if r.name.startswith("shift"))
     assert shift.error is None and shift.holds is None and "max_len" in shift.note
+
+
+class PeekingEncoding(PositionalEncoding):
+    """A deliberately broken encoding: every position sees the mean of the whole sequence."""
+
+    def embed(self, x_BTD: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
+        return x_BTD + x_BTD.mean(1, keepdim=True)
+
+
+def test_a_model_that_peeks_ahead_fails_the_causality_row(tokens) -> None:
+    torch.manual_seed(0)
+    model = TransformerLM(64, 32, 2, 4, None, PeekingEncoding(32, 4, 8, 2)).eval()
+    rows = property_table(model, tokens(16), train_length=16, longest=32)
+    causal = next(r for r in rows if r.name.startswith("causality"))
+    assert causal.error > 1e-2 and causal.holds is False

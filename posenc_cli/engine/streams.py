@@ -1,0 +1,89 @@
+"""What a run trains on: windows of a tokenized corpus, or instances of a synthetic task.
+
+The trainer asks a stream for the batch of a step and for its validation loss and knows
+nothing else about the data: language modelling scores every next token, a synthetic task
+only its answer tokens (their targets; the others carry IGNORE).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from posenc_cli.data.batches import get_batch
+from posenc_cli.data.cache import TokenData
+from posenc_cli.engine.runtime import Runtime
+from posenc_cli.engine.validation import validation_loss
+from posenc_cli.synthetic.base import SyntheticTask, build_task
+from posenc_cli.synthetic.batches import training_batch, validation_set
+from posenc_cli.synthetic.scoring import answer_loss
+
+
+class BatchStream(Protocol):
+    vocab_size: int
+
+    def batch(self, step: int, generator: torch.Generator,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def validation_loss(self, model: nn.Module, rt: Runtime) -> float: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class CorpusStream:
+    """Random windows of the training ids (CS336 get_batch) from the run's generator."""
+
+    def __init__(self, data: TokenData, cfg: Any) -> None:
+        self.data, self.cfg = data, cfg
+        self.vocab_size = int(data.meta["vocab_size"])
+
+    def batch(self, step: int, generator: torch.Generator,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        t = self.cfg.train
+        return get_batch(self.data.train, t.batch_size, t.context_length, generator, device)
+
+    def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
+        return validation_loss(model, self.data, self.cfg, rt)
+
+    def describe(self) -> dict[str, Any]:
+        return {"data": str(self.cfg.data.name), "vocab_size": self.vocab_size,
+                "tokenizer": str(self.data.tokenizer_path)}
+
+
+class TaskStream:
+    """Instances of sizes in task.train_lengths, drawn as a function of (seed, step)."""
+
+    def __init__(self, task: SyntheticTask, cfg: Any) -> None:
+        self.task, self.cfg = task, cfg
+        self.vocab_size = task.vocab_size
+        lo, hi = (int(n) for n in cfg.task.train_lengths)
+        self.sizes = (lo, hi)
+        t = cfg.train
+        self.validation = validation_set(task, self.sizes, t.eval_batches * t.batch_size)
+
+    def batch(self, step: int, generator: torch.Generator,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return training_batch(self.task, self.sizes, int(self.cfg.train.batch_size),
+                              int(self.cfg.seed), step, device=device)
+
+    def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
+        was_training = model.training
+        model.eval()
+        try:
+            return answer_loss(model, self.validation, rt.device, rt.autocast)
+        finally:
+            model.train(was_training)
+
+    def describe(self) -> dict[str, Any]:
+        return {"data": f"task:{self.task.name}", "task": self.task.name,
+                "vocab_size": self.vocab_size, "tokenizer": None,
+                "task_train_lengths": list(self.sizes)}
+
+
+def make_stream(cfg: Any, data: TokenData | None) -> BatchStream:
+    """The corpus stream of ``data`` for task=lm, else the configured task's."""
+    if data is not None:
+        return CorpusStream(data, cfg)
+    return TaskStream(build_task(cfg.task), cfg)

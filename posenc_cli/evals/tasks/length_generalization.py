@@ -1,0 +1,75 @@
+"""Length generalization of a synthetic-task run: exact match and per-token accuracy at each
+of task.test_lengths, on fixed seeded test sets (the same instances for every run).
+
+A length whose instances need more positions than the encoding has (a learned table) is
+reported as not applicable, with the reason, rather than failing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+
+from posenc_cli.data.cache import TokenData
+from posenc_cli.engine.runtime import Runtime
+from posenc_cli.evals.base import EvalTask
+from posenc_cli.synthetic.base import build_task
+from posenc_cli.synthetic.batches import evaluation_set
+from posenc_cli.synthetic.scoring import score_answers
+
+#: TensorBoard tag prefix of the run's own result (other keys use their key).
+TAG = "task"
+
+
+class LengthGeneralization(EvalTask):
+    name = "length_generalization"
+    for_synthetic_tasks = True
+
+    def run(self, model: nn.Module, data: TokenData | None, cfg: Any,
+            rt: Runtime) -> dict[str, Any]:
+        task = build_task(cfg.task)
+        lengths = sorted({int(n) for n in cfg.task.test_lengths})
+        count = int(cfg.task.test_instances)
+        exact: dict[str, float | None] = {}
+        accuracy: dict[str, float | None] = {}
+        skipped: dict[str, str] = {}
+        limit = model.encoding.max_len
+        for n in lengths:
+            need = task.sequence_length(n) - 1
+            if limit is not None and need > limit:
+                exact[str(n)] = accuracy[str(n)] = None
+                skipped[str(n)] = (f"needs {need} positions; encoding '{cfg.encoding.name}' "
+                                   f"has {limit} (encoding.max_len)")
+                continue
+            score = score_answers(model, evaluation_set(task, n, count), rt.device, rt.autocast)
+            exact[str(n)], accuracy[str(n)] = score.exact_match, score.token_accuracy
+        lo, hi = (int(n) for n in cfg.task.train_lengths)
+        return {"task": task.name, "size_unit": task.size_unit, "train_lengths": [lo, hi],
+                "lengths": lengths, "instances": count, "exact_match": exact,
+                "token_accuracy": accuracy, "skipped": skipped,
+                "sequence_tokens": {str(n): task.sequence_length(n) for n in lengths}}
+
+    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
+        """Exact match and token accuracy with global_step = length, so runs overlay."""
+        prefix = TAG if key == self.name else key
+        for n in result["lengths"]:
+            if result["exact_match"][str(n)] is not None:
+                writer.add_scalar(f"{prefix}/exact_match", result["exact_match"][str(n)], n)
+                writer.add_scalar(f"{prefix}/token_accuracy", result["token_accuracy"][str(n)], n)
+
+    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
+        """An HParams entry with exact match at each test length (in the run's own folder)."""
+        hp = {"task": str(cfg.task.name), "encoding": str(cfg.encoding.name),
+              "seed": int(cfg.seed), "d_model": int(cfg.model.d_model),
+              "n_layers": int(cfg.model.n_layers), "steps": int(cfg.train.steps)}
+        tags = {f"hparams/exact_match_{n}": v for n, v in result["exact_match"].items()}
+        exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*tags, "val/loss"]})
+        file_writer = writer._get_file_writer()
+        for summary in (exp, ssi, sei):
+            file_writer.add_summary(summary)
+        for tag, value in tags.items():
+            if value is not None:
+                writer.add_scalar(tag, value, int(cfg.train.steps))

@@ -1,0 +1,29 @@
+"""The rows and tables of a task comparison (filled by report/tasks.py, drawn by task_plots)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc_cli.report.runs import Run, Stat
+
+
+@dataclass
+class TaskRow:
+    label: str
+    runs: list[Run]
+    exact: dict[int, Stat | None]
+    not_applicable: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class TaskGroup:
+    """One table: one task, one setting; rows are encodings, columns test lengths."""
+
+    task: str
+    settings: dict[str, Any]
+    runs: list[Run]
+    rows: list[TaskRow] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    train_lengths: tuple[int, int] = (0, 0)
+    size_unit: str = "items"

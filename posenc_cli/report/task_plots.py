@@ -1,0 +1,39 @@
+"""One figure per synthetic task: exact match against size, one line per encoding (mean over
+seeds, band = min…max), the training range shaded. Built without pyplot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posenc_cli.report.task_groups import TaskGroup
+
+
+def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
+    """Write ``path``; False when no row has a value to draw."""
+    rows = [r for r in g.rows if any(r.exact[n] is not None for n in g.lengths)]
+    if not rows:
+        return False
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.4, 5.0), layout="constrained")
+    ax = fig.subplots()
+    palette = colormaps["tab10" if len(rows) <= 10 else "tab20"].colors
+    lo, hi = g.train_lengths
+    ax.axvspan(lo, hi, color="0.9", label=f"training sizes {lo}–{hi}", zorder=0)
+    for i, r in enumerate(rows):
+        xs = [n for n in g.lengths if r.exact[n] is not None]
+        stats = [r.exact[n] for n in xs]
+        ax.plot(xs, [100 * s.mean for s in stats], marker="o", markersize=3, linewidth=1.4,
+                color=palette[i % len(palette)], label=f"{r.label} (n={len(r.runs)})")
+        if len(r.runs) > 1:
+            ax.fill_between(xs, [100 * s.lo for s in stats], [100 * s.hi for s in stats],
+                            color=palette[i % len(palette)], alpha=0.12, linewidth=0)
+    ax.set_xlabel(f"size ({g.size_unit})")
+    ax.set_ylabel("exact match (%)")
+    ax.set_ylim(-2, 102)
+    ax.set_xticks(g.lengths)
+    ax.set_title(heading + " (band: min–max over seeds)", fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    fig.savefig(path, dpi=150)
+    return True

@@ -1,0 +1,171 @@
+"""`posenc compare` for synthetic-task runs: exact match by length, one table per task.
+
+Runs are seeds of one experiment only when the task, its lengths and test set, the model and
+the training budget are equal; each (task, setting) is its own table and figure, and a sweep
+that mixes language-model and task runs gets both reports, never averaged together.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.report.runs import Run, Stat
+from posenc_cli.report.task_groups import TaskGroup, TaskRow
+
+#: metrics.json keys that must be equal for runs to be seeds of one task experiment.
+TASK_KEYS = ("task", "task_train_lengths", "steps", "precision", "position_range")
+RESULT_KEYS = ("instances", "lengths")
+
+
+def is_task_run(run: Run) -> bool:
+    return isinstance(run.metrics.get("length_generalization"), dict) or "task" in run.metrics
+
+
+def _result(run: Run) -> dict[str, Any]:
+    res = run.metrics.get("length_generalization")
+    return res if isinstance(res, dict) else {}
+
+
+def _settings(run: Run) -> dict[str, Any]:
+    m = run.metrics
+    model = m.get("model") if isinstance(m.get("model"), dict) else {}
+    return {**{k: m.get(k) for k in TASK_KEYS}, **model,
+            **{k: _result(run).get(k) for k in RESULT_KEYS}}
+
+
+def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
+    """Task runs by (task, setting), each aggregated over its seeds per encoding."""
+    groups: dict[str, TaskGroup] = {}
+    for run in runs:
+        if not _result(run).get("exact_match"):
+            notes.append(f"{run.path}: task run without length_generalization results")
+            continue
+        s = _settings(run)
+        key = json.dumps(s, sort_keys=True, default=str)
+        groups.setdefault(key, TaskGroup(str(s["task"]), s, [])).runs.append(run)
+    ordered = sorted(groups.values(), key=lambda g: (g.task, json.dumps(g.settings,
+                                                                        default=str)))
+    for g in ordered:
+        _fill(g)
+    tasks = [g.task for g in ordered]
+    for task in set(tasks):
+        if tasks.count(task) > 1:
+            notes.append(f"task {task}: runs differ in their settings — {tasks.count(task)} "
+                         "tables (runs are never averaged across settings)")
+    return ordered
+
+
+def _fill(g: TaskGroup) -> None:
+    first = _result(g.runs[0])
+    g.lengths = [int(n) for n in first["lengths"]]
+    g.train_lengths = tuple(int(n) for n in first["train_lengths"])  # type: ignore[assignment]
+    g.size_unit = str(first.get("size_unit", "items"))
+    by_encoding: dict[str, list[Run]] = {}
+    for run in sorted(g.runs, key=lambda r: int(r.metrics.get("seed", 0))):
+        by_encoding.setdefault(run.encoding, []).append(run)
+    for name, runs in sorted(by_encoding.items()):
+        exact = {n: Stat.of([_result(r)["exact_match"].get(str(n)) for r in runs])
+                 for n in g.lengths}
+        skipped = {int(n): why for r in runs for n, why in _result(r).get("skipped", {}).items()}
+        g.rows.append(TaskRow(name, runs, exact, skipped))
+
+
+def cell(stat: Stat | None) -> str:
+    """Exact match in per cent, mean ± std over seeds."""
+    if stat is None:
+        return "n/a"
+    text = f"{100 * stat.mean:.1f}"
+    return text + (f" ± {100 * stat.std:.1f}" if stat.std is not None else "")
+
+
+def title(g: TaskGroup) -> str:
+    lo, hi = g.train_lengths
+    return f"{g.task}: exact match (%) by {g.size_unit}, trained on {lo}–{hi}"
+
+
+def header(g: TaskGroup) -> list[str]:
+    lo, hi = g.train_lengths
+    return ["encoding", "n", *(f"{n}" + ("*" if lo <= n <= hi else "") for n in g.lengths)]
+
+
+def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
+    """(text, is best) cells; best = the highest mean exact match at that length."""
+    body = [[(r.label, False), (str(len(r.runs)), False)] for r in g.rows]
+    for n in g.lengths:
+        means = [r.exact[n].mean for r in g.rows if r.exact[n] is not None]
+        best = max(means) if len(means) > 1 and max(means) > 0 else None
+        for row, r in zip(body, g.rows):
+            row.append((cell(r.exact[n]), r.exact[n] is not None and r.exact[n].mean == best))
+    return body
+
+
+def markdown(groups: list[TaskGroup]) -> str:
+    parts = []
+    for g in groups:
+        head = header(g)
+        lines = [f"**{title(g)}**", "", "| " + " | ".join(head) + " |",
+                 "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
+        lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
+                  for row in table_rows(g)]
+        parts.append("\n".join(lines))
+    caption = ("_exact match: every answer token right (greedy = teacher-forced argmax), on "
+               "the same fixed test instances for every run; mean ± std over n seeds; "
+               "* = a size inside the training range; best per column in bold; n/a = not "
+               "applicable (positions beyond a learned table)._")
+    return "\n\n".join([*parts, caption]) + "\n"
+
+
+def render(g: TaskGroup) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title(g))
+    for i, name in enumerate(header(g)):
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
+    for row in table_rows(g):
+        table.add_row(*(Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
+                        for t, best in row))
+    return table
+
+
+def write_csv(groups: list[TaskGroup], path: Path) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "encoding", "n_seeds", "size", "in_training_range",
+                         "exact_match_mean", "exact_match_std"])
+        for g in groups:
+            lo, hi = g.train_lengths
+            for r in g.rows:
+                for n in g.lengths:
+                    s = r.exact[n]
+                    writer.writerow([g.task, r.label, len(r.runs), n, lo <= n <= hi,
+                                     None if s is None else f"{s.mean:.6g}",
+                                     None if s is None or s.std is None else f"{s.std:.6g}"])
+
+
+def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
+    """Tables on the terminal; tasks.md, tasks.csv and one PNG per table in ``out_dir``."""
+    from posenc_cli.common.errors import PosencError
+    from posenc_cli.report.task_plots import plot_task
+
+    for g in groups:
+        console.print(render(g))
+    paths = [out_dir / "tasks.md", out_dir / "tasks.csv"]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths[0].write_text(markdown(groups), encoding="utf-8")
+        write_csv(groups, paths[1])
+        names = [g.task for g in groups]
+        for i, g in enumerate(groups):
+            stem = g.task if names.count(g.task) == 1 else f"{g.task}_{i}"
+            png = out_dir / f"exact_match_{stem}.png"
+            if plot_task(g, png, title(g)):
+                paths.append(png)
+    except OSError as exc:
+        raise PosencError(f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
+                          "choose a writable directory with --out DIR") from exc
+    return paths

@@ -1,0 +1,1 @@
+"""Synthetic length-generalization tasks (config group ``task``): generators, batches, scoring."""

@@ -1,0 +1,1 @@
+"""One module per synthetic task (see synthetic/base.py)."""
