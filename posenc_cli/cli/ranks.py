@@ -120,16 +120,16 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
         try:
             return elastic_launch(config, rank_main)(container, str(run_dir), resume)[0]
         except ChildFailedError as exc:
-            raise _first_failure(exc, n, run_dir) from None
+            raise first_failure(exc, n, run_dir) from None
         except SignalException as exc:
             raise Interrupted(exit_code(exc.sigval), f"posenc: stopped by "
                               f"{signal_name(exc.sigval)}; the last checkpoint is kept — "
                               f"continue with: posenc resume {run_dir}") from None
 
 
-def _first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
+def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
     """The first rank's failure as it reported it, or what killed it."""
-    rank, failure = exc.get_first_failure()
+    rank, failure = exc.getfirst_failure()
     message = failure.message
     text = message.get("message", "") if isinstance(message, dict) else str(message)
     found = re.match(r"RankFailure: \[exit (\d+)\] (.*)", text, re.S)

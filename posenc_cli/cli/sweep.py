@@ -55,6 +55,11 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
         raise PosencError("posenc names and places the job folders of a sweep itself",
                           "choose the sweep folder with hydra.sweep.dir=DIR")
     base = compose(fixed_overrides(overrides), with_hydra=True)
+    tasks = int(base.hydra.launcher.get("tasks_per_node") or 1)
+    if tasks > 1:
+        raise PosencError(f"hydra.launcher.tasks_per_node={tasks} would run every job {tasks} "
+                          "times into the same folder",
+                          f"keep one task per job and start its ranks with train.nproc={tasks}")
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
     for job in jobs:

@@ -62,6 +62,8 @@ class TrainState:
     last_val: float | None = None
     last_train: float | None = None
     tokens_per_s: float | None = None
+    #: Training tokens seen by all ranks together (the global batch may change on resume).
+    tokens: int = 0
     batch_rng: torch.Generator = field(default_factory=torch.Generator)
 
 
@@ -102,12 +104,18 @@ class Trainer:
             st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
             st.batch_rng.set_state(ck["batch_rng"])
             torch.set_rng_state(ck["torch_rng"])
-            self._note_new_world(int(ck.get("world_size", 1)))
+            saved_world = int(ck.get("world_size", 1))
+            st.tokens = int(ck.get("tokens", st.step * saved_world * self._tokens_per_rank))
+            self._note_new_world(saved_world)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise PosencError(f"checkpoint '{path}' does not match this run ({first})",
                               "resume with the run's own config (do not change model.* or "
                               "encoding), or start a new run") from None
+
+    @property
+    def _tokens_per_rank(self) -> int:
+        return int(self.cfg.train.batch_size * self.cfg.train.context_length)
 
     def _note_new_world(self, saved: int) -> None:
         now = self.rt.world_size
@@ -138,7 +146,7 @@ class Trainer:
 
     def _loop(self, progress: ProgressFactory) -> None:
         t, st = self.cfg.train, self.state
-        meter = Throughput(t.batch_size * t.context_length * self.rt.world_size)
+        meter = Throughput(self._tokens_per_rank * self.rt.world_size)
         self.model.train()
         label = f"{self.cfg.encoding.name} seed {self.cfg.seed}"
         with progress(t.steps, st.step, label) as bar, StopFlag() as stop:
@@ -151,7 +159,7 @@ class Trainer:
                 x, y, pos = self._batch(step)
                 loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip,
                                              pos)
-                st.step = step
+                st.step, st.tokens = step, st.tokens + meter.tokens_per_step
                 meter.add(loss)
                 if step % t.log_every == 0 or step == t.steps:
                     self._log_train(meter, lr, float(grad_norm))
@@ -222,7 +230,7 @@ class Trainer:
                 "step": st.step, "best_val": st.best_val, "wall_s": st.wall_s,
                 "last_val": st.last_val, "last_train": st.last_train,
                 "batch_rng": st.batch_rng.get_state(), "torch_rng": torch.get_rng_state(),
-                "world_size": self.rt.world_size, "config": OmegaConf.to_container(self.cfg)}
+                "world_size": self.rt.world_size, "tokens": st.tokens, "config": OmegaConf.to_container(self.cfg)}
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
@@ -259,7 +267,7 @@ class Trainer:
             "final_val_loss": st.last_val, "final_train_loss": st.last_train,
             "best_val_loss": st.best_val if math.isfinite(st.best_val) else None,
             "tokens_per_s": st.tokens_per_s, "n_params": int(self.lm.num_parameters()),
-            "train_tokens": int(st.step * cfg.train.batch_size * world * cfg.train.context_length),
+            "train_tokens": st.tokens,
             "world_size": world, "global_batch_size": int(cfg.train.batch_size) * world,
             "wall_time_s": round(st.wall_s, 2), "device": self.rt.device.type,
             "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),

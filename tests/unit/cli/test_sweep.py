@@ -3,7 +3,10 @@ themselves are in tests/e2e/)."""
 
 from __future__ import annotations
 
+import pytest
+
 from posenc_cli.cli.sweep import plan
+from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options
 from posenc_cli.config.overrides import expand_sweep
 
@@ -31,3 +34,19 @@ def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:  # t
     assert sweep_job(cfg, run) is None and (run / "FAILED.txt").is_file()
     lock_run_dir(run)                        # free again: the job released its lock
     unlock_run_dir(run)
+
+
+def test_a_sweep_refuses_several_tasks_per_job_and_names_the_installed_launchers() -> None:
+    with pytest.raises(PosencError) as exc:
+        plan(["seed=0,1", "hydra/launcher=submitit_slurm", "hydra.launcher.tasks_per_node=4"])
+    assert str(exc.value) == ("hydra.launcher.tasks_per_node=4 would run every job 4 times "
+                              "into the same folder — keep one task per job and start its ranks "
+                              "with train.nproc=4")
+    with pytest.raises(PosencError) as exc:
+        plan(["seed=0,1", "hydra/launcher=ray"])
+    assert str(exc.value).startswith("no Hydra launcher 'ray' is installed — installed: basic, "
+                                     "joblib, submitit_local, submitit_slurm")
+    base, jobs = plan(["seed=0,1", "hydra/launcher=submitit_slurm",
+                       "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4"])
+    assert len(jobs) == 2 and base.hydra.launcher.gpus_per_node == 4
+    assert str(base.hydra.launcher.submitit_folder).endswith("/.submitit/%j")
