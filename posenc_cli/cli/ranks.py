@@ -129,7 +129,7 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
 
 def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
     """The first rank's failure as it reported it, or what killed it."""
-    rank, failure = exc.getfirst_failure()
+    rank, failure = exc.get_first_failure()
     message = failure.message
     text = message.get("message", "") if isinstance(message, dict) else str(message)
     found = re.match(r"RankFailure: \[exit (\d+)\] (.*)", text, re.S)
@@ -143,7 +143,9 @@ def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
 
 @contextlib.contextmanager
 def _quiet_launcher() -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in LAUNCHER_LOGGERS]
+    """The launcher's loggers each set their own level, so each one is silenced."""
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name.startswith(LAUNCHER_LOGGERS)]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)

@@ -20,6 +20,7 @@ def pause(point: str, step: int, folder: Path) -> None:
     if not spec or spec != f"{point}:{step}":
         return
     rank = int(os.environ.get("RANK", "0"))  # each rank of a multi-process run pauses
+    folder.mkdir(parents=True, exist_ok=True)  # a rank > 0 may get here before rank 0 saved
     (folder / f".paused-{point}{f'-rank{rank}' if rank else ''}").write_text(str(os.getpid()))
     stops = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)

@@ -56,11 +56,11 @@ class FakeFailure:
 def test_the_first_failed_rank_is_reported_as_it_said_or_as_what_killed_it(tmp_path) -> None:
     said = FakeFailure({"message": "RankFailure: [exit 2] posenc: error: disk full — free it",
                         "extraInfo": {}}, 1)
-    out = ranks.first_failure(SimpleNamespace(getfirst_failure=lambda: (1, said)), 2,
+    out = ranks.first_failure(SimpleNamespace(get_first_failure=lambda: (1, said)), 2,
                                tmp_path)
     assert (out.code, out.line) == (2, "posenc: error: disk full — free it")
     killed = FakeFailure("Signal 9 (SIGKILL) received by PID 7", -9)
-    out = ranks.first_failure(SimpleNamespace(getfirst_failure=lambda: (1, killed)), 2,
+    out = ranks.first_failure(SimpleNamespace(get_first_failure=lambda: (1, killed)), 2,
                                tmp_path)
     assert isinstance(out, RankFailure) and out.code == 2
     assert out.line == (f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
