@@ -128,17 +128,31 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
 
 
 def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
-    """The first rank's failure as it reported it, or what killed it."""
-    rank, failure = exc.get_first_failure()
-    message = failure.message
-    text = message.get("message", "") if isinstance(message, dict) else str(message)
-    found = re.match(r"RankFailure: \[exit (\d+)\] (.*)", text, re.S)
-    if found:
-        return RankFailure(int(found[1]), found[2].strip())
+    """The failure that caused the others: a rank's own error or a signal first, then a rank
+    killed without a word, then an internal error (a rank whose peer died fails in its next
+    collective, as an internal error, at about the same time); the earliest among equals."""
+    reports = [(rank, _reported(f), f) for rank, f in exc.failures.items()]
+    rank, said, failure = min(reports, key=lambda r: (_precedence(r[1]), r[2].timestamp, r[0]))
+    if said is not None:
+        return said
     how = failure.signal_name() if failure.exitcode < 0 else f"exit code {failure.exitcode}"
     return RankFailure(2, f"posenc: error: rank {rank} of {n} stopped ({how}), so every rank "
                           f"was stopped — continue from the last checkpoint with: posenc "
                           f"resume {run_dir}")
+
+
+def _precedence(said: RankFailure | None) -> int:
+    if said is None:  # killed, or ended without a report
+        return 1
+    return 2 if said.code == 1 else 0  # 1: an internal error
+
+
+def _reported(failure: Any) -> RankFailure | None:
+    """The RankFailure a rank raised, read back from its elastic error file."""
+    message = failure.message
+    text = message.get("message", "") if isinstance(message, dict) else str(message)
+    found = re.match(r"RankFailure: \[exit (\d+)\] (.*)", text, re.S)
+    return RankFailure(int(found[1]), found[2].strip()) if found else None
 
 
 @contextlib.contextmanager

@@ -46,23 +46,43 @@ def test_only_training_runs_under_torchrun(monkeypatch, capsys) -> None:
 
 
 class FakeFailure:
-    def __init__(self, message: object, exitcode: int) -> None:
-        self.message, self.exitcode = message, exitcode
+    def __init__(self, message: object, exitcode: int, timestamp: int = 0) -> None:
+        self.message, self.exitcode, self.timestamp = message, exitcode, timestamp
 
     def signal_name(self) -> str:
         return "SIGKILL"
 
 
-def test_the_first_failed_rank_is_reported_as_it_said_or_as_what_killed_it(tmp_path) -> None:
-    said = FakeFailure({"message": "RankFailure: [exit 2] posenc: error: disk full — free it",
-                        "extraInfo": {}}, 1)
-    out = ranks.first_failure(SimpleNamespace(get_first_failure=lambda: (1, said)), 2,
-                               tmp_path)
-    assert (out.code, out.line) == (2, "posenc: error: disk full — free it")
-    killed = FakeFailure("Signal 9 (SIGKILL) received by PID 7", -9)
-    out = ranks.first_failure(SimpleNamespace(get_first_failure=lambda: (1, killed)), 2,
-                               tmp_path)
+def failed(**by_rank: FakeFailure) -> SimpleNamespace:
+    return SimpleNamespace(failures={int(r.removeprefix("r")): f for r, f in by_rank.items()})
+
+
+def reported(line: str, code: int = 2) -> dict[str, object]:
+    return {"message": f"RankFailure: [exit {code}] {line}", "extraInfo": {}}
+
+
+def test_the_failed_rank_is_reported_as_it_said_or_as_what_killed_it(tmp_path) -> None:
+    out = ranks.first_failure(failed(r1=FakeFailure(reported("posenc: error: x — y"), 1)), 2,
+                              tmp_path)
+    assert (out.code, out.line) == (2, "posenc: error: x — y")
+    out = ranks.first_failure(failed(r1=FakeFailure("Signal 9 (SIGKILL) received", -9)), 2,
+                              tmp_path)
     assert isinstance(out, RankFailure) and out.code == 2
     assert out.line == (f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
                         f"stopped — continue from the last checkpoint with: posenc resume "
                         f"{tmp_path}")
+
+
+def test_the_cause_wins_over_the_peer_that_failed_because_of_it(tmp_path) -> None:
+    """A rank waiting in a collective fails as an internal error when its peer dies."""
+    peer = FakeFailure(reported("posenc: internal error on rank 1 of 2 (RuntimeError: "
+                                "Connection closed by peer)", 1), 1, timestamp=5)
+    cause = FakeFailure(reported("posenc: error: the corpus is too short (rank 0 of 2)"), 1,
+                        timestamp=6)
+    assert ranks.first_failure(failed(r0=cause, r1=peer), 2, tmp_path).code == 2
+    killed = FakeFailure("Signal 9 (SIGKILL) received", -9, timestamp=7)
+    assert "rank 0 of 2 stopped (SIGKILL)" in \
+        ranks.first_failure(failed(r0=killed, r1=peer), 2, tmp_path).line
+    first = FakeFailure(reported("posenc: error: a (rank 1 of 2)"), 1, timestamp=3)
+    assert ranks.first_failure(failed(r0=cause, r1=first), 2, tmp_path).line.endswith(
+        "a (rank 1 of 2)")

@@ -50,3 +50,25 @@ def test_a_sweep_refuses_several_tasks_per_job_and_names_the_installed_launchers
                        "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4"])
     assert len(jobs) == 2 and base.hydra.launcher.gpus_per_node == 4
     assert str(base.hydra.launcher.submitit_folder).endswith("/.submitit/%j")
+
+
+@pytest.mark.parametrize(("code", "outcome"), [(2, "failed"), (1, "failed"), (130, "stop")])
+def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_sweep(
+        tmp_path, monkeypatch, code: int, outcome: str) -> None:  # type: ignore[no-untyped-def]
+    from omegaconf import OmegaConf
+
+    from posenc_cli.cli import ranks, sweep
+    from posenc_cli.common.errors import RankFailure
+
+    def fail(cfg, run_dir):  # type: ignore[no-untyped-def]
+        raise RankFailure(code, "posenc: error: disk full (rank 1 of 2) — free space")
+
+    monkeypatch.setattr(ranks, "run_job", fail)
+    cfg = OmegaConf.create({"encoding": {"name": "rope"}, "seed": 0})
+    if outcome == "stop":
+        with pytest.raises(KeyboardInterrupt):
+            sweep.sweep_job(cfg, tmp_path / "job")
+        return
+    assert sweep.sweep_job(cfg, tmp_path / "job") is None
+    assert (tmp_path / "job" / "FAILED.txt").read_text() == \
+        "posenc: error: disk full (rank 1 of 2) — free space\n"
