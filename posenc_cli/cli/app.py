@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 from omegaconf import DictConfig
 
-from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import GROUPS, group_options
 
@@ -54,6 +54,8 @@ def user_errors() -> Iterator[None]:
         fail(f"posenc: error: {exc}")
     except Interrupted as exc:
         fail(str(exc), exc.code)
+    except RankFailure as exc:
+        fail(exc.line, exc.code)
     except KeyboardInterrupt:
         fail("posenc: interrupted", 130)
     except Exception as exc:  # a bug: keep the traceback, show one line
@@ -65,11 +67,11 @@ def user_errors() -> Iterator[None]:
 
 def _train_job(cfg: DictConfig, run_dir: Path) -> None:
     from posenc_cli.cli.console import print_run_summary
-    from posenc_cli.cli.jobs import run_training
+    from posenc_cli.cli.ranks import run_job
 
     t0 = time.perf_counter()
     with user_errors():
-        metrics = run_training(cfg, run_dir)
+        metrics = run_job(cfg, run_dir)
         if metrics is not None:
             print_run_summary(metrics, run_dir, time.perf_counter() - t0)
 
@@ -79,6 +81,8 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
     """Train one model; writes a run directory under outputs/ (or hydra.run.dir)."""
     overrides = list(overrides or [])
     with user_errors():
+        if _follow_rank_zero():
+            return
         cfg = compose(overrides, with_hydra=True)
         if cfg.resume:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
@@ -96,19 +100,21 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
 def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/"),
            overrides: Optional[list[str]] = typer.Argument(
                None, show_default=False,
-               help="Only how it runs may change: device, train.threads, train.compile")
+               help="Only how it runs may change: device, train.threads, train.compile, "
+                    "train.nproc")
            ) -> None:
     """Continue a run from its last checkpoint, exactly where it stopped."""
     overrides = list(overrides or [])
     with user_errors():
-        _resume(run_dir, compose(overrides) if overrides else None, overrides)
+        if not _follow_rank_zero():
+            _resume(run_dir, compose(overrides) if overrides else None, overrides)
 
 
 def _resume(run_dir: Path, requested: DictConfig | None = None,
             overrides: list[str] | None = None) -> None:
     from posenc_cli.cli.console import print_run_summary
-    from posenc_cli.cli.jobs import run_training
     from posenc_cli.cli.preflight import preflight
+    from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir
     from posenc_cli.engine.resume import resume_config
 
@@ -116,9 +122,19 @@ def _resume(run_dir: Path, requested: DictConfig | None = None,
     preflight(cfg)
     lock_run_dir(run_dir)
     t0 = time.perf_counter()
-    metrics = run_training(cfg, run_dir, resume=True)
+    metrics = run_job(cfg, run_dir, resume=True)
     if metrics is not None:
         print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+
+
+def _follow_rank_zero() -> bool:
+    """Under torchrun, a rank other than 0 trains the job rank 0 prepares; True when done."""
+    from posenc_cli.cli.ranks import follow, is_follower
+
+    if not is_follower():
+        return False
+    follow()
+    return True
 
 
 @app.command("eval")
@@ -252,6 +268,7 @@ def main() -> None:
     """The `posenc` entry point: Click's usage errors become the one-line form too."""
     from typer._click import exceptions as cli_errors  # typer ships its own click
 
+    _refuse_torchrun_unless_training()
     try:
         app(standalone_mode=False)
     except cli_errors.NoArgsIsHelpError as exc:
@@ -262,6 +279,16 @@ def main() -> None:
         fail(f"posenc: error: {exc.format_message()} — see `{command} --help`")
     except typer.Abort:
         fail("posenc: interrupted", 130)
+
+
+def _refuse_torchrun_unless_training() -> None:
+    """torchrun starts one process per rank; only training uses them."""
+    from posenc_cli.engine.distributed import launched_ranks
+
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    if launched_ranks() > 1 and command not in ("train", "resume"):
+        fail(f"posenc: error: `posenc {command}` under torchrun — only `posenc train` and "
+             f"`posenc resume` run as several ranks; run `posenc {command}` without torchrun")
 
 
 if __name__ == "__main__":

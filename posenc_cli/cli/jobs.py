@@ -1,7 +1,8 @@
 """One training job as every command runs it: prepare, fit, write metrics, evaluate.
 
 The trainer fits; the evaluation tasks run afterwards, here, so `posenc train`, `posenc
-resume` and each sweep job do exactly the same thing.
+resume` and each sweep job do exactly the same thing — in one process, or in each rank of a
+multi-process run (cli/ranks.py starts those), where only rank 0 writes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.task_checks import is_task, prepare_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
+from posenc_cli.engine.distributed import Comm
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.engine.signals import InterruptNow
@@ -26,15 +28,19 @@ from posenc_cli.engine.trainer import Trainer
 from posenc_cli.evals.runner import run_tasks
 
 
-def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
-    """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished."""
-    rt = make_runtime(cfg)
+def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False,
+                 comm: Comm | None = None) -> dict[str, Any] | None:
+    """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished.
+    ``comm``: this process is one rank of several."""
+    rt = make_runtime(cfg, comm)
     prepare_task(cfg)
     data = None
     if not is_task(cfg):  # a synthetic task makes its instances on the fly
-        data = prepare(cfg.data)
-        check_data_fits(data, cfg)
-        _keep_tokenizer(run_dir, data, rt.is_main)
+        data = _prepare_in_turn(cfg, rt.comm)
+        for turn in (True, False):  # rank 0 keeps the tokenizer, then the others compare
+            if rt.is_main == turn:
+                _keep_tokenizer(run_dir, data, rt.is_main)
+            rt.comm.barrier()
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         if resume and _resume(trainer) and trainer.finished:
@@ -43,12 +49,28 @@ def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[s
                           "evaluates it again")
             return None
         trainer.fit(TrainProgress)
-        metrics = _write(run_dir, trainer.metrics(), rt.is_main)
+        metrics = trainer.metrics()
+        if rt.world_size > 1:
+            metrics["weights_sha256_by_rank"] = trainer.replica_digests()
+        metrics = _write(run_dir, metrics, rt.is_main)
         if cfg.eval.at_end:
             metrics = _evaluate(trainer, data)
     finally:
         trainer.close()
     return metrics
+
+
+def _prepare_in_turn(cfg: DictConfig, comm: Comm) -> TokenData:
+    """The data, prepared first by one process per machine (local rank 0), then opened from
+    the cache by the others: N ranks never build the same cache entry at once."""
+    data = None
+    for turn in (True, False):
+        if (comm.local_rank == 0) == turn:
+            data = prepare(cfg.data)
+            check_data_fits(data, cfg)
+        comm.barrier()
+    assert data is not None
+    return data
 
 
 def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:

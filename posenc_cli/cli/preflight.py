@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from posenc_cli.cli.ranks import check_nproc
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.prepare import check_data_fits, prepare
@@ -20,6 +21,7 @@ def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
                           f"train without it, then `posenc eval RUN_DIR "
                           f"eval.rope_scaling={cfg.eval.rope_scaling}`")
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
+    check_nproc(cfg)
     for name in cfg.eval.tasks:
         get_task(str(name))
     if is_task(cfg):  # a synthetic task needs no corpus

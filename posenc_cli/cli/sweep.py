@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from posenc_cli.common.console import console
-from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import (check_group_choices, expand_sweep, fixed_overrides,
                                          given, key_of, quote)
@@ -56,6 +56,11 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
         raise PosencError("posenc names and places the job folders of a sweep itself",
                           "choose the sweep folder with hydra.sweep.dir=DIR")
     base = compose(fixed_overrides(overrides), with_hydra=True)
+    tasks = int(base.hydra.launcher.get("tasks_per_node") or 1)
+    if tasks > 1:
+        raise PosencError(f"hydra.launcher.tasks_per_node={tasks} would run every job {tasks} "
+                          "times into the same folder",
+                          f"keep one task per job and start its ranks with train.nproc={tasks}")
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
     for job in jobs:
@@ -96,7 +101,7 @@ def name_by_swept_keys(overrides: list[str]) -> str:
 
 def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
-    from posenc_cli.cli.jobs import run_training
+    from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
 
     label = f"{cfg.encoding.name} seed {cfg.seed}"
@@ -105,13 +110,15 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         lock_run_dir(run_dir)
-        metrics = run_training(cfg, run_dir)
+        metrics = run_job(cfg, run_dir)
     except Interrupted as exc:
         raise KeyboardInterrupt(str(exc)) from None
+    except RankFailure as exc:
+        if exc.code in (130, 143):
+            raise KeyboardInterrupt(exc.line) from None
+        return _failed(run_dir, label, exc.line.removeprefix("posenc: error: "))
     except PosencError as exc:
-        (run_dir / FAILED_FILE).write_text(f"posenc: error: {exc}\n")
-        console.print(f"[red]failed[/red] {label}: {exc}")
-        return None
+        return _failed(run_dir, label, str(exc))
     except Exception as exc:  # one broken job must not stop the sweep; keep its traceback
         (run_dir / FAILED_FILE).write_text(traceback.format_exc())
         console.print(f"[red]failed[/red] {label}: {type(exc).__name__}: {exc}")
@@ -122,6 +129,11 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
         console.print(f"[green]done[/green] {label}: val loss {metrics['final_val_loss']:.4f} "
                       f"in {time.perf_counter() - t0:.0f} s")
     return metrics
+
+
+def _failed(run_dir: Path, label: str, why: str) -> None:
+    (run_dir / FAILED_FILE).write_text(f"posenc: error: {why}\n")
+    console.print(f"[red]failed[/red] {label}: {why}")
 
 
 def summarize(root: Path) -> tuple[int, list[tuple[Path, str]]]:

@@ -16,3 +16,12 @@ class Interrupted(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class RankFailure(Exception):
+    """One rank of a multi-process run failed; ``line`` is what the user sees, ``code`` the
+    exit code. Its text carries both through torch's elastic error file to the launcher."""
+
+    def __init__(self, code: int, line: str) -> None:
+        super().__init__(f"[exit {code}] {line}")
+        self.code, self.line = code, line

@@ -67,6 +67,9 @@ def _check_relations(cfg: DictConfig) -> None:
     _require(K is None or K >= t.context_length,
              f"train.position_range={K} is shorter than train.context_length={t.context_length}",
              f"use train.position_range >= {t.context_length} (e.g. 16x it), or leave it unset")
+    _require(t.nproc == 1 or cfg.device != "mps",
+             f"train.nproc={t.nproc} with device=mps: torch.distributed has no MPS backend",
+             "use train.nproc=1 on Apple GPUs, or device=cpu")
     ev = cfg.eval
     _require(ev.rope_factor is None or ev.rope_scaling not in ("none", "dynamic_ntk"),
              f"eval.rope_factor={ev.rope_factor} has no effect with "

@@ -54,12 +54,25 @@ def _composition_error(exc: Exception) -> PosencError:
         return PosencError(f"cannot set '{name}': {text.splitlines()[-1].strip()}",
                            "check the value's type against the YAML in configs/")
     missing = re.search(r"Could not find '([^']+)'", text)
+    if missing and missing.group(1).startswith("hydra/launcher/"):
+        return PosencError(f"no Hydra launcher '{missing.group(1).rsplit('/', 1)[1]}' is "
+                           "installed", f"installed: {', '.join(installed_launchers())}; "
+                           "others come as hydra-<name>-launcher packages")
     if missing:
         return PosencError(f"no config '{missing.group(1)}'",
                            "run `posenc --help` to list the config groups and their options")
     cause = exc.__cause__ or exc
     first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
     return PosencError(f"invalid config: {first}", "run `posenc train --help` for the accepted keys")
+
+
+def installed_launchers() -> list[str]:
+    """The hydra/launcher options of the installed Hydra plugins (basic is Hydra's own)."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # discovering the plugins registers their configs
+    return sorted(n.removesuffix(".yaml") for n in ConfigStore.instance().list("hydra/launcher"))
 
 
 def validate(cfg: DictConfig) -> None:

@@ -128,6 +128,7 @@ class TrainConfig:
     precision: str = key("auto", choices=("auto", "fp32", "bf16"))
     compile: bool = False
     threads: Optional[int] = key(None, lo=1)
+    nproc: int = key(1, lo=1)
     deterministic: bool = False
     position_range: Optional[int] = key(None, lo=2, hi=2**31 - 1)
 

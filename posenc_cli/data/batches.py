@@ -7,10 +7,17 @@ import torch
 
 
 def get_batch(ids: np.ndarray, batch_size: int, context_length: int, generator: torch.Generator,
-              device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows (CS336 get_batch): x = ids[s:s+L], y = ids[s+1:s+L+1]."""
-    starts = torch.randint(0, len(ids) - context_length, (batch_size,), generator=generator)
-    return windows(ids, starts.tolist(), context_length, device)
+              device: torch.device | str = "cpu", rank: int = 0,
+              world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random windows (CS336 get_batch): x = ids[s:s+L], y = ids[s+1:s+L+1].
+
+    With several ranks every rank draws the same step's batch_size x world_size starts from
+    the same seeded stream and keeps its own slice of them: no two ranks train on the same
+    window, and N ranks of batch B see exactly the windows one process of batch N x B sees."""
+    starts = torch.randint(0, len(ids) - context_length, (batch_size * world_size,),
+                           generator=generator)
+    mine = starts[rank * batch_size:(rank + 1) * batch_size]
+    return windows(ids, mine.tolist(), context_length, device)
 
 
 def windows(ids: np.ndarray, starts: list[int], context_length: int,

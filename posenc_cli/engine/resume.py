@@ -15,7 +15,9 @@ from posenc_cli.engine.metrics import read_metrics
 
 #: Keys that may differ from the checkpoint's config on resume: they change how the run is
 #: executed, not what it computes (beyond float rounding on another device or compiled).
-RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile"}
+#: train.nproc changes the global batch and so the windows drawn from then on, not the model
+#: or optimizer state (docs/design.md, "Several processes").
+RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile", "train.nproc"}
 
 
 def resume_config(run_dir: Path, requested: DictConfig | None = None,

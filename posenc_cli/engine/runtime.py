@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.engine.distributed import Comm, Solo
 
 
 @dataclass(frozen=True)
 class Runtime:
     device: torch.device
     precision: str  # "fp32" or "bf16"
-    #: Whether this process writes files (always true with one process; rank 0 of several).
-    is_main: bool = True
+    #: The ranks of this run (one process: ``Solo``, whose collectives are the identity).
+    comm: Comm = field(default_factory=Solo)
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes files: the only one, or rank 0 of several."""
+        return self.comm.rank == 0
+
+    @property
+    def world_size(self) -> int:
+        return self.comm.world_size
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast with fp32 master weights; a no-op in fp32."""
@@ -123,14 +134,19 @@ def keep_freed_memory() -> None:
     libc.mallopt(m_trim_threshold, 2**30)
 
 
-def make_runtime(cfg: Any) -> Runtime:
+def make_runtime(cfg: Any, comm: Comm | None = None) -> Runtime:
+    """This process's device, precision and threads; ``comm`` when it is one of several ranks
+    (each takes its own GPU, or its share of the CPU cores)."""
+    comm = comm or Solo()
     keep_freed_memory()
     if cfg.train.get("deterministic"):
         torch.set_num_threads(1)  # CPU reductions then always sum in the same order
         torch.use_deterministic_algorithms(True, warn_only=True)
     elif cfg.train.threads:
         torch.set_num_threads(int(cfg.train.threads))
-    device = pick_device(str(cfg.device))
+    elif comm.local_world_size > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // comm.local_world_size))
+    device = rank_device(pick_device(str(cfg.device)), comm)
     precision = pick_precision(str(cfg.train.precision), device)
     if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
         from posenc_cli.common.console import console
@@ -138,4 +154,17 @@ def make_runtime(cfg: Any) -> Runtime:
         console.print("warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "
                       "emulated and slower than fp32; use train.precision=auto or fp32",
                       style="yellow", soft_wrap=True)
-    return Runtime(device, precision)
+    return Runtime(device, precision, comm)
+
+
+def rank_device(device: torch.device, comm: Comm) -> torch.device:
+    """CUDA: the GPU of this rank's local rank, made current, with TF32 matmuls (float32
+    matmuls and convolutions on tensor cores; bf16 autocast covers the rest). Elsewhere the
+    device as it is; nothing here touches CUDA on a machine without it."""
+    if device.type != "cuda":
+        return device
+    device = torch.device("cuda", comm.local_rank)
+    torch.cuda.set_device(device)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return device

@@ -24,8 +24,10 @@ from posenc_cli.synthetic.scoring import answer_loss
 class BatchStream(Protocol):
     vocab_size: int
 
-    def batch(self, step: int, generator: torch.Generator,
-              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def batch(self, step: int, generator: torch.Generator, device: torch.device,
+              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's slice of the step's global batch (world_size x train.batch_size)."""
+        ...
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float: ...
 
@@ -39,10 +41,11 @@ class CorpusStream:
         self.data, self.cfg = data, cfg
         self.vocab_size = int(data.meta["vocab_size"])
 
-    def batch(self, step: int, generator: torch.Generator,
-              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, step: int, generator: torch.Generator, device: torch.device,
+              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         t = self.cfg.train
-        return get_batch(self.data.train, t.batch_size, t.context_length, generator, device)
+        return get_batch(self.data.train, t.batch_size, t.context_length, generator, device,
+                         rank, world_size)
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
         return validation_loss(model, self.data, self.cfg, rt)
@@ -63,10 +66,10 @@ class TaskStream:
         t = cfg.train
         self.validation = validation_set(task, self.sizes, t.eval_batches * t.batch_size)
 
-    def batch(self, step: int, generator: torch.Generator,
-              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, step: int, generator: torch.Generator, device: torch.device,
+              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         return training_batch(self.task, self.sizes, int(self.cfg.train.batch_size),
-                              int(self.cfg.seed), step, device=device)
+                              int(self.cfg.seed), step, rank, world_size, device)
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
         was_training = model.training

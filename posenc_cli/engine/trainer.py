@@ -2,15 +2,19 @@
 
 It knows nothing about any particular encoding (the model is built from the config) and
 nothing about evaluation: the command that trains runs the evaluation tasks afterwards.
-Every file it writes goes through ``Runtime.is_main`` (the seam for multi-process training).
+Every file it writes goes through ``Runtime.is_main``. With several ranks (engine/distributed.py)
+the model trains as DistributedDataParallel, each rank on its slice of the step's windows;
+everything that decides what happens next (logged loss, validation loss, a stop signal) is
+combined across ranks first, so all ranks take the same branch at the same step.
 """
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import math
+import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +26,12 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common import faults
+from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
+from posenc_cli.engine.distributed import data_parallel
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
 from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
@@ -54,6 +61,8 @@ class TrainState:
     last_val: float | None = None
     last_train: float | None = None
     tokens_per_s: float | None = None
+    #: Training tokens seen by all ranks together (the global batch may change on resume).
+    tokens: int = 0
     batch_rng: torch.Generator = field(default_factory=torch.Generator)
 
 
@@ -75,8 +84,9 @@ class Trainer:
 
     @property
     def lm(self) -> TransformerLM:
-        """The model itself, also when ``fit`` runs a compiled wrapper of it."""
-        return getattr(self.model, "_orig_mod", self.model)
+        """The model itself, also when ``fit`` runs a compiled or data-parallel wrapper of it."""
+        model = getattr(self.model, "_orig_mod", self.model)
+        return getattr(model, "module", model)
 
     @property
     def finished(self) -> bool:
@@ -96,31 +106,49 @@ class Trainer:
             st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
             st.batch_rng.set_state(ck["batch_rng"])
             torch.set_rng_state(ck["torch_rng"])
+            saved_world = int(ck.get("world_size", 1))
+            st.tokens = int(ck.get("tokens", st.step * saved_world * self._tokens_per_rank))
+            self._note_new_world(saved_world)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise PosencError(f"checkpoint '{path}' does not match this run ({first})",
                               "resume with the run's own config (do not change model.* or "
                               "encoding), or start a new run") from None
 
+    @property
+    def _tokens_per_rank(self) -> int:
+        return int(self.cfg.train.batch_size * self.cfg.train.context_length)
+
+    def _note_new_world(self, saved: int) -> None:
+        now = self.rt.world_size
+        if saved != now:
+            batch = int(self.cfg.train.batch_size)
+            console.print(f"note: resuming a run trained with {saved} process(es) on {now}: the "
+                          f"model and optimizer state continue as saved; the global batch is "
+                          f"now {batch * now} windows (was {batch * saved}), so the windows "
+                          "drawn from here on differ from an uninterrupted run")
+
     def open_writer(self) -> SummaryWriter:
         """The run's TensorBoard writer; on resume it drops points past the checkpoint."""
         if self.writer is None:
             purge = self.state.step + 1 if self.state.step else None
             self.writer = SummaryWriter(str(self.run_dir), purge_step=purge) if self.rt.is_main \
-                else _NullWriter()
+                else NullWriter()
         return self.writer
 
     def fit(self, progress: ProgressFactory) -> None:
         """Train until train.steps; SIGINT/SIGTERM end on a checkpoint and an Interrupted."""
         self.open_writer()
+        if self.rt.world_size > 1:
+            self.model = data_parallel(self.model, self.rt.device)
         if self.cfg.train.compile:
             self.model = compile_model(self.model, self.rt.device)
         with compile_failures(self.run_dir, self.cfg.train.compile):
-            self._loop(progress)
+            self._loop(progress if self.rt.is_main else SilentProgress)
 
     def _loop(self, progress: ProgressFactory) -> None:
         t, st = self.cfg.train, self.state
-        meter = Throughput(t.batch_size * t.context_length)
+        meter = Throughput(self._tokens_per_rank * self.rt.world_size)
         self.model.train()
         label = f"{self.cfg.encoding.name} seed {self.cfg.seed}"
         with progress(t.steps, st.step, label) as bar, StopFlag() as stop:
@@ -133,7 +161,7 @@ class Trainer:
                 x, y, pos = self._batch(step)
                 loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip,
                                              pos)
-                st.step = step
+                st.step, st.tokens = step, st.tokens + meter.tokens_per_step
                 meter.add(loss)
                 if step % t.log_every == 0 or step == t.steps:
                     self._log_train(meter, lr, float(grad_norm))
@@ -144,13 +172,14 @@ class Trainer:
                 if step % t.checkpoint_every == 0 or step == t.steps:
                     with meter.paused():
                         self.save()
-                if stop.signum is not None:
-                    self._stop_cleanly(stop.signum)
+                if (signum := self._stop_signal(stop)) is not None:
+                    self._stop_cleanly(signum)
 
     def _batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The next batch of the stream, and its positions when randomized."""
         t = self.cfg.train
-        x, y = self.stream.batch(step, self.state.batch_rng, self.rt.device)
+        x, y = self.stream.batch(step, self.state.batch_rng, self.rt.device, self.rt.comm.rank,
+                                 self.rt.world_size)
         pos = None if t.position_range is None else \
             random_positions(t.position_range, x.shape[1], self.cfg.seed, step)
         return x, y, pos
@@ -163,7 +192,8 @@ class Trainer:
 
     def _log_train(self, meter: Throughput, lr: float, grad_norm: float) -> None:
         st = self.state
-        st.last_train, st.tokens_per_s = meter.take()
+        loss, st.tokens_per_s = meter.take()
+        st.last_train = self.rt.comm.mean(loss)  # the loss of the whole global batch
         self._check_finite(st.last_train)
         w = self.open_writer()
         w.add_scalar("train/loss", st.last_train, st.step)
@@ -202,7 +232,7 @@ class Trainer:
                 "step": st.step, "best_val": st.best_val, "wall_s": st.wall_s,
                 "last_val": st.last_val, "last_train": st.last_train,
                 "batch_rng": st.batch_rng.get_state(), "torch_rng": torch.get_rng_state(),
-                "config": OmegaConf.to_container(self.cfg)}
+                "world_size": self.rt.world_size, "tokens": st.tokens, "config": OmegaConf.to_container(self.cfg)}
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
@@ -215,6 +245,13 @@ class Trainer:
         raise PosencError(f"training diverged at step {self.state.step} ({what}); {kept}",
                           "start a new run with a lower train.lr or more train.warmup_steps")
 
+    def _stop_signal(self, stop: StopFlag) -> int | None:
+        """The signal to stop on, or None; with several ranks any rank's signal stops all of
+        them after the same step (a rank stopping alone would leave the others waiting)."""
+        if self.rt.world_size == 1 or not self.rt.comm.any(stop.signum is not None):
+            return stop.signum
+        return stop.signum or signal.SIGTERM
+
     def _stop_cleanly(self, signum: int) -> None:
         self.save()
         self.open_writer().flush()
@@ -225,56 +262,34 @@ class Trainer:
 
     def metrics(self) -> dict[str, Any]:
         """The training part of metrics.json (evaluation tasks add their own keys)."""
-        cfg, st = self.cfg, self.state
+        cfg, st, world = self.cfg, self.state, self.rt.world_size
         return {
             "encoding": cfg.encoding.name, "seed": int(cfg.seed),
             "train_length": int(cfg.train.context_length), "steps": int(st.step),
             "final_val_loss": st.last_val, "final_train_loss": st.last_train,
             "best_val_loss": st.best_val if math.isfinite(st.best_val) else None,
             "tokens_per_s": st.tokens_per_s, "n_params": int(self.lm.num_parameters()),
-            "train_tokens": int(st.step * cfg.train.batch_size * cfg.train.context_length),
+            "train_tokens": st.tokens,
+            "world_size": world, "global_batch_size": int(cfg.train.batch_size) * world,
             "wall_time_s": round(st.wall_s, 2), "device": self.rt.device.type,
             "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),
             "position_range": cfg.train.position_range, **self.stream.describe(),
         }
+
+    def replica_digests(self) -> list[str]:
+        """SHA-256 of every rank's weights (a collective): equal digests prove the replicas
+        stayed identical, rank 0's is the saved model's."""
+        return self.rt.comm.gather(weights_digest(self.lm))
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
 
 
-class Throughput:
-    """Mean training loss and tokens/s over the steps since the last ``take``, counting only
-    the time spent in training steps (validation and checkpoints are ``paused`` out)."""
-
-    def __init__(self, tokens_per_step: int) -> None:
-        self.tokens_per_step = tokens_per_step
-        self.steps, self.loss_sum = 0, None
-        self.t0, self.excluded = time.perf_counter(), 0.0
-
-    def add(self, loss: torch.Tensor) -> None:
-        self.steps += 1
-        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.excluded += time.perf_counter() - start
-
-    def take(self) -> tuple[float, float]:
-        elapsed = time.perf_counter() - self.t0 - self.excluded
-        loss = float(self.loss_sum.item()) / self.steps if self.loss_sum is not None else math.nan
-        rate = self.tokens_per_step * self.steps / max(elapsed, 1e-9)
-        self.steps, self.loss_sum = 0, None
-        self.t0, self.excluded = time.perf_counter(), 0.0
-        return loss, rate
-
-
-class _NullWriter:
-    """A SummaryWriter that writes nothing: what a non-main process logs to."""
-
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
+def weights_digest(model: nn.Module) -> str:
+    """SHA-256 over the bytes of the state dict's tensors, in order."""
+    h = hashlib.sha256()
+    for name, value in model.state_dict().items():
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

@@ -11,7 +11,7 @@ from torch.utils.tensorboard import SummaryWriter
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
-from posenc_cli.evals.base import get_task
+from posenc_cli.evals.base import EvalTask, get_task
 
 
 def run_tasks(model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime,
@@ -38,13 +38,20 @@ def run_tasks(model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime,
             result = {"data": data_name or label, "precision": rt.precision,
                       "device": rt.device.type, **(extra or {}),
                       **task.run(model, data, cfg, rt)}
-            target = writer_for(key) if writer_for is not None else writer
-            assert target is not None, "run_tasks needs a writer or writer_for"
-            task.log(target, key, result, cfg)
-            if writer_for is None and key == task.name:
-                task.log_summary(target, result, cfg)
-            target.flush()
+            if rt.is_main:  # every rank computes the result, rank 0 alone logs it
+                _log(task, result, cfg, key, writer, writer_for)
             out[key] = result
     finally:
         model.train(was_training)
     return out
+
+
+def _log(task: EvalTask, result: dict[str, Any], cfg: Any, key: str,
+         writer: SummaryWriter | None,
+         writer_for: Callable[[str], SummaryWriter] | None) -> None:
+    target = writer_for(key) if writer_for is not None else writer
+    assert target is not None, "run_tasks needs a writer or writer_for"
+    task.log(target, key, result, cfg)
+    if writer_for is None and key == task.name:
+        task.log_summary(target, result, cfg)
+    target.flush()

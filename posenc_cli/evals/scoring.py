@@ -31,6 +31,7 @@ from torch import nn
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.batches import windows
+from posenc_cli.engine.distributed import shard
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.context_extension import context_extension, rope_scaling_record
 from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval, target_groups
@@ -90,19 +91,22 @@ def window_losses(model: nn.Module, ids: np.ndarray, starts: list[int], length: 
 def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int, stride: int,
                  rt: Runtime, offset: int = 0) -> LengthResult:
     """Losses of targets offset .. offset+n_targets-1 with windows of ``length``, batched to
-    BATCH_TOKENS."""
+    BATCH_TOKENS. Several ranks score every world_size-th batch each (the batches of one
+    process, so each window's losses are the ones it computes) and sum exactly: every target
+    has one rank's loss and zeros from the others."""
     t0 = time.perf_counter()
     plan = [Window(offset + w.start, w.first) for w in plan_windows(length, n_targets, stride)]
     losses = np.zeros(n_targets)
-    covered = np.zeros(n_targets, dtype=np.int64)
+    covered = np.zeros(n_targets)
     per_batch = max(1, BATCH_TOKENS // length)
-    for i in range(0, len(plan), per_batch):
-        batch = plan[i:i + per_batch]
+    for k in shard(math.ceil(len(plan) / per_batch), rt.comm):  # whole batches per rank
+        batch = plan[k * per_batch:(k + 1) * per_batch]
         rows = window_losses(model, ids, [w.start for w in batch], length, rt)
         for w, row in zip(batch, rows, strict=True):
             a, b = w.start + w.first - offset, w.start + length - offset
             losses[a:b] = row[w.first:]
             covered[a:b] += 1
+    losses, covered = rt.comm.all_sum(losses), rt.comm.all_sum(covered)
     assert (covered == 1).all(), "a window plan must score every target exactly once"
     targets = np.sort(scored_targets(plan, length))
     return LengthResult(length, stride, targets, losses, time.perf_counter() - t0)

@@ -2,7 +2,8 @@
 
 Every draw is a function of its seeds alone (numpy's default_rng of a tuple), not of a
 generator's state: the training batch of step s is the same after a resume, each rank of a
-data-parallel run draws its own, and the test set of a length is the same for every run.
+data-parallel run takes its own slice of it, and the test set of a length is the same for
+every run.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from posenc_cli.synthetic.base import PAD, Instance, SyntheticTask
 
 #: Targets that carry no loss (F.cross_entropy's default ignore_index).
 IGNORE = -100
-#: Seeds of the fixed validation and test sets (distinct from any run's seed stream).
-VALIDATION_SEED, TEST_SEED = 10_007, 20_011
+#: Seeds of the fixed validation and test sets (distinct from any run's seed stream), and the
+#: last element of the training draws' seed (seed, step, TRAINING_STREAM).
+VALIDATION_SEED, TEST_SEED, TRAINING_STREAM = 10_007, 20_011, 0
 
 
 def draw(task: SyntheticTask, sizes: tuple[int, int], count: int,
@@ -46,13 +48,16 @@ def collate(instances: list[Instance], device: torch.device | str = "cpu",
 
 
 def training_batch(task: SyntheticTask, sizes: tuple[int, int], batch_size: int, seed: int,
-                   step: int, rank: int = 0,
+                   step: int, rank: int = 0, world_size: int = 1,
                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch of ``step`` for ``rank``: a function of (seed, step, rank) only, padded to
-    the longest training instance so every step has one shape (on CPU a new shape costs new
-    kernels: ~30 shapes of a variable width made the first few hundred steps 2-3x slower)."""
-    return collate(draw(task, sizes, batch_size, (seed, step, rank)), device,
-                   task.sequence_length(sizes[1]))
+    """This rank's slice of step ``step``'s global batch of world_size x batch_size instances,
+    a function of (seed, step) only — so N ranks of batch B train on exactly the instances one
+    process of batch N x B does — padded to the longest training instance so every step has one
+    shape (on CPU a new shape costs new kernels: ~30 shapes of a variable width made the first
+    few hundred steps 2-3x slower)."""
+    every = draw(task, sizes, batch_size * world_size, (seed, step, TRAINING_STREAM))
+    mine = every[rank * batch_size:(rank + 1) * batch_size]
+    return collate(mine, device, task.sequence_length(sizes[1]))
 
 
 def evaluation_set(task: SyntheticTask, size: int, count: int) -> list[Instance]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from omegaconf import OmegaConf
 
 from posenc_cli.config.compose import compose
@@ -13,16 +14,30 @@ from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import expand_sweep
 
 
-def test_experiment_files_are_global_packages() -> None:
+def test_experiment_files_are_global_packages(corpus: Path) -> None:
     for path in (config_dir() / "experiment").glob("*.yaml"):
         assert path.read_text().startswith("# @package _global_")
         assert OmegaConf.load(path) is not None
-        compose([f"experiment={path.stem}"])
+        compose([f"experiment={path.stem}", f"data.path={corpus}"])
 
 
-def swept(experiment: str) -> list[str]:
+def test_the_gpu_study_is_gpt2_small_at_512_on_your_corpus_to_16x(corpus: Path) -> None:
+    from posenc_cli.model import build_model
+
+    cfg = compose(["experiment=extrapolation_gpu", f"data.path={corpus}"])
+    assert (cfg.data.kind, cfg.train.context_length, list(cfg.eval.factors)) == \
+        ("text", 512, [1, 2, 4, 8, 16])
+    V, d, layers, d_ff = 32768, 768, 12, 2048  # embedding + head, 12 blocks, final norm
+    expected = 2 * V * d + layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d
+    with torch.device("meta"):  # shapes only: no 540 MB of weights to initialise
+        built = build_model(cfg, cfg.data.vocab_size)
+    assert built.num_parameters() == expected == 135_285_504
+    assert swept("extrapolation_gpu", f"data.path={corpus}") == SEED_ENCODINGS
+
+
+def swept(experiment: str, *overrides: str) -> list[str]:
     """The encodings a study's sweeper params give, expanded as `posenc sweep` expands them."""
-    cfg = compose([f"experiment={experiment}"], with_hydra=True)
+    cfg = compose([f"experiment={experiment}", *overrides], with_hydra=True)
     params = {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
     jobs = expand_sweep([], params)
     return sorted(o.removeprefix("encoding=") for job in jobs for o in job

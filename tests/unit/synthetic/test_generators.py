@@ -7,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from posenc_cli.synthetic.base import BOS, FIRST_SYMBOL, QUERY, SEP, build_task, registry
-from posenc_cli.synthetic.batches import IGNORE, collate, draw, evaluation_set, training_batch
+from posenc_cli.synthetic.batches import (IGNORE, collate, draw, evaluation_set,
+                                          training_batch)
 
 SIZES = (1, 2, 7, 16, 33)
 
@@ -134,5 +136,7 @@ def test_a_training_batch_is_a_function_of_seed_step_and_rank(repo: Path) -> Non
     task = make(repo, "copy")
     a, b = training_batch(task, (1, 16), 8, 0, 3), training_batch(task, (1, 16), 8, 0, 3)
     assert all((u == v).all() for u, v in zip(a, b))
-    other = training_batch(task, (1, 16), 8, 0, 3, rank=1)
-    assert a[0].shape != other[0].shape or (a[0] != other[0]).any()
+    assert (training_batch(task, (1, 16), 8, 0, 4)[0] != a[0]).any()
+    halves = [training_batch(task, (1, 16), 4, 0, 3, rank=r, world_size=2) for r in (0, 1)]
+    for part in (0, 1):  # two ranks of 4 train on exactly one process's batch of 8
+        assert (torch.cat([h[part] for h in halves]) == a[part]).all()

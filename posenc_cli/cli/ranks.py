@@ -1,0 +1,170 @@
+"""Several processes for one run: `train.nproc=N` through torch's elastic launcher (the
+machinery behind torchrun), or the ranks `torchrun ... -m posenc_cli train` started.
+
+The command's own checks, the run directory and Hydra's files are made once, by the process
+the user started (train.nproc) or by rank 0 (torchrun), before any rank trains. Every rank then
+runs the same job as one process would (cli/jobs.py) with its ``Comm``. A rank that fails ends
+with a ``RankFailure`` that the elastic error file carries to the launcher, which stops the
+other ranks and prints that one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from posenc_cli.cli.jobs import run_training
+from posenc_cli.common.console import console
+from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+from posenc_cli.engine.distributed import TorchComm, launched_ranks
+from posenc_cli.engine.signals import exit_code, signal_name
+
+#: The loggers of the launcher; posenc reports a failure itself, in one line.
+LAUNCHER_LOGGERS = ("torch.distributed", "torch.multiprocessing")
+
+
+def check_nproc(cfg: DictConfig) -> None:
+    """train.nproc fits this machine and this way of starting posenc (before anything is
+    created)."""
+    import torch
+
+    n = int(cfg.train.nproc)
+    if n > 1 and launched_ranks() > 1:
+        raise PosencError(f"train.nproc={n} under torchrun, which starts the processes itself",
+                          "drop train.nproc (torchrun --nproc-per-node sets the count)")
+    cuda = str(cfg.device) == "cuda" or (str(cfg.device) == "auto" and torch.cuda.is_available())
+    if n > 1 and cuda and n > torch.cuda.device_count():
+        raise PosencError(f"train.nproc={n} but {torch.cuda.device_count()} CUDA GPU(s) are "
+                          "visible", f"use train.nproc <= {torch.cuda.device_count()} (one "
+                          "process per GPU), or device=cpu")
+
+
+def run_job(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
+    """What `posenc train`, `posenc resume` and each sweep job run: one process, N ranks
+    started here, or (under torchrun) rank 0, which hands the job to the other ranks."""
+    if launched_ranks() > 1:
+        comm = _comm()
+        comm.broadcast((OmegaConf.to_container(cfg), str(run_dir), resume))
+        return _as_rank(cfg, run_dir, resume, comm)
+    if int(cfg.train.nproc) > 1:
+        return _spawn(cfg, run_dir, resume)
+    return run_training(cfg, run_dir, resume)
+
+
+def follow() -> None:
+    """A torchrun rank other than 0: train the job rank 0 hands over."""
+    comm = _comm()
+    container, run_dir, resume = comm.broadcast(None)
+    _as_rank(OmegaConf.create(container), Path(run_dir), resume, comm)
+
+
+def is_follower() -> bool:
+    return launched_ranks() > 1 and int(os.environ["RANK"]) != 0
+
+
+def _comm() -> TorchComm:
+    import torch
+
+    return TorchComm(cuda=torch.cuda.is_available())
+
+
+def _as_rank(cfg: DictConfig, run_dir: Path, resume: bool,
+             comm: TorchComm) -> dict[str, Any] | None:
+    console.quiet = comm.rank != 0
+    try:
+        return run_training(cfg, run_dir, resume, comm)
+    finally:
+        comm.close()
+
+
+def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str, Any] | None:
+    """One rank started by ``_spawn``, in its own process group as torchrun's are, so that a
+    Ctrl-C reaches it once, relayed by the launcher, and it stops on a checkpoint."""
+    os.setpgrp()
+    comm = _comm()
+    where = f"rank {comm.rank} of {comm.world_size}"
+    try:
+        return _as_rank(OmegaConf.create(container), Path(run_dir), resume, comm)
+    except PosencError as exc:
+        raise RankFailure(2, f"posenc: error: {exc.what} ({where})"
+                             + (f" — {exc.fix}" if exc.fix else "")) from None
+    except Interrupted as exc:
+        raise RankFailure(exc.code, str(exc)) from None
+    except Exception as exc:
+        from posenc_cli.cli.crash import save_traceback
+
+        raise RankFailure(1, f"posenc: internal error on {where} ({type(exc).__name__}: "
+                             f"{str(exc)[:160]}) — this is a bug; the full traceback is in "
+                             f"{save_traceback()}") from None
+
+
+def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | None:
+    """train.nproc ranks on this machine; rank 0's result, or its failure as one line."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    n = int(cfg.train.nproc)
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, max_restarts=0,
+                          run_id=f"posenc-{os.getpid()}", rdzv_backend="c10d",
+                          rdzv_endpoint="localhost:0", start_method="spawn")
+    container = OmegaConf.to_container(cfg)
+    with _quiet_launcher():
+        try:
+            return elastic_launch(config, rank_main)(container, str(run_dir), resume)[0]
+        except ChildFailedError as exc:
+            raise first_failure(exc, n, run_dir) from None
+        except SignalException as exc:
+            raise Interrupted(exit_code(exc.sigval), f"posenc: stopped by "
+                              f"{signal_name(exc.sigval)}; the last checkpoint is kept — "
+                              f"continue with: posenc resume {run_dir}") from None
+
+
+def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
+    """The failure that caused the others: a rank's own error or a signal first, then a rank
+    killed without a word, then an internal error (a rank whose peer died fails in its next
+    collective, as an internal error, at about the same time); the earliest among equals."""
+    reports = [(rank, _reported(f), f) for rank, f in exc.failures.items()]
+    rank, said, failure = min(reports, key=lambda r: (_precedence(r[1]), r[2].timestamp, r[0]))
+    if said is not None:
+        return said
+    how = failure.signal_name() if failure.exitcode < 0 else f"exit code {failure.exitcode}"
+    return RankFailure(2, f"posenc: error: rank {rank} of {n} stopped ({how}), so every rank "
+                          f"was stopped — continue from the last checkpoint with: posenc "
+                          f"resume {run_dir}")
+
+
+def _precedence(said: RankFailure | None) -> int:
+    if said is None:  # killed, or ended without a report
+        return 1
+    return 2 if said.code == 1 else 0  # 1: an internal error
+
+
+def _reported(failure: Any) -> RankFailure | None:
+    """The RankFailure a rank raised, read back from its elastic error file."""
+    message = failure.message
+    text = message.get("message", "") if isinstance(message, dict) else str(message)
+    found = re.match(r"RankFailure: \[exit (\d+)\] (.*)", text, re.S)
+    return RankFailure(int(found[1]), found[2].strip()) if found else None
+
+
+@contextlib.contextmanager
+def _quiet_launcher() -> Iterator[None]:
+    """The launcher's loggers each set their own level, so each one is silenced."""
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name.startswith(LAUNCHER_LOGGERS)]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)

@@ -1,0 +1,88 @@
+"""Starting several ranks: what is refused before anything is created, and how a rank's
+failure reaches the user as one line (the ranks themselves run in tests/e2e/test_ddp.py)."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from posenc_cli.cli import app, ranks
+from posenc_cli.common.errors import PosencError, RankFailure
+from posenc_cli.config.compose import compose
+
+
+def test_nproc_is_refused_under_torchrun_and_beyond_the_visible_gpus(monkeypatch) -> None:
+    cfg = compose(["train.nproc=2"])
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(PosencError, match="under torchrun, which starts the processes itself"):
+        ranks.check_nproc(cfg)
+    monkeypatch.delenv("RANK")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(PosencError) as exc:
+        ranks.check_nproc(cfg)
+    assert str(exc.value) == ("train.nproc=2 but 1 CUDA GPU(s) are visible — use train.nproc "
+                              "<= 1 (one process per GPU), or device=cpu")
+    ranks.check_nproc(compose(["train.nproc=2", "device=cpu"]))  # CPU ranks: any number
+
+
+def test_nproc_with_mps_is_one_line() -> None:
+    with pytest.raises(PosencError, match="torch.distributed has no MPS backend"):
+        compose(["train.nproc=2", "device=mps"])
+
+
+def test_only_training_runs_under_torchrun(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(sys, "argv", ["posenc", "eval", "RUN"])
+    with pytest.raises(SystemExit) as exc:
+        app.main()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.startswith("posenc: error: `posenc eval` under torchrun")
+
+
+class FakeFailure:
+    def __init__(self, message: object, exitcode: int, timestamp: int = 0) -> None:
+        self.message, self.exitcode, self.timestamp = message, exitcode, timestamp
+
+    def signal_name(self) -> str:
+        return "SIGKILL"
+
+
+def failed(**by_rank: FakeFailure) -> SimpleNamespace:
+    return SimpleNamespace(failures={int(r.removeprefix("r")): f for r, f in by_rank.items()})
+
+
+def reported(line: str, code: int = 2) -> dict[str, object]:
+    return {"message": f"RankFailure: [exit {code}] {line}", "extraInfo": {}}
+
+
+def test_the_failed_rank_is_reported_as_it_said_or_as_what_killed_it(tmp_path) -> None:
+    out = ranks.first_failure(failed(r1=FakeFailure(reported("posenc: error: x — y"), 1)), 2,
+                              tmp_path)
+    assert (out.code, out.line) == (2, "posenc: error: x — y")
+    out = ranks.first_failure(failed(r1=FakeFailure("Signal 9 (SIGKILL) received", -9)), 2,
+                              tmp_path)
+    assert isinstance(out, RankFailure) and out.code == 2
+    assert out.line == (f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
+                        f"stopped — continue from the last checkpoint with: posenc resume "
+                        f"{tmp_path}")
+
+
+def test_the_cause_wins_over_the_peer_that_failed_because_of_it(tmp_path) -> None:
+    """A rank waiting in a collective fails as an internal error when its peer dies."""
+    peer = FakeFailure(reported("posenc: internal error on rank 1 of 2 (RuntimeError: "
+                                "Connection closed by peer)", 1), 1, timestamp=5)
+    cause = FakeFailure(reported("posenc: error: the corpus is too short (rank 0 of 2)"), 1,
+                        timestamp=6)
+    assert ranks.first_failure(failed(r0=cause, r1=peer), 2, tmp_path).code == 2
+    killed = FakeFailure("Signal 9 (SIGKILL) received", -9, timestamp=7)
+    assert "rank 0 of 2 stopped (SIGKILL)" in \
+        ranks.first_failure(failed(r0=killed, r1=peer), 2, tmp_path).line
+    first = FakeFailure(reported("posenc: error: a (rank 1 of 2)"), 1, timestamp=3)
+    assert ranks.first_failure(failed(r0=cause, r1=first), 2, tmp_path).line.endswith(
+        "a (rank 1 of 2)")
