@@ -25,7 +25,8 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
         xs = [n for n in g.lengths if r.exact[n] is not None]
         stats = [r.exact[n] for n in xs]
         ax.plot(xs, [100 * s.mean for s in stats], marker="o", markersize=3, linewidth=1.4,
-                color=palette[i % len(palette)], label=f"{r.label} (n={len(r.runs)})")
+                color=palette[i % len(palette)], label=f"{r.label} (n={len(r.runs)})",
+                linestyle="-" if i % 2 == 0 else "--")  # tab20 pairs two shades of a hue
         if len(r.runs) > 1:
             ax.fill_between(xs, [100 * s.lo for s in stats], [100 * s.hi for s in stats],
                             color=palette[i % len(palette)], alpha=0.12, linewidth=0)
