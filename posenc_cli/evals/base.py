@@ -6,14 +6,14 @@ found by that name (``eval.tasks: [extrapolation, …]``) without any list to ed
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any, ClassVar
 
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.plugins import import_all, subclasses
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
@@ -54,16 +54,22 @@ def registry() -> dict[str, EvalTask]:
     """Every task in evals/tasks/, by name (the modules are imported on first use)."""
     from posenc_cli.evals import tasks
 
-    for info in pkgutil.iter_modules(tasks.__path__):
-        importlib.import_module(f"{tasks.__name__}.{info.name}")
-    return {cls.name: cls() for cls in _subclasses(EvalTask) if cls.name}
+    import_all(tasks)
+    return {cls.name: cls() for cls in subclasses(EvalTask) if cls.name}
 
 
-def _subclasses(cls: type) -> list[type]:
-    out = []
-    for sub in cls.__subclasses__():
-        out += [sub, *_subclasses(sub)]
-    return out
+def log_hparams(writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, float | None],
+                step: int) -> None:
+    """An HParams entry in the run's own event directory (add_hparams would make a sub-run):
+    ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
+    val/loss, which training logs itself)."""
+    exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})
+    file_writer = writer._get_file_writer()
+    for summary in (exp, ssi, sei):
+        file_writer.add_summary(summary)
+    for tag, value in metrics.items():
+        if value is not None:
+            writer.add_scalar(tag, value, step)
 
 
 def get_task(name: str) -> EvalTask:

@@ -6,8 +6,6 @@ says when it does not apply (``skip_reason``) and draws its PNGs. Adding one tou
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +14,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
+from posenc_cli.common.plugins import import_all, subclasses
 from posenc_cli.inspection.attention_stats import AttentionStats, collect
 from posenc_cli.inspection.properties import Property
 from posenc_cli.model.transformer import TransformerLM
@@ -120,7 +119,6 @@ def figures() -> list[InspectFigure]:
     """Every figure in inspection/figures/, in their order."""
     from posenc_cli.inspection import figures as package
 
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-    return sorted((cls() for cls in InspectFigure.__subclasses__() if cls.name),
+    import_all(package)
+    return sorted((cls() for cls in subclasses(InspectFigure) if cls.name),
                   key=lambda f: (f.order, f.name))

@@ -11,14 +11,13 @@ A task is one file in synthetic/tasks/ defining one subclass of ``SyntheticTask`
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.plugins import import_all, subclasses
 
 #: Special tokens shared by every task; task symbols start at FIRST_SYMBOL.
 PAD, BOS, SEP, QUERY = 0, 1, 2, 3
@@ -83,16 +82,8 @@ def registry() -> dict[str, type[SyntheticTask]]:
     """Every task class in synthetic/tasks/, by name."""
     from posenc_cli.synthetic import tasks
 
-    for info in pkgutil.iter_modules(tasks.__path__):
-        importlib.import_module(f"{tasks.__name__}.{info.name}")
-    return {cls.name: cls for cls in _subclasses(SyntheticTask) if cls.name}
-
-
-def _subclasses(cls: type) -> list[type]:
-    out = []
-    for sub in cls.__subclasses__():
-        out += [sub, *_subclasses(sub)]
-    return out
+    import_all(tasks)
+    return {cls.name: cls for cls in subclasses(SyntheticTask) if cls.name}
 
 
 def build_task(task_cfg: Any) -> SyntheticTask:

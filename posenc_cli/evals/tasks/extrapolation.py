@@ -7,11 +7,10 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
 
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
-from posenc_cli.evals.base import EvalTask
+from posenc_cli.evals.base import EvalTask, log_hparams
 from posenc_cli.evals.scoring import extrapolation
 
 
@@ -37,22 +36,14 @@ class Extrapolation(EvalTask):
                 writer.add_scalar(f"{key}/loss_by_position", loss, start)
 
     def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
-        log_hparams(writer, cfg, result)
+        run_hparams(writer, cfg, result)
 
 
-def log_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
-    """An HParams entry in the run's own event directory (add_hparams would make a sub-run).
-
-    Metrics are scalar tags of this run: hparams/ppl_x<factor> and the final val/loss."""
+def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
+    """The run's settings with hparams/ppl_x<factor> (and the final val/loss) as its metrics."""
     hp = {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
           "d_model": int(cfg.model.d_model), "n_layers": int(cfg.model.n_layers),
           "n_heads": int(cfg.model.n_heads), "context_length": int(cfg.train.context_length),
           "steps": int(cfg.train.steps), "lr": float(cfg.train.lr)}
-    ppl_tags = {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()}
-    exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*ppl_tags, "val/loss"]})
-    file_writer = writer._get_file_writer()
-    for summary in (exp, ssi, sei):
-        file_writer.add_summary(summary)
-    for tag, value in ppl_tags.items():
-        if value is not None:
-            writer.add_scalar(tag, value, int(cfg.train.steps))
+    log_hparams(writer, hp, {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()},
+                int(cfg.train.steps))

@@ -11,11 +11,10 @@ from typing import Any
 
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
 
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
-from posenc_cli.evals.base import EvalTask
+from posenc_cli.evals.base import EvalTask, log_hparams
 from posenc_cli.synthetic.base import build_task
 from posenc_cli.synthetic.batches import evaluation_set
 from posenc_cli.synthetic.scoring import score_answers
@@ -65,11 +64,6 @@ class LengthGeneralization(EvalTask):
         hp = {"task": str(cfg.task.name), "encoding": str(cfg.encoding.name),
               "seed": int(cfg.seed), "d_model": int(cfg.model.d_model),
               "n_layers": int(cfg.model.n_layers), "steps": int(cfg.train.steps)}
-        tags = {f"hparams/exact_match_{n}": v for n, v in result["exact_match"].items()}
-        exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*tags, "val/loss"]})
-        file_writer = writer._get_file_writer()
-        for summary in (exp, ssi, sei):
-            file_writer.add_summary(summary)
-        for tag, value in tags.items():
-            if value is not None:
-                writer.add_scalar(tag, value, int(cfg.train.steps))
+        log_hparams(writer, hp, {f"hparams/exact_match_{n}": v
+                                 for n, v in result["exact_match"].items()},
+                    int(cfg.train.steps))

@@ -22,7 +22,7 @@ from posenc_cli.engine.trainer import Trainer
 from posenc_cli.evals.tasks.length_generalization import LengthGeneralization
 from posenc_cli.model import build_model
 from posenc_cli.synthetic.base import build_task
-from posenc_cli.synthetic.batches import evaluation_set, training_batch
+from posenc_cli.synthetic.batches import collate, draw, evaluation_set
 from posenc_cli.synthetic.scoring import score_answers
 
 TINY = ["model=tiny", "train.batch_size=16", "train.warmup_steps=5", "train.precision=fp32",
@@ -61,7 +61,7 @@ def test_every_task_trains_and_scores_with_this_encoding(name: str, repo: Path) 
         cfg.train.context_length = task.sequence_length(4) - 1
         torch.manual_seed(0)
         model = build_model(cfg, task.vocab_size)
-        x, y = training_batch(task, (1, 4), 4, 0, 1)
+        x, y = collate(draw(task, (1, 4), 4, (0, 1)), width=24)  # one shape for every task
         loss, _ = train_step(model, make_optimizer(model, cfg.train), x, y, rt, 1.0)
         assert torch.isfinite(loss)
         score = score_answers(model.eval(), evaluation_set(task, 8, 4))
