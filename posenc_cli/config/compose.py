@@ -23,7 +23,7 @@ from posenc_cli.config.errors import resolution_error, unknown_key
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices
 from posenc_cli.config.schema import RootConfig
-from posenc_cli.config.task_checks import is_task, prepare_task
+from posenc_cli.config.task_checks import prepare_task
 
 
 def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
@@ -79,9 +79,8 @@ def validate(cfg: DictConfig) -> None:
     """Presence, types and ranges against the schema, then the rules across keys."""
     plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     check_keys_present(plain)
-    prepare_task(plain)
-    if is_task(plain):
-        cfg.train.context_length = plain.train.context_length
+    prepare_task(plain)  # a task run derives its train.context_length: the caller's too
+    cfg.train.context_length = plain.train.context_length
     try:
         typed = OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
         OmegaConf.resolve(typed)

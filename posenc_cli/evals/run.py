@@ -137,11 +137,17 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
 
 def load_model(run_dir: Path, cfg: DictConfig, rt: Runtime) -> TransformerLM:
     """The run's model with the weights of checkpoints/last.pt (loaded weights_only)."""
+    path, saved = last_checkpoint(run_dir)
+    return model_from_checkpoint(path, saved, cfg, rt)
+
+
+def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """checkpoints/last.pt of a trained run and its contents (loaded weights_only)."""
     path = run_dir / "checkpoints" / "last.pt"
     if not path.is_file():
         raise PosencError(f"no checkpoint at '{path}'",
-                          "evaluate a run that has trained at least until its first checkpoint")
-    return model_from_checkpoint(path, checkpoint.load(path), cfg, rt)
+                          "use a run that has trained at least until its first checkpoint")
+    return path, checkpoint.load(path)
 
 
 def model_from_checkpoint(path: Path, saved: dict[str, Any], cfg: DictConfig,

@@ -21,10 +21,10 @@ from posenc_cli.common.atomic import write_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dirs, refuse_links
-from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import read_metrics
 from posenc_cli.engine.runtime import make_runtime
-from posenc_cli.evals.run import apply_overrides, eval_data, model_from_checkpoint
+from posenc_cli.evals.run import (apply_overrides, eval_data, last_checkpoint,
+                                  model_from_checkpoint)
 from posenc_cli.inspection.base import InspectReport, Subject, figures
 from posenc_cli.inspection.properties import property_table
 from posenc_cli.inspection.style import png_bytes
@@ -65,11 +65,7 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     saved = load_run_config(run_dir)
     cfg = apply_overrides(saved, overrides)
     out_dir = _run_out_dir(run_dir)
-    path = run_dir / "checkpoints" / "last.pt"
-    if not path.is_file():
-        raise PosencError(f"no checkpoint at '{path}'",
-                          "inspect a run that has trained at least until its first checkpoint")
-    state = checkpoint.load(path)
+    path, state = last_checkpoint(run_dir)
     step = state.get("step", 0)
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise PosencError(f"checkpoint '{path}' has no valid step ({step!r})",

@@ -30,6 +30,15 @@ def mark_training_length(ax: Any, train_length: int) -> None:
                label=f"training length L = {train_length}")
 
 
+def distance_axis(ax: Any, train_length: int, longest: int, what: str = "distance i − j") -> None:
+    """Distances 0 … longest, linear up to 16 and logarithmic past it (the near distances and
+    16x the training length on one axis), with the training length marked."""
+    mark_training_length(ax, train_length)
+    ax.set_xscale("symlog", linthresh=16)
+    ax.set_xlim(0, longest)
+    ax.set_xlabel(f"{what} (tokens, log scale past 16)")
+
+
 def head_colors(n: int) -> list[Any]:
     from matplotlib import colormaps
 

@@ -50,6 +50,7 @@ class SyntheticTask:
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
+        self._lengths: dict[int, int] = {}
 
     @property
     def symbols(self) -> int:
@@ -64,8 +65,11 @@ class SyntheticTask:
         raise NotImplementedError
 
     def sequence_length(self, size: int) -> int:
-        """Tokens of an instance of ``size`` (all instances of a size are equally long)."""
-        return len(self.make(size, np.random.default_rng(0)).tokens)
+        """Tokens of an instance of ``size`` (all instances of a size are equally long); made
+        once per size, since every training batch is padded to it."""
+        if size not in self._lengths:
+            self._lengths[size] = len(self.make(size, np.random.default_rng(0)).tokens)
+        return self._lengths[size]
 
     def check(self, largest: int) -> None:
         """Raise a PosencError when the vocabulary cannot make instances up to ``largest``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from posenc_cli.inspection.base import InspectFigure, Output, Subject
-from posenc_cli.inspection.style import head_colors, mark_training_length, new_figure
+from posenc_cli.inspection.style import distance_axis, head_colors, new_figure
 
 
 class BiasFigure(InspectFigure):
@@ -41,11 +41,8 @@ class BiasFigure(InspectFigure):
                 for h, row in enumerate(bias[layer]):
                     ax.plot(np.arange(row.size), row, color=colors[h], linewidth=1.0,
                             label=f"head {h + 1}" if layer == 0 and col == 0 else None)
-                mark_training_length(ax, subject.train_length)
-                ax.set_xscale("symlog", linthresh=16)
-                ax.set_xlim(0, subject.longest)
+                distance_axis(ax, subject.train_length, subject.longest)
                 ax.set_title(label + (f", layer {layer + 1}" if per_layer else ""), fontsize=9)
-                ax.set_xlabel("distance i − j (tokens, log scale past 16)")
                 ax.set_ylabel("logit bias")
             _share_y(axes[:, col])
         axes[0, 0].legend(fontsize=7, ncol=2)

@@ -9,7 +9,7 @@ import torch
 
 from posenc_cli.encodings.rope import RotaryEncoding
 from posenc_cli.inspection.base import InspectFigure, Output, Subject
-from posenc_cli.inspection.style import mark_training_length, new_figure
+from posenc_cli.inspection.style import distance_axis, new_figure
 from posenc_cli.inspection.theory import rope_relative_bound, sinusoidal_frequencies
 
 
@@ -43,10 +43,7 @@ class RopeBoundFigure(InspectFigure):
             plain = sinusoidal_frequencies(enc.head_dim, 10000.0)
             ax.plot(distances, rope_relative_bound(distances, plain), linewidth=1.0,
                     color="0.5", label="θ = 10000, every pair rotated")
-        mark_training_length(ax, subject.train_length)
-        ax.set_xscale("symlog", linthresh=16)
-        ax.set_xlim(0, subject.longest)
-        ax.set_xlabel("relative distance m − n (tokens, log scale past 16)")
+        distance_axis(ax, subject.train_length, subject.longest, "relative distance m − n")
         ax.set_ylabel("(1/F) Σ_j |S_j|  (F = head dim / 2; unrotated pairs: θ = 0)")
         ax.legend(fontsize=8)
         return Output("rope_bound", fig, "The bound on |q·k| that RoPE's rotations allow falls "
@@ -59,10 +56,7 @@ class RopeBoundFigure(InspectFigure):
         ax = axes[0, 0]
         for layer, curve in enumerate(stats.qk_by_distance):
             ax.plot(range(stats.length), curve, linewidth=1.0, label=f"layer {layer + 1}")
-        mark_training_length(ax, subject.train_length)
-        ax.set_xscale("symlog", linthresh=16)
-        ax.set_xlim(0, stats.length)
-        ax.set_xlabel("distance i − j (tokens, log scale past 16)")
+        distance_axis(ax, subject.train_length, stats.length)
         ax.set_ylabel("mean scaled q·k (logit before bias and softmax)")
         ax.legend(fontsize=8)
         return Output("qk_by_distance", fig, "The mean attention logit by distance, per layer: "
