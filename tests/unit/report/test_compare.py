@@ -50,7 +50,7 @@ def test_cli_prints_the_table(sweep: Path, tmp_path: Path) -> None:
     from posenc_cli.cli.app import app
 
     args = ["compare", str(sweep / "multirun"), str(sweep / "learned_0"), "--out", str(tmp_path)]
-    res = CliRunner().invoke(app, args)
+    res = CliRunner().invoke(app, args, env={"COLUMNS": None})  # piped: no width (xdist sets 80)
     assert res.exit_code == 0, res.output
     assert "128 (1x)" in res.stdout and "61.00 ± 1.00" in res.stdout and "learned" in res.stdout
     assert (tmp_path / "ppl_vs_length.png").is_file()
