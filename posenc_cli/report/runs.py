@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options
@@ -135,7 +136,8 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         if not isinstance(metrics, dict) or "encoding" not in metrics:
             notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
             continue
-        run = Run(path.parent, metrics, _encoding_params(path.parent, str(metrics["encoding"])))
+        run = Run(path.parent, metrics,
+                  saved_params(path.parent, "encoding", str(metrics["encoding"])))
         runs += [run, *scaling_variants(run)]
     if not runs:
         raise PosencError(f"none of the {len(paths)} metrics.json files could be read",
@@ -143,31 +145,37 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
     return runs
 
 
-def _encoding_params(run_dir: Path, name: str) -> dict[str, Any]:
-    """Encoding parameters (e.g. RoPE theta) are only in .hydra/config.yaml; absent is fine.
-    A parameter added since the run was made takes its YAML default, so older and newer runs
-    of the same settings are seeds of one row."""
+def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
+    """The run's ``group`` parameters (encoding.theta, task.reversed …): its saved
+    .hydra/config.yaml over the defaults of configs/<group>/<name>.yaml, so a parameter added
+    since the run was made takes its YAML default and older and newer runs of the same
+    settings are seeds of one row. An absent or damaged saved config gives the defaults."""
     saved = run_dir / ".hydra" / "config.yaml"
-    if not saved.is_file():
-        return {}
+    section: Any = {}
+    if saved.is_file():
+        from omegaconf import OmegaConf
+
+        try:
+            section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {},
+                                             resolve=False)
+        except Exception:  # a damaged optional file must not stop the comparison
+            section = {}
+    if not isinstance(section, dict):
+        section = {}
+    return {**group_defaults(group, name),
+            **{k: v for k, v in section.items() if k not in META_KEYS}}
+
+
+def group_defaults(group: str, name: str) -> dict[str, Any]:
+    """The parameters of configs/<group>/<name>.yaml (nothing for an unknown name); a YAML of
+    the global package (the tasks) keeps them under its group's key."""
     from omegaconf import OmegaConf
 
-    try:
-        enc = OmegaConf.to_container(OmegaConf.load(saved).get("encoding") or {}, resolve=False)
-    except Exception:  # a damaged optional file must not stop the comparison
+    if name not in group_options(group):
         return {}
-    if not isinstance(enc, dict):
-        return {}
-    return {**encoding_defaults(name), **{k: v for k, v in enc.items() if k not in META_KEYS}}
-
-
-def encoding_defaults(name: str) -> dict[str, Any]:
-    """The parameters of configs/encoding/<name>.yaml (nothing for an unknown name)."""
-    from omegaconf import OmegaConf
-
-    if name not in group_options("encoding"):
-        return {}
-    yaml = OmegaConf.to_container(OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"))
+    yaml = OmegaConf.to_container(OmegaConf.load(config_dir() / group / f"{name}.yaml"))
+    if isinstance(yaml, dict) and isinstance(yaml.get(group), dict):
+        yaml = yaml[group]
     return {k: v for k, v in yaml.items() if k not in META_KEYS} if isinstance(yaml, dict) else {}
 
 
@@ -199,7 +207,7 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
                 continue
         groups.setdefault(_key(s), Group(s, [])).runs.append(run)
     ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, _key(g.settings)))
-    labels = _labels(runs)
+    labels = row_labels(runs)
     for g in ordered:
         _fill_rows(g, labels, notes)
     differ = split_keys(ordered)[1]
@@ -211,7 +219,7 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     return ordered
 
 
-def _labels(runs: list[Run]) -> dict[int, str]:
+def row_labels(runs: list[Run]) -> dict[int, str]:
     """Row label per run: the encoding name, plus the parameters where variants of it differ."""
     variants: dict[str, dict[str, dict[str, Any]]] = {}
     for r in runs:
@@ -261,8 +269,13 @@ def describe(settings: dict[str, Any], keys: list[str]) -> str:
     return ", ".join(f"{k}={settings.get(k)}" for k in keys)
 
 
-def split_keys(groups: list[Group]) -> tuple[list[str], list[str]]:
-    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart."""
+class HasSettings(Protocol):
+    settings: dict[str, Any]
+
+
+def split_keys(groups: Sequence[HasSettings]) -> tuple[list[str], list[str]]:
+    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart
+    (of perplexity tables and of task tables alike)."""
     keys = list(dict.fromkeys(k for g in groups for k in g.settings))
     differ = [k for k in keys if len({_key(g.settings.get(k)) for g in groups}) > 1]
     return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ

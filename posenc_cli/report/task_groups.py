@@ -14,6 +14,8 @@ class TaskRow:
     runs: list[Run]
     exact: dict[int, Stat | None]
     not_applicable: dict[int, str] = field(default_factory=dict)
+    #: Each seed's exact match by size (None: not applicable), in the order of ``runs``.
+    by_seed: list[dict[int, float | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -27,3 +29,5 @@ class TaskGroup:
     lengths: list[int] = field(default_factory=list)
     train_lengths: tuple[int, int] = (0, 0)
     size_unit: str = "items"
+    #: The settings that tell this table from the task's other tables ('' when it has one).
+    setting: str = ""

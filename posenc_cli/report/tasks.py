@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.report.runs import Run, Stat
+from posenc_cli.report.runs import Run, Stat, describe, row_labels, saved_params, split_keys
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 #: metrics.json keys that must be equal for runs to be seeds of one task experiment.
@@ -29,9 +29,14 @@ def _result(run: Run) -> dict[str, Any]:
 
 
 def _settings(run: Run) -> dict[str, Any]:
+    """Everything two seeds share: budget, model, test set, and the task's own parameters
+    (task.reversed, task.symbols …, from the saved config: addition reversed and plain are
+    two experiments, not two seeds)."""
     m = run.metrics
     model = m.get("model") if isinstance(m.get("model"), dict) else {}
-    return {**{k: m.get(k) for k in TASK_KEYS}, **model,
+    task = {f"task.{k}": v for k, v in saved_params(run.path, "task", str(m.get("task"))).items()
+            if k not in ("train_lengths", "test_lengths", "test_instances")}
+    return {**{k: m.get(k) for k in TASK_KEYS}, **model, **task,
             **{k: _result(run).get(k) for k in RESULT_KEYS}}
 
 
@@ -47,29 +52,38 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
         groups.setdefault(key, TaskGroup(str(s["task"]), s, [])).runs.append(run)
     ordered = sorted(groups.values(), key=lambda g: (g.task, json.dumps(g.settings,
                                                                         default=str)))
+    labels = row_labels(runs)
     for g in ordered:
-        _fill(g)
-    tasks = [g.task for g in ordered]
-    for task in set(tasks):
-        if tasks.count(task) > 1:
-            notes.append(f"task {task}: runs differ in their settings — {tasks.count(task)} "
+        _fill(g, labels)
+    for task in sorted({g.task for g in ordered}):
+        same = [g for g in ordered if g.task == task]
+        differ = split_keys(same)[1]
+        for g in same:
+            g.setting = describe(g.settings, differ)
+        if differ:
+            notes.append(f"task {task}: runs differ in {', '.join(differ)} — {len(same)} "
                          "tables (runs are never averaged across settings)")
     return ordered
 
 
-def _fill(g: TaskGroup) -> None:
+def _fill(g: TaskGroup, labels: dict[int, str]) -> None:
     first = _result(g.runs[0])
     g.lengths = [int(n) for n in first["lengths"]]
     g.train_lengths = tuple(int(n) for n in first["train_lengths"])  # type: ignore[assignment]
     g.size_unit = str(first.get("size_unit", "items"))
-    by_encoding: dict[str, list[Run]] = {}
+    by_label: dict[str, list[Run]] = {}  # the encoding, plus its parameters where runs differ
     for run in sorted(g.runs, key=lambda r: int(r.metrics.get("seed", 0))):
-        by_encoding.setdefault(run.encoding, []).append(run)
-    for name, runs in sorted(by_encoding.items()):
-        exact = {n: Stat.of([_result(r)["exact_match"].get(str(n)) for r in runs])
-                 for n in g.lengths}
+        by_label.setdefault(labels[id(run)], []).append(run)
+    for name, runs in sorted(by_label.items()):
+        by_seed = [{n: _number(_result(r)["exact_match"].get(str(n))) for n in g.lengths}
+                   for r in runs]
+        exact = {n: Stat.of([s[n] for s in by_seed]) for n in g.lengths}
         skipped = {int(n): why for r in runs for n, why in _result(r).get("skipped", {}).items()}
-        g.rows.append(TaskRow(name, runs, exact, skipped))
+        g.rows.append(TaskRow(name, runs, exact, skipped, by_seed))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def cell(stat: Stat | None) -> str:
@@ -82,7 +96,8 @@ def cell(stat: Stat | None) -> str:
 
 def title(g: TaskGroup) -> str:
     lo, hi = g.train_lengths
-    return f"{g.task}: exact match (%) by {g.size_unit}, trained on {lo}–{hi}"
+    text = f"{g.task}: exact match (%) by {g.size_unit}, trained on {lo}–{hi}"
+    return f"{text} ({g.setting})" if g.setting else text
 
 
 def header(g: TaskGroup) -> list[str]:
@@ -102,7 +117,10 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
 
 
 def markdown(groups: list[TaskGroup]) -> str:
-    parts = []
+    """The overview across tasks (when there are several), then one table per task."""
+    from posenc_cli.report import task_overview
+
+    parts = [task_overview.markdown(groups)] if len(groups) > 1 else []
     for g in groups:
         head = header(g)
         lines = [f"**{title(g)}**", "", "| " + " | ".join(head) + " |",
@@ -152,8 +170,13 @@ def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[P
     from posenc_cli.common.errors import PosencError
     from posenc_cli.report.task_plots import plot_task
 
+    from posenc_cli.report import task_overview
+
     for g in groups:
         console.print(render(g))
+    if len(groups) > 1:
+        for side in task_overview.SIDES:
+            console.print(task_overview.render(groups, side))
     paths = [out_dir / "tasks.md", out_dir / "tasks.csv"]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
