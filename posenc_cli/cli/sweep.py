@@ -21,6 +21,7 @@ from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import (check_group_choices, expand_sweep, fixed_overrides,
                                          given, key_of, quote)
 from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
+from posenc_cli.config.task_checks import run_label
 
 FAILED_FILE = "FAILED.txt"
 
@@ -104,7 +105,7 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
 
-    label = f"{cfg.encoding.name} seed {cfg.seed}"
+    label = run_label(cfg)
     console.print(f"[bold]sweep job[/bold] {run_dir.name}")
     t0 = time.perf_counter()
     try:

@@ -15,6 +15,13 @@ def is_task(cfg: Any) -> bool:
     return str(cfg.get("task", {}).get("name", "lm")) != "lm"
 
 
+def run_label(cfg: Any) -> str:
+    """'rope seed 0', or 'rope copy seed 0' for a task run: what progress lines and sweep
+    messages call a run, so two jobs of one encoding on two tasks are told apart."""
+    task = f" {cfg.task.name}" if is_task(cfg) else ""
+    return f"{cfg.encoding.name}{task} seed {cfg.seed}"
+
+
 def _lengths(task: DictConfig, key: str) -> list[int]:
     value = task.get(key)
     ok = isinstance(value, (list, ListConfig)) and value and \

@@ -28,6 +28,7 @@ from torch.utils.tensorboard import SummaryWriter
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.config.task_checks import run_label
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
@@ -150,7 +151,7 @@ class Trainer:
         t, st = self.cfg.train, self.state
         meter = Throughput(self._tokens_per_rank * self.rt.world_size)
         self.model.train()
-        label = f"{self.cfg.encoding.name} seed {self.cfg.seed}"
+        label = run_label(self.cfg)
         with progress(t.steps, st.step, label) as bar, StopFlag() as stop:
             clock = time.perf_counter()
             while st.step < t.steps:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
@@ -135,6 +135,15 @@ def test_the_cli_writes_results_and_tensorboard(tmp_path: Path) -> None:
     acc.Reload()
     assert [e.step for e in acc.Scalars("task/exact_match")] == [4, 8]
     assert not (run / "tokenizer.json").exists()
+
+
+def test_progress_and_sweep_lines_name_the_task_of_a_task_run() -> None:
+    from posenc_cli.config.task_checks import run_label
+
+    def cfg(task: str) -> DictConfig:
+        return OmegaConf.create({"encoding": {"name": "rope"}, "seed": 2, "task": {"name": task}})
+
+    assert [run_label(cfg("lm")), run_label(cfg("copy"))] == ["rope seed 2", "rope copy seed 2"]
 
 
 @pytest.mark.parametrize(("args", "says"), [
