@@ -16,7 +16,7 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8.4, 5.0), layout="constrained")
+    fig = Figure(figsize=(9.6, 5.0), layout="constrained")
     ax = fig.subplots()
     palette = colormaps["tab10" if len(rows) <= 10 else "tab20"].colors
     lo, hi = g.train_lengths
@@ -35,6 +35,8 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     ax.set_ylim(-2, 102)
     ax.set_xticks(g.lengths)
     ax.set_title(heading + " (band: min–max over seeds)", fontsize=10)
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    # outside: at 100 % many lines run along the top, where a legend inside would hide them
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="outside right center",
+               frameon=False)
     fig.savefig(path, dpi=150)
     return True
