@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
 
 GROUPS = ("encoding", "model", "data", "train", "eval", "bench", "task", "experiment")
 
@@ -18,6 +19,17 @@ def config_dir() -> Path:
 def group_options(group: str) -> list[str]:
     """Names of the YAML files of one config group."""
     return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+def option_values(group: str, name: str) -> dict[str, Any]:
+    """configs/<group>/<name>.yaml as a dict; a YAML of the global package (the tasks) keeps
+    its values under the group's key, and that section is returned."""
+    from omegaconf import OmegaConf
+
+    yaml = OmegaConf.to_container(OmegaConf.load(config_dir() / group / f"{name}.yaml"))
+    if isinstance(yaml, dict) and isinstance(yaml.get(group), dict):
+        yaml = yaml[group]
+    return {str(k): v for k, v in yaml.items()} if isinstance(yaml, dict) else {}
 
 
 def closest(word: str, choices: list[str]) -> str:

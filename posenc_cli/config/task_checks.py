@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.groups import group_options, option_values
 
 
 def is_task(cfg: Any) -> bool:
@@ -45,7 +45,7 @@ def check_task(cfg: DictConfig) -> None:
     if name not in group_options("task"):
         raise PosencError(f"unknown task '{name}'",
                           f"choose one of: {', '.join(group_options('task'))}")
-    defaults = OmegaConf.load(config_dir() / "task" / f"{name}.yaml").task
+    defaults = option_values("task", name)
     unknown = [k for k in task if k not in defaults]
     if unknown:
         raise PosencError(f"task '{name}' has no key task.{unknown[0]}",

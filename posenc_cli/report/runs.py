@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.registry import META_KEYS
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
@@ -167,16 +167,10 @@ def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
 
 
 def group_defaults(group: str, name: str) -> dict[str, Any]:
-    """The parameters of configs/<group>/<name>.yaml (nothing for an unknown name); a YAML of
-    the global package (the tasks) keeps them under its group's key."""
-    from omegaconf import OmegaConf
-
+    """The parameters of configs/<group>/<name>.yaml (nothing for an unknown name)."""
     if name not in group_options(group):
         return {}
-    yaml = OmegaConf.to_container(OmegaConf.load(config_dir() / group / f"{name}.yaml"))
-    if isinstance(yaml, dict) and isinstance(yaml.get(group), dict):
-        yaml = yaml[group]
-    return {k: v for k, v in yaml.items() if k not in META_KEYS} if isinstance(yaml, dict) else {}
+    return {k: v for k, v in option_values(group, name).items() if k not in META_KEYS}
 
 
 def settings_of(run: Run) -> dict[str, Any]:

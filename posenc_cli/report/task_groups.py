@@ -13,7 +13,6 @@ class TaskRow:
     label: str
     runs: list[Run]
     exact: dict[int, Stat | None]
-    not_applicable: dict[int, str] = field(default_factory=dict)
     #: Each seed's exact match by size (None: not applicable), in the order of ``runs``.
     by_seed: list[dict[int, float | None]] = field(default_factory=list)
 

@@ -78,8 +78,7 @@ def _fill(g: TaskGroup, labels: dict[int, str]) -> None:
         by_seed = [{n: _number(_result(r)["exact_match"].get(str(n))) for n in g.lengths}
                    for r in runs]
         exact = {n: Stat.of([s[n] for s in by_seed]) for n in g.lengths}
-        skipped = {int(n): why for r in runs for n, why in _result(r).get("skipped", {}).items()}
-        g.rows.append(TaskRow(name, runs, exact, skipped, by_seed))
+        g.rows.append(TaskRow(name, runs, exact, by_seed))
 
 
 def _number(value: Any) -> float | None:
