@@ -21,7 +21,10 @@ def pause(point: str, step: int, folder: Path) -> None:
         return
     rank = int(os.environ.get("RANK", "0"))  # each rank of a multi-process run pauses
     folder.mkdir(parents=True, exist_ok=True)  # a rank > 0 may get here before rank 0 saved
-    (folder / f".paused-{point}{f'-rank{rank}' if rank else ''}").write_text(str(os.getpid()))
+    marker = folder / f".paused-{point}{f'-rank{rank}' if rank else ''}"
+    partial = marker.with_name(marker.name + ".partial")
+    partial.write_text(str(os.getpid()))
+    os.replace(partial, marker)  # the marker appears with its pid: a test polling for it never reads ""
     stops = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
