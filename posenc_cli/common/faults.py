@@ -14,17 +14,17 @@ import os
 import signal
 from pathlib import Path
 
+from posenc_cli.common.atomic import write_text_atomic
+
 
 def pause(point: str, step: int, folder: Path) -> None:
     spec = os.environ.get("POSENC_FAULT")
     if not spec or spec != f"{point}:{step}":
         return
     rank = int(os.environ.get("RANK", "0"))  # each rank of a multi-process run pauses
-    folder.mkdir(parents=True, exist_ok=True)  # a rank > 0 may get here before rank 0 saved
-    marker = folder / f".paused-{point}{f'-rank{rank}' if rank else ''}"
-    partial = marker.with_name(marker.name + ".partial")
-    partial.write_text(str(os.getpid()))
-    os.replace(partial, marker)  # the marker appears with its pid: a test polling for it never reads ""
+    # atomic (and it makes the folder: a rank > 0 may get here before rank 0 saved), so a test
+    # polling for the marker never reads it before the pid is in it
+    write_text_atomic(folder / f".paused-{point}{f'-rank{rank}' if rank else ''}", str(os.getpid()))
     stops = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
