@@ -59,6 +59,10 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         fail("posenc: interrupted", 130)
     except Exception as exc:  # a bug: keep the traceback, show one line
+        from posenc_cli.cli.crash import out_of_memory
+
+        if (line := out_of_memory(exc)) is not None:
+            fail(line)
         from posenc_cli.cli.crash import save_traceback
 
         fail(f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "

@@ -8,6 +8,7 @@ from posenc_cli.cli.ranks import check_nproc
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.prepare import check_data_fits, prepare
+from posenc_cli.engine.memory import check_training_memory
 from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
 
@@ -21,7 +22,8 @@ def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
                           f"train without it, then `posenc eval RUN_DIR "
                           f"eval.rope_scaling={cfg.eval.rope_scaling}`")
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
-    check_nproc(cfg)
+    cuda = check_nproc(cfg)
+    check_training_memory(cfg, cuda)
     for name in cfg.eval.tasks:
         get_task(str(name))
     if is_task(cfg):  # a synthetic task needs no corpus

@@ -14,6 +14,8 @@ import contextlib
 import logging
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,13 @@ from posenc_cli.engine.signals import exit_code, signal_name
 LAUNCHER_LOGGERS = ("torch.distributed", "torch.multiprocessing")
 
 
-def check_nproc(cfg: DictConfig) -> None:
+#: Set to 1 to start more ranks than this machine has cores (each then shares one).
+OVERSUBSCRIBE = "POSENC_OVERSUBSCRIBE"
+
+
+def check_nproc(cfg: DictConfig) -> bool:
     """train.nproc fits this machine and this way of starting posenc (before anything is
-    created)."""
+    created); returns whether the run uses CUDA."""
     import torch
 
     n = int(cfg.train.nproc)
@@ -44,6 +50,20 @@ def check_nproc(cfg: DictConfig) -> None:
         raise PosencError(f"train.nproc={n} but {torch.cuda.device_count()} CUDA GPU(s) are "
                           "visible", f"use train.nproc <= {torch.cuda.device_count()} (one "
                           "process per GPU), or device=cpu")
+    cores = usable_cores()
+    if n > 1 and not cuda and n > cores and os.environ.get(OVERSUBSCRIBE) != "1":
+        raise PosencError(f"train.nproc={n} but this machine has {cores} usable CPU core(s)",
+                          f"use train.nproc <= {cores}, or set {OVERSUBSCRIBE}=1 to share "
+                          "cores between ranks")
+    return cuda
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), not the machine's total."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def run_job(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
@@ -98,8 +118,10 @@ def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str
     except Interrupted as exc:
         raise RankFailure(exc.code, str(exc)) from None
     except Exception as exc:
-        from posenc_cli.cli.crash import save_traceback
+        from posenc_cli.cli.crash import out_of_memory, save_traceback
 
+        if (line := out_of_memory(exc)) is not None:
+            raise RankFailure(2, f"{line} ({where})") from None
         raise RankFailure(1, f"posenc: internal error on {where} ({type(exc).__name__}: "
                              f"{str(exc)[:160]}) — this is a bug; the full traceback is in "
                              f"{save_traceback()}") from None
@@ -112,19 +134,20 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     n = int(cfg.train.nproc)
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, max_restarts=0,
-                          run_id=f"posenc-{os.getpid()}", rdzv_backend="c10d",
-                          rdzv_endpoint="localhost:0", start_method="spawn")
     container = OmegaConf.to_container(cfg)
-    with _quiet_launcher():
+    with _quiet_launcher(), _launcher_files(n) as logs:
+        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, max_restarts=0,
+                              run_id=f"posenc-{os.getpid()}", rdzv_backend="c10d",
+                              rdzv_endpoint="localhost:0", start_method="spawn",
+                              logs_specs=logs)
         try:
             return elastic_launch(config, rank_main)(container, str(run_dir), resume)[0]
         except ChildFailedError as exc:
             raise first_failure(exc, n, run_dir) from None
         except SignalException as exc:
             raise Interrupted(exit_code(exc.sigval), f"posenc: stopped by "
-                              f"{signal_name(exc.sigval)}; the last checkpoint is kept — "
-                              f"continue with: posenc resume {run_dir}") from None
+                              f"{signal_name(exc.sigval)} — {resume_advice(run_dir)}"
+                              ) from None
 
 
 def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
@@ -137,8 +160,14 @@ def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
         return said
     how = failure.signal_name() if failure.exitcode < 0 else f"exit code {failure.exitcode}"
     return RankFailure(2, f"posenc: error: rank {rank} of {n} stopped ({how}), so every rank "
-                          f"was stopped — continue from the last checkpoint with: posenc "
-                          f"resume {run_dir}")
+                          f"was stopped — {resume_advice(run_dir)}")
+
+
+def resume_advice(run_dir: Path) -> str:
+    """Resume only when there is a checkpoint to resume from."""
+    if (run_dir / "checkpoints" / "last.pt").is_file():
+        return f"continue from the last checkpoint with: posenc resume {run_dir}"
+    return "no checkpoint was written yet; start the run again"
 
 
 def _precedence(said: RankFailure | None) -> int:
@@ -153,6 +182,19 @@ def _reported(failure: Any) -> RankFailure | None:
     text = message.get("message", "") if isinstance(message, dict) else str(message)
     found = re.match(r"RankFailure: \[exit (\d+)\] (.*)", text, re.S)
     return RankFailure(int(found[1]), found[2].strip()) if found else None
+
+
+@contextlib.contextmanager
+def _launcher_files(n: int) -> Iterator[Any]:
+    """The launcher's error files and the stderr of ranks > 0 (a peer's failure makes each of
+    them print a C++ stack) in a private folder, removed however the run ends."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+
+    folder = tempfile.mkdtemp(prefix="posenc-ranks-")
+    try:
+        yield DefaultLogsSpecs(log_dir=folder, redirects={r: Std.ERR for r in range(1, n)})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,8 @@ from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 
 #: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
 FREE_FORM = ("encoding", "task")
+#: The largest seed every generator the run seeds accepts (torch: a signed 64-bit integer).
+MAX_SEED = 2**63 - 1
 SECTIONS = {f.name: f.default_factory() for f in dataclasses.fields(RootConfig)
             if f.default_factory is not dataclasses.MISSING and f.name not in FREE_FORM}
 
@@ -49,6 +51,8 @@ def check_rules(cfg: DictConfig) -> None:
         if rule is not None and (problem := rule.problem(name, value)) is not None:
             raise PosencError(problem, rule.advice(name, value))
     _check_relations(cfg)
+    _require(int(cfg.seed) <= MAX_SEED, f"seed={cfg.seed} is too large for torch's generators",
+             f"use 0 <= seed <= {MAX_SEED}")
 
 
 def _require(ok: bool, what: str, fix: str) -> None:

@@ -61,11 +61,21 @@ def _split(raw: Any, path: Path) -> tuple[dict[str, Tensor], int | None]:
     if isinstance(raw, dict):
         for key in MODEL_KEYS:
             if isinstance(raw.get(key), dict) and _is_state(raw[key]):
-                it = raw.get("iteration", raw.get("step"))
-                return raw[key], int(it) if isinstance(it, (int, float)) else None
+                return raw[key], _iteration(raw.get("iteration", raw.get("step")), path)
     raise PosencError(f"'{path}' holds no model state dict",
                       f"save the model's state_dict, alone or under one of: "
                       f"{', '.join(MODEL_KEYS)}")
+
+
+def _iteration(value: Any, path: Path) -> int | None:
+    """The saved iteration: absent, or a non-negative whole number."""
+    if value is None:
+        return None
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 0:
+        raise PosencError(f"'{path}' has iteration {value!r}, not a count of steps",
+                          "save the iteration as a non-negative integer (or leave it out)")
+    return int(value)
 
 
 def _is_state(d: dict[Any, Any]) -> bool:

@@ -41,8 +41,11 @@ def load_tokenizer(path: Path) -> Tokenizer:
 
 def eot_id(tok: Tokenizer) -> int:
     token_id = tok.token_to_id(EOT)
-    assert token_id is not None, "tokenizer has no <|endoftext|> token"
-    return token_id
+    if token_id is None:
+        raise PosencError(f"the tokenizer has no {EOT} token, which separates documents",
+                          f"use a tokenizer trained with {EOT} as a special token (posenc's "
+                          "own, or import-cs336 --special)")
+    return int(token_id)
 
 
 def encode(tok: Tokenizer, text: str) -> list[int]:

@@ -188,7 +188,11 @@ class Trainer:
     def _periodic(self, step: int, bar: Progress) -> None:
         t = self.cfg.train
         if step % t.eval_every == 0 or step == t.steps:
-            val = self.validate()
+            try:
+                val = self.validate()
+            except (MemoryError, RuntimeError):
+                self.save()  # the steps trained so far stay resumable
+                raise
             bar.update(step, self.state.last_train, self.state.tokens_per_s, val_loss=val)
 
     def _log_train(self, meter: Throughput, lr: float, grad_norm: float) -> None:

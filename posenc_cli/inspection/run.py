@@ -21,6 +21,7 @@ from posenc_cli.common.atomic import write_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dirs, refuse_links
+from posenc_cli.engine.memory import check_inspect_memory
 from posenc_cli.engine.metrics import read_metrics
 from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.evals.run import (apply_overrides, eval_data, last_checkpoint,
@@ -39,6 +40,7 @@ def inspect_config(overrides: list[str], out: Path | None) -> InspectReport:
     """Figures of an untrained, configured model (built with the config's seed)."""
     t0 = time.perf_counter()
     cfg = compose(overrides)
+    check_inspect_memory(cfg)
     model = _initial_model(cfg, int(cfg.data.vocab_size))
     L = int(cfg.train.context_length)
     longest, notes = _longest(model, cfg)

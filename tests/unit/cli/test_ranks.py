@@ -65,12 +65,16 @@ def test_the_failed_rank_is_reported_as_it_said_or_as_what_killed_it(tmp_path) -
     out = ranks.first_failure(failed(r1=FakeFailure(reported("posenc: error: x — y"), 1)), 2,
                               tmp_path)
     assert (out.code, out.line) == (2, "posenc: error: x — y")
-    out = ranks.first_failure(failed(r1=FakeFailure("Signal 9 (SIGKILL) received", -9)), 2,
-                              tmp_path)
+    killed = failed(r1=FakeFailure("Signal 9 (SIGKILL) received", -9))
+    out = ranks.first_failure(killed, 2, tmp_path)
     assert isinstance(out, RankFailure) and out.code == 2
-    assert out.line == (f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
-                        f"stopped — continue from the last checkpoint with: posenc resume "
-                        f"{tmp_path}")
+    assert out.line == ("posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
+                        "stopped — no checkpoint was written yet; start the run again")
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.pt").write_bytes(b"")
+    assert ranks.first_failure(killed, 2, tmp_path).line == (
+        f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was stopped — continue "
+        f"from the last checkpoint with: posenc resume {tmp_path}")
 
 
 def test_the_cause_wins_over_the_peer_that_failed_because_of_it(tmp_path) -> None:

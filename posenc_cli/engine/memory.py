@@ -1,0 +1,135 @@
+"""Memory preflight: a lower estimate of what a run allocates, checked before anything exists.
+
+The estimate counts only what the run cannot avoid holding at once — weights, gradients and
+AdamW's two moments; one layer's activations per stored layer and the logits of a training
+batch; the list of validation windows and one validation batch; the evaluation's largest
+forward — so a run it refuses could not have run, and a run it passes may still need more
+(attention workspaces depend on the encoding's path). Sizes are per rank: every rank holds a
+replica and its own batch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from posenc_cli.common.errors import PosencError
+
+FLOAT = 4
+#: Bytes of one int in a Python list (the pointer and the int object): validation's starts.
+LIST_INT = 36
+#: Floats saved per token and layer for the backward pass (a lower count: the block's inputs,
+#: q, k, v, the attention output and the feed-forward's three projections).
+SAVED_PER_TOKEN = 8
+#: Tokens of one evaluation forward (evals/scoring.py batches windows to this many).
+EVAL_BATCH_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class Need:
+    """One thing that must fit: the key that sizes it and its estimate in bytes."""
+
+    key: str
+    what: str
+    bytes: int
+
+
+def n_params(cfg: Any, vocab: int) -> int:
+    """Parameters of TransformerLM: embedding and head, attention and SwiGLU per layer."""
+    m = cfg.model
+    d = int(m.d_model)
+    d_ff = int(m.d_ff) if m.d_ff else _default_d_ff(d)
+    return 2 * vocab * d + int(m.n_layers) * (4 * d * d + 3 * d * d_ff + 2 * d) + d
+
+
+def _default_d_ff(d: int) -> int:
+    from posenc_cli.nn.layers import default_d_ff  # torch: only when no d_ff is set
+
+    return int(default_d_ff(d))
+
+
+def forward_bytes(cfg: Any, vocab: int, tokens: int, backward: bool) -> int:
+    """Activations of a forward over ``tokens`` tokens: the logits (and their gradient), and
+    the saved activations of every layer when a backward follows (one layer's otherwise)."""
+    d, layers = int(cfg.model.d_model), int(cfg.model.n_layers)
+    logits = tokens * vocab * FLOAT * (2 if backward else 1)
+    saved = tokens * d * SAVED_PER_TOKEN * FLOAT * (layers if backward else 1)
+    return logits + saved
+
+
+def training_needs(cfg: Any, vocab: int) -> list[Need]:
+    """What a training run holds, by the key that makes it large."""
+    t = cfg.train
+    B, L = int(t.batch_size), int(t.context_length)
+    state = n_params(cfg, vocab) * FLOAT * 4  # weights, gradients, two AdamW moments
+    windows = int(t.eval_batches) * B
+    longest = L * max(int(f) for f in cfg.eval.factors)
+    eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
+    return [
+        Need("model.d_model", "the model with gradients and optimizer state", state),
+        Need("train.batch_size", "a training batch",
+             state + forward_bytes(cfg, vocab, B * L, backward=True)),
+        Need("train.eval_batches", "the validation windows and one validation batch",
+             state + windows * LIST_INT + forward_bytes(cfg, vocab, B * L, backward=False)),
+        Need("eval.factors", f"the evaluation's longest forward ({longest} tokens)",
+             state // 4 + forward_bytes(cfg, vocab, eval_batch, backward=False)),
+    ]
+
+
+def inspect_needs(cfg: Any, vocab: int) -> list[Need]:
+    """`posenc inspect` of a config: the model and one forward of train.context_length."""
+    L = int(cfg.train.context_length)
+    weights = n_params(cfg, vocab) * FLOAT
+    return [Need("train.context_length", f"a forward of {L} tokens",
+                 weights + forward_bytes(cfg, vocab, L, backward=False))]
+
+
+def available_bytes() -> int:
+    """Memory a new allocation can get now: MemAvailable on Linux, else the physical total."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def gpu_available_bytes() -> int:
+    """Free memory of the current CUDA device."""
+    import torch  # only for a CUDA run
+
+    return int(torch.cuda.mem_get_info()[0])
+
+
+def check_fits(needs: list[Need], available: int, where: str, ranks: int = 1) -> None:
+    """One line naming the first key whose estimate (per rank, times ``ranks`` sharing
+    ``available``) does not fit."""
+    for need in needs:
+        total = need.bytes * ranks
+        if total > available:
+            per_rank = f" per rank, {ranks} ranks" if ranks > 1 else ""
+            raise PosencError(
+                f"{need.key}: {need.what} needs at least {gib(need.bytes)}{per_rank} but "
+                f"{gib(available)} of {where} is available",
+                f"lower {need.key} (or the model's size) until it fits")
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**27 else f"{n / 2**20:.0f} MiB"
+
+
+def check_training_memory(cfg: Any, cuda: bool) -> None:
+    """Host memory for every rank on CPU; each GPU's own memory (one rank per GPU) on CUDA."""
+    vocab = int(cfg.data.vocab_size)
+    needs = training_needs(cfg, vocab)
+    if cuda:
+        check_fits(needs, gpu_available_bytes(), "GPU memory")
+    else:
+        check_fits(needs, available_bytes(), "memory", ranks=int(cfg.train.nproc))
+
+
+def check_inspect_memory(cfg: Any) -> None:
+    check_fits(inspect_needs(cfg, int(cfg.data.vocab_size)), available_bytes(), "memory")
