@@ -18,10 +18,16 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.cs336.bpe_checks import (check_merges, check_round_trip, check_vocab,
+                                         unique_pairs)
 
 #: The only globals a tokenizer pickle may name: plain containers of bytes, ints and strings.
 _SAFE = {("builtins", "bytes"), ("builtins", "bytearray"), ("builtins", "set"),
          ("builtins", "frozenset"), ("collections", "OrderedDict"), ("_codecs", "encode")}
+
+#: Text that must decode to itself through an imported tokenizer (ASCII, accents, a CJK
+#: character, an emoji, digits, whitespace runs and a special token).
+ROUND_TRIP_SAMPLE = "The cat's 42 mats, naïve café — 東京 🙂\n\n  tabs\tend.{eot}Next."
 
 
 def byte_to_unicode() -> dict[int, str]:
@@ -76,18 +82,20 @@ def read_vocab(path: Path) -> dict[str, int]:
     """token (byte-to-unicode string) -> id, from vocab.json or a dict[int, bytes] pickle."""
     _exists(path, "--vocab")
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = json.loads(path.read_text(encoding="utf-8"),
+                               object_pairs_hook=lambda pairs: unique_pairs(pairs, path))
     except (UnicodeDecodeError, ValueError):
         data = _unpickle(path)
         if isinstance(data, dict) and all(isinstance(k, int) and isinstance(v, (bytes, bytearray))
                                           for k, v in data.items()):
-            return {to_token(bytes(v)): int(k) for k, v in data.items()}
+            return check_vocab(unique_pairs(((to_token(bytes(v)), k) for k, v in data.items()),
+                                            path), path)
         raise PosencError(f"'{path}' is not a dict[int, bytes]",
                           "give the vocabulary your BPE training returned") from None
-    if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+    if not isinstance(data, dict):
         raise PosencError(f"'{path}' is not a GPT-2 vocab.json (token -> id)",
                           "give the vocab.json that goes with merges.txt")
-    return {str(k): int(v) for k, v in data.items()}
+    return check_vocab(data, path)
 
 
 def read_merges(path: Path) -> list[tuple[str, str]]:
@@ -122,13 +130,26 @@ def _exists(path: Path, option: str) -> None:
 
 
 def build_tokenizer(vocab: dict[str, int], merges: list[tuple[str, str]],
-                    specials: list[str]) -> Tokenizer:
-    """A byte-level BPE with exactly these tokens, merges (in order) and special tokens."""
+                    specials: list[str], files: tuple[Path, Path] | None = None) -> Tokenizer:
+    """A byte-level BPE with exactly these tokens, merges (in order) and special tokens;
+    ``files`` (vocab, merges), when given, are checked to describe one consistent tokenizer."""
     for s in specials:
         if to_token(s.encode("utf-8")) not in vocab and s not in vocab:
             raise PosencError(f"the special token {s!r} is not in the vocabulary",
                               "give the special tokens your tokenizer was trained with "
                               "(--special)")
+    if files is not None:
+        check_merges(merges, vocab, [*specials, *(to_token(s.encode()) for s in specials)],
+                     files[1])
+    tok = _bpe(vocab, merges, specials)
+    if files is not None:
+        check_round_trip(tok, vocab, merges, ROUND_TRIP_SAMPLE.format(eot=specials[0]),
+                         files[1])
+    return tok
+
+
+def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], specials: list[str]
+         ) -> Tokenizer:
     try:
         tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     except Exception as exc:  # the Rust side reports inconsistent files as plain exceptions

@@ -17,6 +17,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import claim_new_run_dir
+from posenc_cli.cs336.bpe_checks import check_embedding, check_finite
 from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.state import Weights, load_weights
 from posenc_cli.engine.checkpoint import save_atomic
@@ -37,11 +38,13 @@ def import_cs336(checkpoint: Path, vocab: Path, merges: Path, specials: list[str
                               f"add {example}, as your model was built")
     weights = load_weights(checkpoint)
     cfg = compose(["encoding=rope", *_dimension_overrides(weights), *overrides], with_hydra=True)
-    tok = build_tokenizer(read_vocab(vocab), read_merges(merges), specials)
+    check_finite(weights.state, checkpoint)
+    tok = build_tokenizer(read_vocab(vocab), read_merges(merges), specials, (vocab, merges))
     if tok.get_vocab_size() > weights.vocab_size:
         raise PosencError(f"the tokenizer has {tok.get_vocab_size()} tokens but the embedding "
                           f"only {weights.vocab_size} rows",
                           "give the vocab and merges this model was trained with")
+    check_embedding(tok.get_vocab(), weights.vocab_size, vocab)
     model = _load_model(cfg, weights)
     run_dir = claim_new_run_dir(cfg, overrides)
     _write_run(run_dir, cfg, overrides, weights, model, tok)
