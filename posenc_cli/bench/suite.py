@@ -33,6 +33,7 @@ from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import default_d_ff
 
 DEFAULT_DIR = "outputs/bench/${now:%Y-%m-%d}/${now:%H-%M-%S}"
 FLOPS_CONVENTION = ("PaLM: train 6N + 12*L*d*T, eval 2N + 4*L*d*T per token (N = block + LM-head "
@@ -126,8 +127,6 @@ def measure_peak(spec: dict[str, Any]) -> dict[str, float]:
 
 def flops_per_token(model: dict[str, Any], vocab: int, length: int, train: bool) -> float:
     """PaLM's 6N + 12·L·d·T (train) or 2N + 4·L·d·T (forward) for the CS336 decoder."""
-    from posenc_cli.nn.layers import default_d_ff
-
     d, n_layers = int(model["d_model"]), int(model["n_layers"])
     d_ff = int(model.get("d_ff") or default_d_ff(d))
     n = n_layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d + d * vocab

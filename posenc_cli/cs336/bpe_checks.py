@@ -12,6 +12,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.cs336.gpt2_bytes import to_bytes
 
 #: Merges whose result is encoded back as a check that the tokenizer gives the file's ids.
 ROUND_TRIP_MERGES = 512
@@ -67,8 +68,6 @@ def check_merges(merges: list[tuple[str, str]], vocab: dict[str, int], specials:
 def check_round_trip(tok: Tokenizer, vocab: dict[str, int], merges: list[tuple[str, str]],
                      sample: str, path: Path) -> None:
     """Sample text decodes to itself, and merged tokens encode to the vocabulary's own ids."""
-    from posenc_cli.cs336.bpe_files import to_bytes  # bpe_files imports this module
-
     if tok.decode(tok.encode(sample).ids, skip_special_tokens=False) != sample:
         _bad(path, "the tokenizer does not reproduce sample text")
     for n, (a, b) in enumerate(merges[:ROUND_TRIP_MERGES], 1):

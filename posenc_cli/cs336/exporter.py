@@ -17,9 +17,10 @@ import torch
 from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.rundir import load_run_config, make_dirs
-from posenc_cli.cs336.bpe_files import to_bytes, token_bytes, tokenizer_files
+from posenc_cli.cs336.bpe_files import tokenizer_files
+from posenc_cli.cs336.gpt2_bytes import to_bytes, token_bytes
 from posenc_cli.engine import checkpoint
-from posenc_cli.nn.layers import default_d_ff
+from posenc_cli.common.sizes import default_d_ff
 
 FILES = ("checkpoint.pt", "vocab.json", "merges.txt", "vocab.pkl", "merges.pkl",
          "model_config.json")

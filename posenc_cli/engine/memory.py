@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import default_d_ff
 
 FLOAT = 4
 #: Bytes of one int in a Python list (the pointer and the int object): validation's starts.
@@ -39,14 +40,8 @@ def n_params(cfg: Any, vocab: int) -> int:
     """Parameters of TransformerLM: embedding and head, attention and SwiGLU per layer."""
     m = cfg.model
     d = int(m.d_model)
-    d_ff = int(m.d_ff) if m.d_ff else _default_d_ff(d)
+    d_ff = int(m.d_ff) if m.d_ff else default_d_ff(d)
     return 2 * vocab * d + int(m.n_layers) * (4 * d * d + 3 * d * d_ff + 2 * d) + d
-
-
-def _default_d_ff(d: int) -> int:
-    from posenc_cli.nn.layers import default_d_ff  # torch: only when no d_ff is set
-
-    return int(default_d_ff(d))
 
 
 def forward_bytes(cfg: Any, vocab: int, tokens: int, backward: bool) -> int:

@@ -9,7 +9,8 @@ from torch import Tensor, nn
 from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
 from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
-from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU, default_d_ff
+from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 
 
 class TransformerBlock(nn.Module):

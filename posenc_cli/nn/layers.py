@@ -63,8 +63,3 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
-def default_d_ff(d_model: int) -> int:
-    """8/3 · d_model rounded up to a multiple of 64 (CS336; 256 -> 704)."""
-    return int(math.ceil(8 * d_model / 3 / 64) * 64)

@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
-from posenc_cli.cs336.bpe_files import to_token
+from posenc_cli.cs336.gpt2_bytes import to_token
 
 TEXT = "the cat sat on the mat. the dog sat on the log!<|endoftext|>A cat met 42 mats." * 3
 REQUIRED = ["model.n_heads=4", "encoding.theta=10000", "train.context_length=16"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU, default_d_ff
+from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 
 
 def test_rmsnorm_matches_definition_and_is_scale_invariant() -> None:
