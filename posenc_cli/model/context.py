@@ -135,6 +135,11 @@ class AttentionContext:
             self._shared_bytes += size
         return bias
 
+    def key_bias(self, k_BHSE: Tensor, layer: int, inputs_BSD: Tensor) -> Tensor:
+        """The encoding's (B, H, S) key term of a separable bias, over every position."""
+        site = BiasSite(self.span, self.span, layer, self.cache, inputs_BSD)
+        return self.encoding.key_bias(k_BHSE, site)
+
     def content_bias(self, start: int, end: int, q_BHtE: Tensor, k_BHsE: Tensor,
                      layer: int, inputs_BsD: Tensor | None = None) -> Tensor:
         """The encoding's content bias (causal mask folded in) for queries [start, end)."""

@@ -64,8 +64,10 @@ def test_gradients_match_the_definition(name: str, budget: int | None, make_mode
     torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(fast_x, ref_x, rtol=1e-4, atol=1e-5)
     assert fast_p.keys() == ref_p.keys()
-    for n in ref_p:
-        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=5e-5, msg=n)
+    for n in ref_p:  # a parameter's gradient sums over every pair: float32 rounding of its
+        # largest entry (FoX's fused path sees logits of the size of c over the sequence)
+        atol = max(5e-5, 1e-5 * ref_p[n].abs().max().item())
+        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=atol, msg=n)
 
 
 @pytest.mark.parametrize("bias_batch", [1, 3])
