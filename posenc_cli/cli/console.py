@@ -12,8 +12,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from posenc_cli.common.console import console
@@ -33,20 +39,33 @@ class TrainProgress:
         self._bar: Progress | None = None
         self._task = None
 
-    def __enter__(self) -> "TrainProgress":
+    def __enter__(self) -> TrainProgress:
         if self.interactive:
             self._bar = Progress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=console, transient=False)
+                TextColumn(f"[bold]{self.label}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"),
+                TextColumn("{task.fields[tps]} tok/s"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
+            )
             self._bar.__enter__()
-            self._task = self._bar.add_task("train", total=self.total, completed=self.start,
-                                            loss="-", tps="-")
+            self._task = self._bar.add_task(
+                "train", total=self.total, completed=self.start, loss="-", tps="-"
+            )
         return self
 
-    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
-               val_loss: float | None = None) -> None:
+    def update(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_s: float | None,
+        val_loss: float | None = None,
+    ) -> None:
         loss_s = f"{loss:.3f}" if loss is not None else "-"
         tps_s = f"{tokens_per_s:,.0f}" if tokens_per_s else "-"
         if self._bar is not None and self._task is not None:
@@ -58,19 +77,27 @@ class TrainProgress:
             elapsed = time.perf_counter() - self.t0
             eta = elapsed / done * (self.total - step) if done else 0.0
             val = f" val {val_loss:.4f}" if val_loss is not None else ""
-            print(f"[{self.label}] step {step}/{self.total} loss {loss_s}{val} "
-                  f"{tps_s} tok/s eta {eta:.0f}s", flush=True)
+            print(
+                f"[{self.label}] step {step}/{self.total} loss {loss_s}{val} "
+                f"{tps_s} tok/s eta {eta:.0f}s",
+                flush=True,
+            )
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._bar is not None:
             self._bar.__exit__(exc_type, exc, tb)
 
 
 def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> None:
     """A short table of the run's results and the exact TensorBoard command."""
-    table = Table(title=f"posenc run: {metrics['encoding']} (seed {metrics['seed']})",
-                  show_header=False)
+    table = Table(
+        title=f"posenc run: {metrics['encoding']} (seed {metrics['seed']})", show_header=False
+    )
     val = metrics.get("final_val_loss")
     rows = [
         ("run directory", str(run_dir)),
@@ -78,22 +105,37 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
         ("steps / tokens", f"{metrics['steps']:,} / {metrics['train_tokens']:,}"),
         ("final train loss", _fmt(metrics.get("final_train_loss"))),
         ("final val loss" + (" (answer tokens)" if "task" in metrics else ""), _fmt(val)),
-        *([] if "task" in metrics else
-          [("val perplexity", _fmt(math.exp(val) if val is not None else None, 2))]),
+        *(
+            []
+            if "task" in metrics
+            else [("val perplexity", _fmt(math.exp(val) if val is not None else None, 2))]
+        ),
         ("uniform guess", f"{math.log(metrics['vocab_size']):.4f} (ln {metrics['vocab_size']})"),
         ("tokens/s", f"{metrics['tokens_per_s']:,.0f}" if metrics.get("tokens_per_s") else "-"),
         ("wall time", f"{wall_s:.1f} s"),
     ]
     ppl = metrics.get("extrapolation", {}).get("ppl", {})
     if ppl:
-        rows.append(("ppl by length", "  ".join(f"{k}: {v:.1f}" if v is not None else f"{k}: n/a"
-                                                for k, v in ppl.items())))
+        rows.append(
+            (
+                "ppl by length",
+                "  ".join(
+                    f"{k}: {v:.1f}" if v is not None else f"{k}: n/a" for k, v in ppl.items()
+                ),
+            )
+        )
     task = metrics.get("length_generalization", {})
     if task.get("exact_match"):
         lo, hi = task["train_lengths"]
-        rows.append((f"exact match by {task['size_unit']} (trained {lo}–{hi})",
-                     "  ".join(f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
-                               for k, v in task["exact_match"].items())))
+        rows.append(
+            (
+                f"exact match by {task['size_unit']} (trained {lo}–{hi})",
+                "  ".join(
+                    f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
+                    for k, v in task["exact_match"].items()
+                ),
+            )
+        )
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -123,30 +165,39 @@ def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str
         return
     if "exact_match" in result:
         return print_task_result(run_dir, cfg, key, result)
-    table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} — "
-                        f"{result['tokens']:,} tokens, {protocol(cfg.eval)}")
+    table = Table(
+        title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} — "
+        f"{result['tokens']:,} tokens, {protocol(cfg.eval)}"
+    )
     for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
         table.add_column(col, justify="left" if col == "note" else "right")
     train_length = int(result["train_length"])
     for length in result["lengths"]:
         k = str(length)
         ppl, loss, ci = result["ppl"][k], result["loss"][k], result.get("ppl_ci95", {}).get(k)
-        table.add_row(k, f"x{length // train_length}", f"{ppl:.2f}" if ppl is not None else "n/a",
-                      f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
-                      f"{loss:.4f}" if loss is not None else "-",
-                      f"{result['seconds'].get(k, 0):.1f}" if k in result["seconds"] else "-",
-                      result["skipped"].get(k, ""))
+        table.add_row(
+            k,
+            f"x{length // train_length}",
+            f"{ppl:.2f}" if ppl is not None else "n/a",
+            f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
+            f"{loss:.4f}" if loss is not None else "-",
+            f"{result['seconds'].get(k, 0):.1f}" if k in result["seconds"] else "-",
+            result["skipped"].get(k, ""),
+        )
     console.print(table)
     for note in result["notes"]:
         console.print(f"note: {note}")
     if result.get("replaced_earlier"):
-        console.print(f"note: the same evaluation was in metrics.json under \"{key}\"; "
-                      "replaced by this one")
+        console.print(
+            f'note: the same evaluation was in metrics.json under "{key}"; replaced by this one'
+        )
     how = result.get("interval", {}).get("method")
-    console.print((f"intervals: 95 % {how}; " if how else "") + f"written to "
-                  f"{run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
-                  f"({run_dir / 'eval' / key})",
-                  soft_wrap=True)
+    console.print(
+        (f"intervals: 95 % {how}; " if how else "") + f"written to "
+        f'{run_dir / "metrics.json"} under "{key}" and TensorBoard '
+        f"({run_dir / 'eval' / key})",
+        soft_wrap=True,
+    )
 
 
 def print_inspect_report(report: Any) -> None:
@@ -155,9 +206,11 @@ def print_inspect_report(report: Any) -> None:
 
     s = report.subject
     what = f"step {s.step}" if s.trained else "untrained"
-    console.print(f"[bold]posenc inspect[/]: {escape(str(s.cfg.encoding.name))} ({what}), "
-                  f"{len(report.files)} figures in {escape(str(report.out_dir))} "
-                  f"({report.seconds:.1f} s)")
+    console.print(
+        f"[bold]posenc inspect[/]: {escape(str(s.cfg.encoding.name))} ({what}), "
+        f"{len(report.files)} figures in {escape(str(report.out_dir))} "
+        f"({report.seconds:.1f} s)"
+    )
     for name, caption, _ in report.files:
         console.print(f"  {escape(name)}: {escape(caption)}")
     for name, why in report.skipped:
@@ -169,8 +222,9 @@ def print_inspect_report(report: Any) -> None:
         table.add_column(column, justify="right" if column == "error" else "left")
     for p in report.properties:
         claim = "—" if p.expected is None else ("yes" if p.expected else "no")
-        table.add_row(escape(p.name), "—" if p.error is None else f"{p.error:.1e}",
-                      verdict(p), claim)
+        table.add_row(
+            escape(p.name), "—" if p.error is None else f"{p.error:.1e}", verdict(p), claim
+        )
     console.print(table)
     console.print(f"  summary: {escape(str(report.out_dir / 'summary.md'))}")
 
@@ -178,18 +232,26 @@ def print_inspect_report(report: Any) -> None:
 def print_task_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
     """Exact match and token accuracy by size, and where they went."""
     lo, hi = result["train_lengths"]
-    table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
-                        f"{result['task']}, {result['instances']} instances per size, trained "
-                        f"on {lo}–{hi} {result['size_unit']}")
+    table = Table(
+        title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
+        f"{result['task']}, {result['instances']} instances per size, trained "
+        f"on {lo}–{hi} {result['size_unit']}"
+    )
     for col in ("size", "tokens", "exact match", "token accuracy", "note"):
         table.add_column(col, justify="left" if col == "note" else "right")
     for n in result["lengths"]:
         k = str(n)
         em, acc = result["exact_match"][k], result["token_accuracy"][k]
-        table.add_row(k + ("*" if lo <= n <= hi else ""), str(result["sequence_tokens"][k]),
-                      "n/a" if em is None else f"{em:.3f}", "n/a" if acc is None else f"{acc:.3f}",
-                      escape(result["skipped"].get(k, "")))
+        table.add_row(
+            k + ("*" if lo <= n <= hi else ""),
+            str(result["sequence_tokens"][k]),
+            "n/a" if em is None else f"{em:.3f}",
+            "n/a" if acc is None else f"{acc:.3f}",
+            escape(result["skipped"].get(k, "")),
+        )
     console.print(table)
-    console.print(f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
-                  f"({'task' if key == 'length_generalization' else key}/exact_match, step = size)",
-                  soft_wrap=True)
+    console.print(
+        f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
+        f"({'task' if key == 'length_generalization' else key}/exact_match, step = size)",
+        soft_wrap=True,
+    )

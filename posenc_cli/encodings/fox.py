@@ -43,15 +43,19 @@ class ForgettingEncoding(PositionalEncoding):
             nn.init.normal_(gate.weight, std=GATE_INIT_STD)
             nn.init.zeros_(gate.bias)
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
-                              *args: Any) -> None:
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         """Runs saved before the gates were one nn.Linear per layer hold every layer in two
         tensors, gate_weight (L, D, H) and gate_bias (L, H): read them into the layers, so
         their checkpoints still load (`posenc eval`, `posenc inspect`)."""
         weight = state_dict.get(prefix + "gate_weight")
         bias = state_dict.get(prefix + "gate_bias")
-        if isinstance(weight, Tensor) and isinstance(bias, Tensor) and weight.dim() == 3 \
-                and bias.dim() == 2 and len(weight) == len(bias) == len(self.gates):
+        if (
+            isinstance(weight, Tensor)
+            and isinstance(bias, Tensor)
+            and weight.dim() == 3
+            and bias.dim() == 2
+            and len(weight) == len(bias) == len(self.gates)
+        ):
             del state_dict[prefix + "gate_weight"], state_dict[prefix + "gate_bias"]
             for layer in range(len(weight)):
                 state_dict[f"{prefix}gates.{layer}.weight"] = weight[layer].transpose(0, 1)
@@ -86,6 +90,7 @@ class ForgettingEncoding(PositionalEncoding):
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         c = self.cumulative_log_forget(site)
         T, S = site.queries.length, c.shape[-1]
-        bias = (c[..., S - T:, None] - c[..., None, :]).to(torch.promote_types(q_BHTE.dtype,
-                                                                               torch.float32))
+        bias = (c[..., S - T :, None] - c[..., None, :]).to(
+            torch.promote_types(q_BHTE.dtype, torch.float32)
+        )
         return mask_future_(bias)

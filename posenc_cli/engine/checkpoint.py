@@ -20,6 +20,7 @@ from posenc_cli.common.errors import PosencError
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
     """Write ``state`` to ``path`` so that ``path`` is always either the old or the new file."""
+
     def write(fh: IO[bytes]) -> None:
         torch.save(state, fh)
         faults.pause(f"in_save_{path.stem}", int(state.get("step", -1)), path.parent)
@@ -28,26 +29,32 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
         write_atomic(path, write)
     except (OSError, RuntimeError) as exc:  # torch reports a full disk as a RuntimeError
         why = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0][:120]
-        raise PosencError(f"could not write checkpoint '{path}': {why}",
-                          "free disk space or fix permissions; the previous checkpoint is "
-                          "intact") from None
+        raise PosencError(
+            f"could not write checkpoint '{path}': {why}",
+            "free disk space or fix permissions; the previous checkpoint is intact",
+        ) from None
 
 
 def load(path: Path) -> dict[str, Any]:
     """Load a checkpoint, turning a missing or corrupt file into a one-line error."""
     if not path.is_file():
-        raise PosencError(f"no checkpoint at '{path}'",
-                          "resume a run directory that contains checkpoints/last.pt")
+        raise PosencError(
+            f"no checkpoint at '{path}'", "resume a run directory that contains checkpoints/last.pt"
+        )
     try:
         with warnings.catch_warnings():  # a refused pickle is our one line, not torch's three
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged or unsafe file
-        raise PosencError(f"checkpoint '{path}' is damaged or unsafe ({type(exc).__name__})",
-                          "resume from another run or start a new one") from None
+        raise PosencError(
+            f"checkpoint '{path}' is damaged or unsafe ({type(exc).__name__})",
+            "resume from another run or start a new one",
+        ) from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise PosencError(f"checkpoint '{path}' holds no model state",
-                          "resume from another run or start a new one")
+        raise PosencError(
+            f"checkpoint '{path}' holds no model state",
+            "resume from another run or start a new one",
+        )
     return state
 
 

@@ -31,12 +31,12 @@ from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.config.task_checks import run_label
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
-from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
 from posenc_cli.engine.distributed import data_parallel
+from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
+from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
 from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
-from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.streams import make_stream
 from posenc_cli.model import TransformerLM, build_model
@@ -45,8 +45,13 @@ from posenc_cli.model import TransformerLM, build_model
 class Progress(Protocol):
     """What the trainer reports to (the CLI's progress bar, or nothing)."""
 
-    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
-               val_loss: float | None = None) -> None: ...
+    def update(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_s: float | None,
+        val_loss: float | None = None,
+    ) -> None: ...
 
 
 ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
@@ -70,8 +75,7 @@ class TrainState:
 class Trainer:
     """Build once, then ``resume()`` (optionally) and ``fit()``; ``close()`` at the end."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime,
-                 data: TokenData | None) -> None:
+    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime, data: TokenData | None) -> None:
         """``data`` is the tokenized corpus of a language-modelling run, None for a task."""
         self.cfg, self.run_dir, self.rt = cfg, run_dir, rt
         self.stream = make_stream(cfg, data)
@@ -102,8 +106,11 @@ class Trainer:
             self.lm.load_state_dict(ck["model"])
             self.opt.load_state_dict(ck["optimizer"])
             st = self.state
-            st.step, st.best_val, st.wall_s = int(ck["step"]), float(ck["best_val"]), \
-                float(ck["wall_s"])
+            st.step, st.best_val, st.wall_s = (
+                int(ck["step"]),
+                float(ck["best_val"]),
+                float(ck["wall_s"]),
+            )
             st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
             st.batch_rng.set_state(ck["batch_rng"])
             torch.set_rng_state(ck["torch_rng"])
@@ -112,9 +119,11 @@ class Trainer:
             self._note_new_world(saved_world)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-            raise PosencError(f"checkpoint '{path}' does not match this run ({first})",
-                              "resume with the run's own config (do not change model.* or "
-                              "encoding), or start a new run") from None
+            raise PosencError(
+                f"checkpoint '{path}' does not match this run ({first})",
+                "resume with the run's own config (do not change model.* or "
+                "encoding), or start a new run",
+            ) from None
 
     @property
     def _tokens_per_rank(self) -> int:
@@ -124,17 +133,22 @@ class Trainer:
         now = self.rt.world_size
         if saved != now:
             batch = int(self.cfg.train.batch_size)
-            console.print(f"note: resuming a run trained with {saved} process(es) on {now}: the "
-                          f"model and optimizer state continue as saved; the global batch is "
-                          f"now {batch * now} windows (was {batch * saved}), so the windows "
-                          "drawn from here on differ from an uninterrupted run")
+            console.print(
+                f"note: resuming a run trained with {saved} process(es) on {now}: the "
+                f"model and optimizer state continue as saved; the global batch is "
+                f"now {batch * now} windows (was {batch * saved}), so the windows "
+                "drawn from here on differ from an uninterrupted run"
+            )
 
     def open_writer(self) -> SummaryWriter:
         """The run's TensorBoard writer; on resume it drops points past the checkpoint."""
         if self.writer is None:
             purge = self.state.step + 1 if self.state.step else None
-            self.writer = SummaryWriter(str(self.run_dir), purge_step=purge) if self.rt.is_main \
+            self.writer = (
+                SummaryWriter(str(self.run_dir), purge_step=purge)
+                if self.rt.is_main
                 else NullWriter()
+            )
         return self.writer
 
     def fit(self, progress: ProgressFactory) -> None:
@@ -160,8 +174,7 @@ class Trainer:
                 for g in self.opt.param_groups:
                     g["lr"] = lr
                 x, y, pos = self._batch(step)
-                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip,
-                                             pos)
+                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip, pos)
                 st.step, st.tokens = step, st.tokens + meter.tokens_per_step
                 meter.add(loss)
                 if step % t.log_every == 0 or step == t.steps:
@@ -179,10 +192,14 @@ class Trainer:
     def _batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The next batch of the stream, and its positions when randomized."""
         t = self.cfg.train
-        x, y = self.stream.batch(step, self.state.batch_rng, self.rt.device, self.rt.comm.rank,
-                                 self.rt.world_size)
-        pos = None if t.position_range is None else \
-            random_positions(t.position_range, x.shape[1], self.cfg.seed, step)
+        x, y = self.stream.batch(
+            step, self.state.batch_rng, self.rt.device, self.rt.comm.rank, self.rt.world_size
+        )
+        pos = (
+            None
+            if t.position_range is None
+            else random_positions(t.position_range, x.shape[1], self.cfg.seed, step)
+        )
         return x, y, pos
 
     def _periodic(self, step: int, bar: Progress) -> None:
@@ -215,9 +232,15 @@ class Trainer:
         self.open_writer().add_scalar("val/loss", val, st.step)
         if val < st.best_val:
             st.best_val = val
-            self._write_checkpoint({"model": self.lm.state_dict(), "step": st.step,
-                                    "val_loss": val, "config": OmegaConf.to_container(self.cfg)},
-                                   "best.pt")
+            self._write_checkpoint(
+                {
+                    "model": self.lm.state_dict(),
+                    "step": st.step,
+                    "val_loss": val,
+                    "config": OmegaConf.to_container(self.cfg),
+                },
+                "best.pt",
+            )
         return val
 
     def save(self) -> None:
@@ -233,11 +256,20 @@ class Trainer:
 
     def _state_dict(self) -> dict[str, Any]:
         st = self.state
-        return {"model": self.lm.state_dict(), "optimizer": self.opt.state_dict(),
-                "step": st.step, "best_val": st.best_val, "wall_s": st.wall_s,
-                "last_val": st.last_val, "last_train": st.last_train,
-                "batch_rng": st.batch_rng.get_state(), "torch_rng": torch.get_rng_state(),
-                "world_size": self.rt.world_size, "tokens": st.tokens, "config": OmegaConf.to_container(self.cfg)}
+        return {
+            "model": self.lm.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "step": st.step,
+            "best_val": st.best_val,
+            "wall_s": st.wall_s,
+            "last_val": st.last_val,
+            "last_train": st.last_train,
+            "batch_rng": st.batch_rng.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "world_size": self.rt.world_size,
+            "tokens": st.tokens,
+            "config": OmegaConf.to_container(self.cfg),
+        }
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
@@ -245,10 +277,15 @@ class Trainer:
 
     def _diverged(self, what: str) -> None:
         last = self.ckpt_dir / "last.pt"
-        kept = f"the last good checkpoint is kept at {last}" if last.exists() else \
-            "no checkpoint was written"
-        raise PosencError(f"training diverged at step {self.state.step} ({what}); {kept}",
-                          "start a new run with a lower train.lr or more train.warmup_steps")
+        kept = (
+            f"the last good checkpoint is kept at {last}"
+            if last.exists()
+            else "no checkpoint was written"
+        )
+        raise PosencError(
+            f"training diverged at step {self.state.step} ({what}); {kept}",
+            "start a new run with a lower train.lr or more train.warmup_steps",
+        )
 
     def _stop_signal(self, stop: StopFlag) -> int | None:
         """The signal to stop on, or None; with several ranks any rank's signal stops all of
@@ -260,25 +297,35 @@ class Trainer:
     def _stop_cleanly(self, signum: int) -> None:
         self.save()
         self.open_writer().flush()
-        raise Interrupted(exit_code(signum),
-                          f"posenc: stopped by {signal_name(signum)} after step "
-                          f"{self.state.step}; checkpoint saved — continue with: posenc resume "
-                          f"{self.run_dir}")
+        raise Interrupted(
+            exit_code(signum),
+            f"posenc: stopped by {signal_name(signum)} after step "
+            f"{self.state.step}; checkpoint saved — continue with: posenc resume "
+            f"{self.run_dir}",
+        )
 
     def metrics(self) -> dict[str, Any]:
         """The training part of metrics.json (evaluation tasks add their own keys)."""
         cfg, st, world = self.cfg, self.state, self.rt.world_size
         return {
-            "encoding": cfg.encoding.name, "seed": int(cfg.seed),
-            "train_length": int(cfg.train.context_length), "steps": int(st.step),
-            "final_val_loss": st.last_val, "final_train_loss": st.last_train,
+            "encoding": cfg.encoding.name,
+            "seed": int(cfg.seed),
+            "train_length": int(cfg.train.context_length),
+            "steps": int(st.step),
+            "final_val_loss": st.last_val,
+            "final_train_loss": st.last_train,
             "best_val_loss": st.best_val if math.isfinite(st.best_val) else None,
-            "tokens_per_s": st.tokens_per_s, "n_params": int(self.lm.num_parameters()),
+            "tokens_per_s": st.tokens_per_s,
+            "n_params": int(self.lm.num_parameters()),
             "train_tokens": st.tokens,
-            "world_size": world, "global_batch_size": int(cfg.train.batch_size) * world,
-            "wall_time_s": round(st.wall_s, 2), "device": self.rt.device.type,
-            "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),
-            "position_range": cfg.train.position_range, **self.stream.describe(),
+            "world_size": world,
+            "global_batch_size": int(cfg.train.batch_size) * world,
+            "wall_time_s": round(st.wall_s, 2),
+            "device": self.rt.device.type,
+            "precision": self.rt.precision,
+            "model": OmegaConf.to_container(cfg.model),
+            "position_range": cfg.train.position_range,
+            **self.stream.describe(),
         }
 
     def replica_digests(self) -> list[str]:

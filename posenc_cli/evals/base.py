@@ -37,8 +37,9 @@ class EvalTask:
             return f"{self.name} evaluates synthetic-task runs (task=copy, …), not task=lm"
         return None
 
-    def run(self, model: nn.Module, data: TokenData | None, cfg: Any,
-            rt: Runtime) -> dict[str, Any]:
+    def run(
+        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+    ) -> dict[str, Any]:
         """The JSON-ready result (on ``data.val``, or the task's test sets when ``data`` is
         None); ``model`` is in eval mode, without grad."""
         raise NotImplementedError
@@ -58,8 +59,9 @@ def registry() -> dict[str, EvalTask]:
     return {cls.name: cls() for cls in subclasses(EvalTask) if cls.name}
 
 
-def log_hparams(writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, float | None],
-                step: int) -> None:
+def log_hparams(
+    writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, float | None], step: int
+) -> None:
     """An HParams entry in the run's own event directory (add_hparams would make a sub-run):
     ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
     val/loss, which training logs itself)."""
@@ -75,6 +77,7 @@ def log_hparams(writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, fl
 def get_task(name: str) -> EvalTask:
     tasks = registry()
     if name not in tasks:
-        raise PosencError(f"unknown evaluation task '{name}'",
-                          f"eval.tasks takes: {', '.join(sorted(tasks))}")
+        raise PosencError(
+            f"unknown evaluation task '{name}'", f"eval.tasks takes: {', '.join(sorted(tasks))}"
+        )
     return tasks[name]

@@ -27,8 +27,14 @@ from torch import Tensor
 GROUP_ROWS = 1024
 
 
-def folded_attention(q_BHTE: Tensor, k_BHTE: Tensor, v_BHTE: Tensor, key_bias_BHT: Tensor,
-                     scale: float, group_rows: int = GROUP_ROWS) -> Tensor:
+def folded_attention(
+    q_BHTE: Tensor,
+    k_BHTE: Tensor,
+    v_BHTE: Tensor,
+    key_bias_BHT: Tensor,
+    scale: float,
+    group_rows: int = GROUP_ROWS,
+) -> Tensor:
     """softmax(q·kᵀ·scale + v_j + causal mask)·v for queries and keys of the same positions.
 
     The kernel runs in float32 at least (``q``'s dtype, widened from bf16/fp16, autocast off

@@ -14,9 +14,11 @@ from posenc_cli.report.runs import Stat
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 SIDES = ("beyond", "within")
-CAPTION = ("_a seed's score on a task: its mean exact match over those sizes; mean ± std over "
-           "seeds; mean over tasks only for rows with a score on every task; best per column "
-           "in bold; — = no run of that task; n/a = a size not applicable._")
+CAPTION = (
+    "_a seed's score on a task: its mean exact match over those sizes; mean ± std over "
+    "seeds; mean over tasks only for rows with a score on every task; best per column "
+    "in bold; — = no run of that task; n/a = a size not applicable._"
+)
 
 
 def _sizes(g: TaskGroup, side: str) -> list[int]:
@@ -30,8 +32,11 @@ def score(row: TaskRow, g: TaskGroup, side: str) -> Stat | None:
     per_seed = []
     for exact in row.by_seed:
         values = [exact.get(n) for n in sizes]
-        per_seed.append(None if not values or None in values
-                        else sum(v for v in values if v is not None) / len(values))
+        per_seed.append(
+            None
+            if not values or None in values
+            else sum(v for v in values if v is not None) / len(values)
+        )
     return Stat.of(per_seed)
 
 
@@ -43,22 +48,31 @@ def overview_rows(groups: list[TaskGroup], side: str) -> list[list[tuple[str, bo
     """(text, is best) cells: label, one per task, mean over tasks; best = highest mean;
     '—' where the encoding has no run of that task."""
     labels = sorted({r.label for g in groups for r in g.rows})
-    rows = {label: [next((r for r in g.rows if r.label == label), None) for g in groups]
-            for label in labels}
-    stats = {label: [None if r is None else score(r, g, side) for r, g in zip(row, groups)]
-             for label, row in rows.items()}
-    table = [[*row, Stat.of([s.mean for s in row]) if all(s is not None for s in row) else None]
-             for row in stats.values()]
-    best = [max((row[i].mean for row in table if row[i] is not None), default=None)
-            for i in range(len(groups) + 1)]
+    rows = {
+        label: [next((r for r in g.rows if r.label == label), None) for g in groups]
+        for label in labels
+    }
+    stats = {
+        label: [None if r is None else score(r, g, side) for r, g in zip(row, groups)]
+        for label, row in rows.items()
+    }
+    table = [
+        [*row, Stat.of([s.mean for s in row]) if all(s is not None for s in row) else None]
+        for row in stats.values()
+    ]
+    best = [
+        max((row[i].mean for row in table if row[i] is not None), default=None)
+        for i in range(len(groups) + 1)
+    ]
     out = []
     for label, row in zip(labels, table):
         cells = [(label, False)]
         for i, s in enumerate(row):
             missing = i < len(groups) and rows[label][i] is None
             text = "—" if missing else _cell(s, i == len(groups))
-            cells.append((text, s is not None and s.mean == best[i] and len(labels) > 1
-                          and s.mean > 0))
+            cells.append(
+                (text, s is not None and s.mean == best[i] and len(labels) > 1 and s.mean > 0)
+            )
         out.append(cells)
     return out
 
@@ -73,8 +87,9 @@ def _cell(stat: Stat | None, over_tasks: bool) -> str:
 def heading(groups: list[TaskGroup], side: str) -> str:
     where = "beyond" if side == "beyond" else "inside"
     sizes = {tuple(_sizes(g, side)) for g in groups}
-    which = f"sizes {', '.join(map(str, sizes.pop()))}" if len(sizes) == 1 else \
-        "each task's own sizes"
+    which = (
+        f"sizes {', '.join(map(str, sizes.pop()))}" if len(sizes) == 1 else "each task's own sizes"
+    )
     return f"All tasks, {where} the training range ({which}): mean exact match (%)"
 
 
@@ -82,10 +97,16 @@ def markdown(groups: list[TaskGroup]) -> str:
     parts = []
     for side in SIDES:
         head = ["encoding", *columns(groups), "mean over tasks"]
-        lines = [f"**{heading(groups, side)}**", "", "| " + " | ".join(head) + " |",
-                 "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
-        lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
-                  for row in overview_rows(groups, side)]
+        lines = [
+            f"**{heading(groups, side)}**",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
+        ]
+        lines += [
+            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
+            for row in overview_rows(groups, side)
+        ]
         parts.append("\n".join(lines))
     return "\n\n".join([*parts, CAPTION])
 
@@ -98,6 +119,10 @@ def render(groups: list[TaskGroup], side: str) -> Any:
     for i, name in enumerate(["encoding", *columns(groups), "mean"]):
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in overview_rows(groups, side):
-        table.add_row(*(Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
-                        for t, best in row))
+        table.add_row(
+            *(
+                Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
+                for t, best in row
+            )
+        )
     return table

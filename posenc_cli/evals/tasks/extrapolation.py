@@ -21,8 +21,14 @@ class Extrapolation(EvalTask):
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         with torch.no_grad():
-            return extrapolation(model, data.val, int(cfg.train.context_length), cfg.eval, rt,
-                                 data.meta.get("eot_id"))
+            return extrapolation(
+                model,
+                data.val,
+                int(cfg.train.context_length),
+                cfg.eval,
+                rt,
+                data.meta.get("eot_id"),
+            )
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """ppl and loss with global_step = length (runs overlay); loss by bucket start."""
@@ -41,9 +47,19 @@ class Extrapolation(EvalTask):
 
 def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
     """The run's settings with hparams/ppl_x<factor> (and the final val/loss) as its metrics."""
-    hp = {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
-          "d_model": int(cfg.model.d_model), "n_layers": int(cfg.model.n_layers),
-          "n_heads": int(cfg.model.n_heads), "context_length": int(cfg.train.context_length),
-          "steps": int(cfg.train.steps), "lr": float(cfg.train.lr)}
-    log_hparams(writer, hp, {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()},
-                int(cfg.train.steps))
+    hp = {
+        "encoding": str(cfg.encoding.name),
+        "seed": int(cfg.seed),
+        "d_model": int(cfg.model.d_model),
+        "n_layers": int(cfg.model.n_layers),
+        "n_heads": int(cfg.model.n_heads),
+        "context_length": int(cfg.train.context_length),
+        "steps": int(cfg.train.steps),
+        "lr": float(cfg.train.lr),
+    }
+    log_hparams(
+        writer,
+        hp,
+        {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()},
+        int(cfg.train.steps),
+    )

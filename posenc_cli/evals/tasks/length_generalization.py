@@ -27,8 +27,9 @@ class LengthGeneralization(EvalTask):
     name = "length_generalization"
     for_synthetic_tasks = True
 
-    def run(self, model: nn.Module, data: TokenData | None, cfg: Any,
-            rt: Runtime) -> dict[str, Any]:
+    def run(
+        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+    ) -> dict[str, Any]:
         task = build_task(cfg.task)
         lengths = sorted({int(n) for n in cfg.task.test_lengths})
         count = int(cfg.task.test_instances)
@@ -40,16 +41,25 @@ class LengthGeneralization(EvalTask):
             need = task.sequence_length(n) - 1
             if limit is not None and need > limit:
                 exact[str(n)] = accuracy[str(n)] = None
-                skipped[str(n)] = (f"needs {need} positions; encoding '{cfg.encoding.name}' "
-                                   f"has {limit} (encoding.max_len)")
+                skipped[str(n)] = (
+                    f"needs {need} positions; encoding '{cfg.encoding.name}' "
+                    f"has {limit} (encoding.max_len)"
+                )
                 continue
             score = score_answers(model, evaluation_set(task, n, count), rt.device, rt.autocast)
             exact[str(n)], accuracy[str(n)] = score.exact_match, score.token_accuracy
         lo, hi = (int(n) for n in cfg.task.train_lengths)
-        return {"task": task.name, "size_unit": task.size_unit, "train_lengths": [lo, hi],
-                "lengths": lengths, "instances": count, "exact_match": exact,
-                "token_accuracy": accuracy, "skipped": skipped,
-                "sequence_tokens": {str(n): task.sequence_length(n) for n in lengths}}
+        return {
+            "task": task.name,
+            "size_unit": task.size_unit,
+            "train_lengths": [lo, hi],
+            "lengths": lengths,
+            "instances": count,
+            "exact_match": exact,
+            "token_accuracy": accuracy,
+            "skipped": skipped,
+            "sequence_tokens": {str(n): task.sequence_length(n) for n in lengths},
+        }
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """Exact match and token accuracy with global_step = length, so runs overlay."""
@@ -61,9 +71,17 @@ class LengthGeneralization(EvalTask):
 
     def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
         """An HParams entry with exact match at each test length (in the run's own folder)."""
-        hp = {"task": str(cfg.task.name), "encoding": str(cfg.encoding.name),
-              "seed": int(cfg.seed), "d_model": int(cfg.model.d_model),
-              "n_layers": int(cfg.model.n_layers), "steps": int(cfg.train.steps)}
-        log_hparams(writer, hp, {f"hparams/exact_match_{n}": v
-                                 for n, v in result["exact_match"].items()},
-                    int(cfg.train.steps))
+        hp = {
+            "task": str(cfg.task.name),
+            "encoding": str(cfg.encoding.name),
+            "seed": int(cfg.seed),
+            "d_model": int(cfg.model.d_model),
+            "n_layers": int(cfg.model.n_layers),
+            "steps": int(cfg.train.steps),
+        }
+        log_hparams(
+            writer,
+            hp,
+            {f"hparams/exact_match_{n}": v for n, v in result["exact_match"].items()},
+            int(cfg.train.steps),
+        )

@@ -15,8 +15,9 @@ from posenc_cli.model.folded import folded_attention
 CPU = torch.device("cpu")
 
 
-def fox_inputs(T: int, dtype: torch.dtype, heads: int = 2, dim: int = 4, d_model: int = 8,
-               seed: int = 0) -> tuple[ForgettingEncoding, torch.Tensor, list[torch.Tensor]]:
+def fox_inputs(
+    T: int, dtype: torch.dtype, heads: int = 2, dim: int = 4, d_model: int = 8, seed: int = 0
+) -> tuple[ForgettingEncoding, torch.Tensor, list[torch.Tensor]]:
     """A FoX encoding with gates of varied strength, its layer input and q, k, v."""
     gen = torch.Generator().manual_seed(seed)
     enc = ForgettingEncoding(d_model, heads, dim, 1).to(dtype)
@@ -24,8 +25,10 @@ def fox_inputs(T: int, dtype: torch.dtype, heads: int = 2, dim: int = 4, d_model
         enc.gates[0].weight.copy_(torch.randn(heads, d_model, generator=gen))
         enc.gates[0].bias.copy_(torch.linspace(-1.0, 3.0, heads))
     x = torch.randn(2, T, d_model, generator=gen, dtype=dtype)
-    qkv = [torch.randn(2, heads, T, dim, generator=gen, dtype=dtype, requires_grad=True)
-           for _ in range(3)]
+    qkv = [
+        torch.randn(2, heads, T, dim, generator=gen, dtype=dtype, requires_grad=True)
+        for _ in range(3)
+    ]
     return enc, x, qkv
 
 
@@ -34,13 +37,20 @@ def site(T: int, x: torch.Tensor) -> BiasSite:
     return BiasSite(span, span, 0, ForwardCache(span), x)
 
 
-def folded(enc: ForgettingEncoding, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-           v: torch.Tensor, group_rows: int) -> torch.Tensor:
+def folded(
+    enc: ForgettingEncoding,
+    x: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    group_rows: int,
+) -> torch.Tensor:
     return folded_attention(q, k, v, enc.key_bias(k, site(q.shape[2], x)), 0.5, group_rows)
 
 
-def explicit(enc: ForgettingEncoding, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-             v: torch.Tensor) -> torch.Tensor:
+def explicit(
+    enc: ForgettingEncoding, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
     return BiasedAttention.apply(q, k, v, enc.content_bias(q, k, site(q.shape[2], x)), 0.5)
 
 
@@ -51,8 +61,12 @@ def outputs_and_gradients(fn, enc, x, qkv):  # type: ignore[no-untyped-def]
     out = fn(enc, x, *qkv)
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(9), dtype=out.dtype)
     (out * weights).sum().backward()
-    return [out.detach(), *(t.grad.clone() for t in qkv), enc.gates[0].weight.grad.clone(),
-            enc.gates[0].bias.grad.clone()]
+    return [
+        out.detach(),
+        *(t.grad.clone() for t in qkv),
+        enc.gates[0].weight.grad.clone(),
+        enc.gates[0].bias.grad.clone(),
+    ]
 
 
 @pytest.mark.parametrize("group_rows", [7, 16, 1024])
@@ -61,8 +75,9 @@ def test_folded_fox_equals_the_explicit_path_in_float64(group_rows: int) -> None
     enc, x, qkv = fox_inputs(40, torch.float64)
     fast = outputs_and_gradients(lambda *a: folded(*a, group_rows=group_rows), enc, x, qkv)
     ref = outputs_and_gradients(explicit, enc, x, qkv)
-    for name, a, b in zip(("out", "q", "k", "v", "gate weight", "gate bias"), fast, ref,
-                          strict=True):
+    for name, a, b in zip(
+        ("out", "q", "k", "v", "gate weight", "gate bias"), fast, ref, strict=True
+    ):
         assert (a - b).abs().max() <= 1e-10, name
 
 
@@ -73,7 +88,7 @@ def test_folded_fox_keeps_float32_precision_at_8k_tokens() -> None:
     T = 8192
     enc, x, qkv = fox_inputs(T, torch.float64, heads=1, dim=2, d_model=2, seed=1)
     with torch.no_grad():
-        enc.gates[0].bias.fill_(-0.5)       # log f ≈ -1 per token: c ≈ -8,000 at the end
+        enc.gates[0].bias.fill_(-0.5)  # log f ≈ -1 per token: c ≈ -8,000 at the end
         ref = folded(enc, x, *qkv, group_rows=1024)
         enc32, x32, qkv32 = enc.float(), x.float(), [t.float() for t in qkv]
         fast = folded(enc32, x32, *qkv32, group_rows=1024)
