@@ -8,6 +8,7 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
+from posenc_cli.report.table import rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
@@ -67,17 +68,7 @@ def _title(group: Group) -> str:
 
 def render(group: Group) -> Any:
     """The rich table for the terminal, best per column in bold green."""
-    from rich.table import Table
-    from rich.text import Text
-
-    header, body = cells(group)
-    table = Table(title=_title(group))
-    for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
-    for row in body:
-        table.add_row(*(Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
-                        for t, best in row))
-    return table
+    return rich_table(_title(group), *cells(group))
 
 
 def markdown(groups: list[Group]) -> str:
