@@ -111,7 +111,7 @@ def print_encodings() -> None:
     for col in ("name", "description", "parameters"):
         table.add_column(col)
     for path in sorted((config_dir() / "encoding").glob("*.yaml")):
-        cfg = OmegaConf.load(path)
+        cfg = OmegaConf.to_container(OmegaConf.load(path))  # ${…} shown as written
         params = ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in META_KEYS)
         table.add_row(path.stem, escape(str(cfg.get("description", ""))), escape(params or "-"))
     console.print(table)
