@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.report.result_tables import report_results, result_tables
 from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
@@ -150,5 +151,6 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     task_runs = [r for r in runs if is_task_run(r)]
     if task_runs:
         written += report_tasks(group_tasks(task_runs, notes), out_dir, console)
+    written += report_results(result_tables(runs), out_dir, console)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)

@@ -22,7 +22,9 @@ class MeanToken(EvalTask):
     defaults = {"scale": 2.0}
 
     def run(self, model: Any, data: Any, cfg: Any, rt: Any) -> dict[str, Any]:
-        return {"value": float(self.settings(cfg).scale) * float(data.val.mean())}
+        value = float(self.settings(cfg).scale) * float(data.val.mean())
+        return {"value": value, "by_length": {"16": value},
+                "compare": {"metric": "by_length", "title": "mean token by length"}}
 
     def log(self, writer: Any, key: str, result: dict[str, Any], cfg: Any) -> None:
         writer.add_scalar(f"{key}/value", result["value"], 0)
@@ -85,3 +87,21 @@ def test_a_saved_config_of_flat_eval_keys_loads_into_the_section(config, tmp_pat
     assert (list(section.factors), section.mode, section.stride, section.tokens) == \
         ([1, 8], "sliding", 2, 512)
     assert list(cfg.eval.factors) == [1, 8] and cfg.eval.stride == 2
+
+
+def test_compare_shows_its_table_by_length_averaged_over_seeds(tmp_path: Path, capsys) -> None:
+    import json
+
+    from posenc_cli.report.compare import compare
+
+    for seed, value in ((0, 1.0), (1, 3.0)):
+        run = tmp_path / f"run{seed}"
+        run.mkdir()
+        result = {"by_length": {"16": value}, "compare": {"metric": "by_length",
+                                                          "title": "mean token by length"}}
+        (run / "metrics.json").write_text(json.dumps({"encoding": "rope", "seed": seed,
+                                                      "mean_token": result}))
+    compare([tmp_path], tmp_path / "out")
+    table = (tmp_path / "out" / "mean_token.md").read_text()
+    assert "| rope | 2 | 2.0 ± 1.4 |" in table
+    assert "mean token by length" in capsys.readouterr().out
