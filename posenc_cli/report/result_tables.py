@@ -63,8 +63,9 @@ def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
         means = [s.mean for s in stats if s is not None]
         best = max(means) if len(means) > 1 and max(means) > min(means) else None
         for row, s in zip(body, stats, strict=True):
-            text = "n/a" if s is None else f"{scale * s.mean:.1f}" + (
-                f" ± {scale * s.std:.1f}" if s.std is not None else "")
+            digits = 1 if t.percent else 3
+            text = "n/a" if s is None else f"{scale * s.mean:.{digits}f}" + (
+                f" ± {scale * s.std:.{digits}f}" if s.std is not None else "")
             row.append((text, s is not None and s.mean == best))
     return ["encoding", "n", *map(str, t.lengths)], body
 

@@ -174,8 +174,8 @@ def _record(out: dict[str, Any], k: str, scores: list[tuple[list[bool], list[flo
     out["p_key_without"][k] = float(np.exp(base_logp).mean())
     out["lift"][k] = float((logp - base_logp[:, None]).mean())
     out["by_depth"][k] = {f"{d:g}": float(v) for d, v in zip(depths, hits.mean(0), strict=True)}
-    out.setdefault("compare", {"metric": "exact_match", "title": "passkey retrieval: exact "
-                               "match (%) by evaluation length", "percent": True})
+    out.setdefault("compare", {"metric": "lift", "title": "passkey retrieval: lift (nats) of the "
+                               "key's log probability from the sentence, by evaluation length"})
 
 
 def heatmap(result: dict[str, Any], title: str) -> np.ndarray | None:

@@ -103,5 +103,5 @@ def test_compare_shows_its_table_by_length_averaged_over_seeds(tmp_path: Path, c
                                                       "mean_token": result}))
     compare([tmp_path], tmp_path / "out")
     table = (tmp_path / "out" / "mean_token.md").read_text()
-    assert "| rope | 2 | 2.0 ± 1.4 |" in table
+    assert "| rope | 2 | 2.000 ± 1.414 |" in table
     assert "mean token by length" in capsys.readouterr().out
