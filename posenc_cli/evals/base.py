@@ -45,6 +45,9 @@ class EvalTask:
         """eval.<name>.* of the run's config over the task's defaults (older flat keys mapped)."""
         return task_settings(cfg.eval, self.name, self.defaults)
 
+    def check(self, cfg: Any) -> None:
+        """Raise PosencError (one line) for settings the task cannot use, before any run."""
+
     def not_applicable(self, model: nn.Module, cfg: Any) -> str | None:
         """Why this task cannot evaluate ``model`` of the run ``cfg`` at all, or None."""
         if is_task(cfg) and not self.for_synthetic_tasks:

@@ -48,7 +48,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     metrics = read_metrics(run_dir)
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
-        get_task(str(name))
+        get_task(str(name)).check(cfg)
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)

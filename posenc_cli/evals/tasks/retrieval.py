@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from omegaconf import ListConfig
 from rich.table import Table
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import EvalTask
 
 if TYPE_CHECKING:
@@ -93,6 +95,16 @@ def answer_scores(model: nn.Module, rows: list[list[int]], answer: int, rt: Runt
 class Retrieval(EvalTask):
     name = "retrieval"
 
+    def check(self, cfg: Any) -> None:
+        s = self.settings(cfg)
+        _require(_whole(s.factors, 1), "eval.retrieval.factors", s.factors, "[1,2,4,8,16]")
+        _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "4")
+        _require(_whole([s.seed], 0), "eval.retrieval.seed", s.seed, "0")
+        depths = list(s.depths) if isinstance(s.depths, ListConfig) else None
+        ok = bool(depths) and all(isinstance(d, (int, float)) and not isinstance(d, bool)
+                                  and 0 <= d <= 1 for d in depths)
+        _require(ok, "eval.retrieval.depths", s.depths, "[0,0.5,1] (fractions from 0 to 1)")
+
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         import torch
 
@@ -160,6 +172,17 @@ class Retrieval(EvalTask):
                           f"{result['lift'][k]:+.3f}")
         return [table, f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
                        f"({run_dir / 'eval' / key})"]
+
+
+def _whole(values: Any, low: int) -> bool:
+    """A non-empty list of whole numbers >= ``low``."""
+    return isinstance(values, (list, ListConfig)) and len(values) > 0 and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= low for v in values)
+
+
+def _require(ok: bool, key: str, value: Any, example: str) -> None:
+    if not ok:
+        raise PosencError(f"{key}={value} is not a valid setting", f"e.g. {key}={example}")
 
 
 def _record(out: dict[str, Any], k: str, scores: list[tuple[list[bool], list[float], bool,

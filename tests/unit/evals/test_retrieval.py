@@ -106,3 +106,14 @@ def test_the_heatmap_is_an_image_of_lengths_by_depths(config, text_data, rt,
     result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
     image = heatmap(result, "bigram")
     assert image is not None and image.ndim == 3 and image.shape[2] == 3
+
+
+@pytest.mark.parametrize("bad", ["eval.retrieval.depths=[1.5]", "eval.retrieval.passkeys=0",
+                                 "eval.retrieval.factors=[]", "eval.retrieval.seed=-1"])
+def test_bad_settings_are_one_line_before_anything_runs(config, bad: str) -> None:
+    from posenc_cli.common.errors import PosencError
+    from posenc_cli.evals.run import apply_overrides
+
+    cfg = apply_overrides(config(), ["eval.tasks=[retrieval]", bad])
+    with pytest.raises(PosencError, match=bad.split("=")[0].replace(".", r"\.")):
+        Retrieval().check(cfg)
