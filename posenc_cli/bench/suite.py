@@ -83,7 +83,9 @@ def cases(cfg: DictConfig) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": int(b.matmul_size)}]
     optimizer = {k: t[k] for k in ("lr", "beta1", "beta2", "weight_decay")}
     for name in encodings(cfg):
-        enc = OmegaConf.to_container(OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"))
+        own = {"train": {"context_length": int(b.context_length)},  # what ${train.…} reads
+               "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")}
+        enc = OmegaConf.to_container(OmegaConf.create(own), resolve=True)["encoding"]
         base = {**common, "encoding": enc, "name": name}
         specs.append({**base, "kind": "train", "length": int(b.context_length),
                       "batch": int(b.batch_size), "timed": int(b.timed_steps),

@@ -7,17 +7,17 @@ code 2; an unexpected exception is one line saying it is a bug and where its tra
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
 import typer
 from omegaconf import DictConfig
 
-from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+from posenc_cli.cli import hf_commands
+from posenc_cli.cli.errors import fail, user_errors
+from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import GROUPS, group_options
 
@@ -36,37 +36,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        "compare their length extrapolation.\n\n" + _groups_help())
 OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. encoding=rope train.steps=500",
                            show_default=False)
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print one line and exit. SystemExit (not typer.Exit) so it also passes through Hydra,
-    which would report any Exception raised inside a job as a failure with exit code 1."""
-    print(message, file=sys.stderr, flush=True)
-    raise SystemExit(code)
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """PosencError, signals and unexpected exceptions as one line and an exit code."""
-    try:
-        yield
-    except PosencError as exc:
-        fail(f"posenc: error: {exc}")
-    except Interrupted as exc:
-        fail(str(exc), exc.code)
-    except RankFailure as exc:
-        fail(exc.line, exc.code)
-    except KeyboardInterrupt:
-        fail("posenc: interrupted", 130)
-    except Exception as exc:  # a bug: keep the traceback, show one line
-        from posenc_cli.cli.crash import out_of_memory
-
-        if (line := out_of_memory(exc)) is not None:
-            fail(line)
-        from posenc_cli.cli.crash import save_traceback
-
-        fail(f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
-             f"the full traceback is in {save_traceback()}", 1)
 
 
 def _train_job(cfg: DictConfig, run_dir: Path) -> None:
@@ -266,6 +235,9 @@ def export_cs336(run_dir: Path = typer.Argument(..., help="A posenc run trained 
 
         for path in run_export(run_dir, out):
             print(f"wrote {path}", flush=True)
+
+
+app.command("export-hf")(hf_commands.export_hf)
 
 
 def main() -> None:

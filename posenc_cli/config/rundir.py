@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
@@ -171,6 +172,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
     defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
     cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
+    fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
     cfg.data.cache_dir = OmegaConf.load(config_dir() / "data" / "sotu.yaml")._get_node(
         "cache_dir")._value()

@@ -18,6 +18,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
+from posenc_cli.config.eval_sections import eval_option
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
@@ -47,7 +48,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     metrics = read_metrics(run_dir)
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
-        get_task(str(name))
+        get_task(str(name)).check(cfg)
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
@@ -125,9 +126,10 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
     check_group_choices(overrides)
     cfg = copy.deepcopy(saved)
     for ov in parsed:
-        if ov.key_or_group in ("data", "eval"):
-            cfg[ov.key_or_group] = OmegaConf.load(
-                config_dir() / ov.key_or_group / f"{ov.value()}.yaml")
+        if ov.key_or_group == "data":
+            cfg.data = OmegaConf.load(config_dir() / "data" / f"{ov.value()}.yaml")
+        elif ov.key_or_group == "eval":
+            cfg.eval = eval_option(str(ov.value()))
     for ov in parsed:
         if ov.key_or_group not in ("data", "eval"):
             OmegaConf.update(cfg, ov.key_or_group, ov.value(), merge=False, force_add=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.report.runs import Run, Stat, describe, row_labels, saved_params, split_keys
+from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 #: metrics.json keys that must be equal for runs to be seeds of one task experiment.
@@ -135,16 +136,7 @@ def markdown(groups: list[TaskGroup]) -> str:
 
 
 def render(g: TaskGroup) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=title(g))
-    for i, name in enumerate(header(g)):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
-    for row in table_rows(g):
-        table.add_row(*(Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
-                        for t, best in row))
-    return table
+    return rich_table(title(g), header(g), table_rows(g))
 
 
 def write_csv(groups: list[TaskGroup], path: Path) -> None:
@@ -167,9 +159,8 @@ def write_csv(groups: list[TaskGroup], path: Path) -> None:
 def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
     """Tables on the terminal; tasks.md, tasks.csv and one PNG per table in ``out_dir``."""
     from posenc_cli.common.errors import PosencError
-    from posenc_cli.report.task_plots import plot_task
-
     from posenc_cli.report import task_overview
+    from posenc_cli.report.task_plots import plot_task
 
     for g in groups:
         console.print(render(g))

@@ -10,7 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "posenc_cli"
 #: Which packages each package may import (besides itself and common), from docs/design.md.
 ALLOWED = {
     "cli": {"bench", "report", "evals", "engine", "config", "data", "cs336", "encodings",
-            "inspection"},
+            "inspection", "hf"},
+    "hf": {"engine", "config", "data", "model", "encodings"},
     "inspection": {"evals", "engine", "config", "model", "encodings"},
     "bench": {"engine", "config", "model", "nn"},
     "cs336": {"engine", "config", "model", "nn"},
