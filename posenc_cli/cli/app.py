@@ -117,7 +117,7 @@ def eval_command(
             None, show_default=False,
             help="eval.*, data=NAME, data.* or device, e.g. eval.mode=sliding eval.stride=64 "
                  "or data=text data.path=OTHER.txt")) -> None:
-    """Length extrapolation of a trained run, again or on other text; merged into metrics.json."""
+    """Evaluate a trained run again (the tasks of eval.tasks) or on other text."""
     with user_errors():
         from posenc_cli.cli.console import print_eval_result
         from posenc_cli.evals.run import evaluate_run
@@ -136,7 +136,7 @@ def inspect_command(
         out: Optional[Path] = typer.Option(None, "--out", help="Folder for a config's figures "
                                            "[default: a new one under outputs/inspect/]; a "
                                            "run's go to RUN_DIR/inspect/")) -> None:
-    """The seeds' derivations drawn for your encoding, or what a trained run's heads do."""
+    """The derivations drawn for your encoding, or what a trained run's heads do."""
     args = list(target or [])
     with user_errors():
         from posenc_cli.cli.console import print_inspect_report
