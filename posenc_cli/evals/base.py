@@ -64,7 +64,7 @@ def log_hparams(writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, fl
     ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
     val/loss, which training logs itself)."""
     exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})
-    file_writer = writer._get_file_writer()
+    file_writer = writer.file_writer  # the public attribute add_hparams writes through
     for summary in (exp, ssi, sei):
         file_writer.add_summary(summary)
     for tag, value in metrics.items():
