@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -174,8 +174,8 @@ def load_run_config(run_dir: Path) -> DictConfig:
     cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
     fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
-    cfg.data.cache_dir = OmegaConf.load(config_dir() / "data" / "sotu.yaml")._get_node(
-        "cache_dir")._value()
+    cfg.data.cache_dir = raw_values(OmegaConf.load(config_dir() / "data" / "sotu.yaml"))[
+        "cache_dir"]
     cfg.resume = None
     return cfg
 
@@ -187,13 +187,19 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
         raise PosencError(f"the run's encoding '{name}' is not one of posenc's encodings",
                           f"posenc knows: {', '.join(group_options('encoding'))}")
     trusted = OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")
-    for key in saved:
+    for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue
-        value = saved._get_node(key)._value() if key in saved else None
         if key not in trusted or not isinstance(value, (int, float, str, bool, type(None))):
             raise PosencError(f"the run's config gives encoding '{name}' an unknown or "
                               f"non-plain parameter '{key}'", "restore the run's config")
         trusted[key] = value
     return trusted
 
+
+def raw_values(cfg: DictConfig) -> dict[Any, Any]:
+    """The node's values as written, an interpolation as its ``${...}`` text: a saved config's
+    interpolations are never resolved (they could read the environment of someone else)."""
+    values = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(values, dict)
+    return values

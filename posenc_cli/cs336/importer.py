@@ -7,12 +7,12 @@ like any other run; metrics.json marks it imported, with the source files' sha25
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
@@ -91,21 +91,13 @@ def _write_run(run_dir: Path, cfg: DictConfig, overrides: list[str], weights: We
     save_atomic({**state, "val_loss": None}, run_dir / "checkpoints" / "best.pt")
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 24):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _metrics(cfg: DictConfig, weights: Weights, model: TransformerLM, tokens: int,
              sources: dict[str, Path]) -> dict[str, Any]:
     return {
         "encoding": "rope", "seed": int(cfg.seed),
         "train_length": int(cfg.train.context_length), "steps": weights.iteration,
         "imported": {"from": "cs336", **{k: str(p) for k, p in sources.items()},
-                     **{f"{k}_sha256": sha256(p) for k, p in sources.items()}},
+                     **{f"{k}_sha256": file_digest(p, "sha256") for k, p in sources.items()}},
         "final_val_loss": None, "final_train_loss": None, "best_val_loss": None,
         "tokens_per_s": None, "n_params": model.num_parameters(), "train_tokens": None,
         "model": OmegaConf.to_container(cfg.model), "data": "imported",

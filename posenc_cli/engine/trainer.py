@@ -16,7 +16,6 @@ import signal
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,12 +30,13 @@ from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.config.task_checks import run_label
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
-from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
+from posenc_cli.engine.checkpoint import TrainState
 from posenc_cli.engine.distributed import data_parallel
+from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
+from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
 from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
-from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.streams import make_stream
 from posenc_cli.model import TransformerLM, build_model
@@ -50,21 +50,6 @@ class Progress(Protocol):
 
 
 ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
-
-
-@dataclass
-class TrainState:
-    """Everything besides model and optimizer that an exact resume needs."""
-
-    step: int = 0
-    best_val: float = math.inf
-    wall_s: float = 0.0
-    last_val: float | None = None
-    last_train: float | None = None
-    tokens_per_s: float | None = None
-    #: Training tokens seen by all ranks together (the global batch may change on resume).
-    tokens: int = 0
-    batch_rng: torch.Generator = field(default_factory=torch.Generator)
 
 
 class Trainer:
@@ -99,16 +84,8 @@ class Trainer:
         ck = checkpoint.load(path)
         checkpoint.remove_partial_saves(self.ckpt_dir)
         try:
-            self.lm.load_state_dict(ck["model"])
-            self.opt.load_state_dict(ck["optimizer"])
-            st = self.state
-            st.step, st.best_val, st.wall_s = int(ck["step"]), float(ck["best_val"]), \
-                float(ck["wall_s"])
-            st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
-            st.batch_rng.set_state(ck["batch_rng"])
-            torch.set_rng_state(ck["torch_rng"])
-            saved_world = int(ck.get("world_size", 1))
-            st.tokens = int(ck.get("tokens", st.step * saved_world * self._tokens_per_rank))
+            saved_world = checkpoint.restore(ck, self.lm, self.opt, self.state,
+                                             self._tokens_per_rank)
             self._note_new_world(saved_world)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
@@ -215,8 +192,7 @@ class Trainer:
         self.open_writer().add_scalar("val/loss", val, st.step)
         if val < st.best_val:
             st.best_val = val
-            self._write_checkpoint({"model": self.lm.state_dict(), "step": st.step,
-                                    "val_loss": val, "config": OmegaConf.to_container(self.cfg)},
+            self._write_checkpoint(checkpoint.best_state(self.lm, st.step, val, self.cfg),
                                    "best.pt")
         return val
 
@@ -224,20 +200,14 @@ class Trainer:
         """checkpoints/last.pt, never of a model whose weights are no longer finite."""
         if not all(torch.isfinite(p).all() for p in self.lm.parameters()):
             self._diverged("the weights are no longer finite")
-        self._write_checkpoint(self._state_dict(), "last.pt")
+        state = checkpoint.training_state(self.lm, self.opt, self.state, self.rt.world_size,
+                                          self.cfg)
+        self._write_checkpoint(state, "last.pt")
         faults.pause("after_save", self.state.step, self.ckpt_dir)
 
     def _write_checkpoint(self, state: dict[str, Any], name: str) -> None:
         if self.rt.is_main:
             checkpoint.save_atomic(state, self.ckpt_dir / name)
-
-    def _state_dict(self) -> dict[str, Any]:
-        st = self.state
-        return {"model": self.lm.state_dict(), "optimizer": self.opt.state_dict(),
-                "step": st.step, "best_val": st.best_val, "wall_s": st.wall_s,
-                "last_val": st.last_val, "last_train": st.last_train,
-                "batch_rng": st.batch_rng.get_state(), "torch_rng": torch.get_rng_state(),
-                "world_size": self.rt.world_size, "tokens": st.tokens, "config": OmegaConf.to_container(self.cfg)}
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):

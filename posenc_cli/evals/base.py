@@ -94,7 +94,7 @@ def log_hparams(writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, fl
     from torch.utils.tensorboard.summary import hparams
 
     exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})
-    file_writer = writer._get_file_writer()
+    file_writer = writer.file_writer  # the public attribute add_hparams writes through
     for summary in (exp, ssi, sei):
         file_writer.add_summary(summary)
     for tag, value in metrics.items():
