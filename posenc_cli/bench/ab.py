@@ -1,4 +1,4 @@
-"""Interleaved A/B timing of training-step variants (precision, torch.compile) in one process.
+"""Interleaved A/B timing of variants (encoding, precision, torch.compile) in one process.
 
 Why a separate script: `posenc bench` runs each case in a fresh process, which is right for peak
 memory but lets machine load drift between cases; a speed-up *ratio* needs both sides measured
@@ -9,9 +9,14 @@ alternate (the order rotates every round), so a burst of load elsewhere hits all
     python -m posenc_cli.bench.ab --variants fp32,bf16 model=base train.context_length=256 \
         train.batch_size=16                             # the bench reference config
 
-A variant is a precision (fp32|bf16), optionally with "+compile". Overrides are the ones
-`posenc train` takes. Prints one line per variant: median step time, tokens/s, ratio to the
-first variant, and the first step's time (which includes compilation).
+    python -m posenc_cli.bench.ab --variants none:fp32,fox:fp32 --eval 4096 \
+        model=base                                      # no-grad forwards at batch 1
+
+A variant is an optional encoding and a colon (default: the config's), a precision
+(fp32|bf16), optionally with "+compile". Overrides are the ones `posenc train` takes. ``--eval
+N`` times no-grad forwards of one sequence of N tokens instead of training steps. Prints one
+line per variant: median step time, tokens/s, ratio to the first variant, and the first step's
+time (which includes compilation).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 import torch
 
-from posenc_cli.bench.case import training_step
+from posenc_cli.bench.case import evaluation_step, training_step
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.engine.runtime import keep_freed_memory
@@ -41,23 +46,28 @@ class Variant:
     name: str
     precision: str
     compile: bool
+    encoding: str | None = None
     step: Any = None
     first_step_s: float = 0.0
     times: list[float] = field(default_factory=list)
 
     @classmethod
-    def parse(cls, text: str) -> "Variant":
-        precision, *flags = text.split("+")
+    def parse(cls, text: str) -> Variant:
+        encoding, _, rest = text.rpartition(":")
+        precision, *flags = rest.split("+")
         if precision not in ("fp32", "bf16") or any(f != "compile" for f in flags):
             raise PosencError(f"unknown variant '{text}'",
-                              "use fp32 or bf16, optionally followed by +compile")
-        return cls(text, precision, bool(flags))
+                              "use [ENCODING:]fp32 or bf16, optionally followed by +compile")
+        return cls(text, precision, bool(flags), encoding or None)
 
 
-def make_step(variant: Variant, cfg: Any, vocab: int, x: torch.Tensor, y: torch.Tensor) -> Any:
-    """A fresh model and optimizer (same seed for every variant) and its training step."""
+def make_step(variant: Variant, cfg: Any, x: torch.Tensor, y: torch.Tensor,
+              evaluate: bool) -> Any:
+    """A fresh model (same seed for every variant) and its training step or no-grad forward."""
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, vocab)
+    model = build_model(cfg, int(cfg.data.vocab_size))
+    if evaluate:
+        return evaluation_step(model, x, variant.precision, variant.compile)
     opt = make_optimizer(model, cfg.train)
     return training_step(model, opt, x, y, variant.precision, variant.compile,
                          cfg.train.grad_clip)
@@ -75,36 +85,44 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=6, help="alternations of all variants")
     p.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps after the first")
+    p.add_argument("--eval", type=int, metavar="N",
+                   help="time no-grad forwards of one N-token sequence instead of training")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("overrides", nargs="*", help="`posenc train` overrides, e.g. encoding=rope")
     return p.parse_args(argv)
 
 
-def run_interleaved(variants: list[Variant], cfg: Any, rounds: int, steps: int,
-                    warmup: int) -> None:
+def tokens_per_step(cfg: Any, evaluate: int | None) -> tuple[int, int]:
+    """(batch, length) of one timed step: the training batch, or one sequence of --eval."""
+    return (1, evaluate) if evaluate else (int(cfg.train.batch_size),
+                                           int(cfg.train.context_length))
+
+
+def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.Namespace) -> None:
     """Build every variant, then alternate their timed blocks (the order rotates per round)."""
-    t = cfg.train
-    vocab = int(cfg.data.vocab_size)
+    cfg = configs[0]
+    batch, length = tokens_per_step(cfg, args.eval)
     gen = torch.Generator().manual_seed(cfg.seed)
-    ids = torch.randint(0, vocab, (t.batch_size, t.context_length + 1), generator=gen)
+    ids = torch.randint(0, int(cfg.data.vocab_size), (batch, length + 1), generator=gen)
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
-    for v in variants:
-        v.step = make_step(v, cfg, vocab, x, y)
+    for v, v_cfg in zip(variants, configs, strict=True):
+        v.step = make_step(v, v_cfg, x, y, bool(args.eval))
         v.first_step_s = timed(v.step)
-        for _ in range(warmup):
+        for _ in range(args.warmup):
             v.step()
-    for r in range(rounds):
+    for r in range(args.rounds):
         for v in variants[r % len(variants):] + variants[:r % len(variants)]:
-            v.times += [timed(v.step) for _ in range(steps)]
+            v.times += [timed(v.step) for _ in range(args.steps)]
 
 
 def report(variants: list[Variant], cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     """One printed line and one JSON row per variant, ratios to the first variant."""
-    t = cfg.train
-    tokens = t.batch_size * t.context_length
+    batch, length = tokens_per_step(cfg, args.eval)
+    tokens = batch * length
     base = statistics.median(variants[0].times)
-    print(f"{cfg.encoding.name}, d_model {cfg.model.d_model}, batch {t.batch_size} x "
-          f"{t.context_length}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+    mode = "evaluation (no grad)" if args.eval else "training"
+    print(f"{cfg.encoding.name}, d_model {cfg.model.d_model}, {mode}, batch {batch} x {length}, "
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
           f"{args.rounds} rounds x {args.steps} steps per variant")
     rows = []
     for v in variants:
@@ -120,15 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     try:
         variants = [Variant.parse(v) for v in args.variants.split(",")]
-        cfg = compose(args.overrides)
+        configs = [compose([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])
+                   for v in variants]
     except PosencError as err:
         print(f"ab_train: error: {err}", file=sys.stderr)
         return 2
     keep_freed_memory()
-    if cfg.train.threads:
-        torch.set_num_threads(int(cfg.train.threads))
-    run_interleaved(variants, cfg, args.rounds, args.steps, args.warmup)
-    rows = report(variants, cfg, args)
+    if configs[0].train.threads:
+        torch.set_num_threads(int(configs[0].train.threads))
+    run_interleaved(variants, configs, args)
+    rows = report(variants, configs[0], args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"overrides": args.overrides, "variants": rows}, f, indent=2)

@@ -115,15 +115,21 @@ def eval_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     """No-grad forwards of one sequence of the evaluation length."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"]), generator=gen)
-    rt = Runtime(torch.device("cpu"), spec["precision"])
-    step_model = compile_model(model, rt.device) if spec["compile"] else model
+    return _measure(evaluation_step(model, x, spec["precision"], spec["compile"]), spec)
+
+
+def evaluation_step(model: torch.nn.Module, x: torch.Tensor, precision: str,
+                    compiled: bool) -> Callable[[], None]:
+    """One no-grad forward of ``x`` in evaluation mode, as `posenc eval` runs it."""
+    rt = Runtime(torch.device("cpu"), precision)
+    step_model = compile_model(model, rt.device) if compiled else model
     model.eval()
 
     def step() -> None:
         with torch.no_grad(), rt.autocast():
             step_model(x)
 
-    return _measure(step, spec)
+    return step
 
 
 def _measure(step: Any, spec: dict[str, Any]) -> dict[str, Any]:

@@ -27,13 +27,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.bench.case import MARKER
+from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
+from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
-from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
-from posenc_cli.common.errors import PosencError
-from posenc_cli.common.sizes import default_d_ff
 
 DEFAULT_DIR = "outputs/bench/${now:%Y-%m-%d}/${now:%H-%M-%S}"
 FLOPS_CONVENTION = ("PaLM: train 6N + 12*L*d*T, eval 2N + 4*L*d*T per token (N = block + LM-head "

@@ -52,6 +52,14 @@ def test_ab_train_script_times_every_variant(tmp_path: Path, tiny_args: list[str
     assert rows[0]["speedup_vs_first"] == 1.0
     assert all(r["median_step_s"] > 0 and r["tokens_per_s"] > 0 for r in rows)
     assert "bf16" in res.stdout and "x vs fp32" in res.stdout
+    evaluation = subprocess.run([*AB, "--variants", "none:fp32,alibi:fp32", "--eval", "48",
+                                 "--rounds", "1", "--steps", "1", "--warmup", "0",
+                                 "--json", str(out), *tiny_args], capture_output=True, text=True,
+                                timeout=300, cwd=tmp_path)
+    assert evaluation.returncode == 0, evaluation.stderr
+    rows = json.loads(out.read_text())["variants"]
+    assert [r["variant"] for r in rows] == ["none:fp32", "alibi:fp32"]
+    assert "evaluation (no grad), batch 1 x 48" in evaluation.stdout
     bad = subprocess.run([*AB, "--variants", "fp16"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)
     assert bad.returncode == 2 and "unknown variant 'fp16'" in bad.stderr
