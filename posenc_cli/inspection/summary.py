@@ -53,7 +53,7 @@ def summary_markdown(report: InspectReport) -> str:
         error = "—" if p.error is None else f"{p.error:.1e}"
         lines.append(f"| {cell(p.name)} | {error} | {verdict(p)} | {claim} | {cell(p.note)} |")
     lines += _attention_lines(report)
-    lines += ["", "How each figure follows from the seeds: docs/encodings.md, section "
+    lines += ["", "How each figure follows from the derivations: docs/encodings.md, section "
               "\"What `posenc inspect` draws\".", "",
               f"Computed in {report.seconds:.1f} s.", ""]
     return "\n".join(lines)

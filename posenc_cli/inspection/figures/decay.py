@@ -1,6 +1,7 @@
-"""Figure 1: the long-range decay of ⟨p_m, p_n⟩ with m - n (seed 000's Riemann–Lebesgue
-argument), for the configured sinusoidal base beside bases 10, 100 and 10000; for a trained
-`sinusoidal_learned` run also the learned frequencies against their initialisation."""
+"""Figure 1: the long-range decay of ⟨p_m, p_n⟩ with m - n (the first derivation's
+Riemann–Lebesgue argument), for the configured sinusoidal base beside bases 10, 100 and
+10000; for a trained `sinusoidal_learned` run also the learned frequencies against their
+initialisation."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ REFERENCE_BASES = (10.0, 100.0, 10000.0)
 class DecayFigure(InspectFigure):
     order = 1
     name = "decay"
-    derivation = "1. long-range decay (seed 000, Riemann–Lebesgue)"
+    derivation = "1. long-range decay (first derivation, Riemann–Lebesgue)"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if isinstance(subject.encoding, (SinusoidalEncoding, LearnedSinusoidalEncoding)):
