@@ -19,8 +19,15 @@ from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.registry import META_KEYS
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
-TRAIN_KEYS = ("data", "vocab_size", "train_length", "steps", "train_tokens", "precision",
-              "position_range")
+TRAIN_KEYS = (
+    "data",
+    "vocab_size",
+    "train_length",
+    "steps",
+    "train_tokens",
+    "precision",
+    "position_range",
+)
 EVAL_KEYS = ("mode", "stride", "tokens")
 
 
@@ -55,8 +62,12 @@ def scaling_variants(run: Run) -> list[Run]:
     out = []
     for key, result in run.metrics.items():
         suffix = key.removeprefix("extrapolation_")
-        if key != suffix and isinstance(result, dict) and result.get("rope_scaling") \
-                and re.fullmatch(rf"{result['rope_scaling']}[0-9.]*", suffix):
+        if (
+            key != suffix
+            and isinstance(result, dict)
+            and result.get("rope_scaling")
+            and re.fullmatch(rf"{result['rope_scaling']}[0-9.]*", suffix)
+        ):
             out.append(Run(run.path, run.metrics, run.params, suffix))
     return out
 
@@ -115,9 +126,11 @@ def find_metrics(dirs: list[Path]) -> list[Path]:
     for d in dirs:
         paths = sorted(d.rglob("metrics.json")) if d.is_dir() else []
         if not paths:
-            raise PosencError(f"no metrics.json in or below '{d}'",
-                              "pass a run directory (it gets metrics.json when training ends) "
-                              "or a directory that contains run directories")
+            raise PosencError(
+                f"no metrics.json in or below '{d}'",
+                "pass a run directory (it gets metrics.json when training ends) "
+                "or a directory that contains run directories",
+            )
         for p in paths:
             found.setdefault(p.resolve(), p)
     return list(found.values())
@@ -136,12 +149,15 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         if not isinstance(metrics, dict) or "encoding" not in metrics:
             notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
             continue
-        run = Run(path.parent, metrics,
-                  saved_params(path.parent, "encoding", str(metrics["encoding"])))
+        run = Run(
+            path.parent, metrics, saved_params(path.parent, "encoding", str(metrics["encoding"]))
+        )
         runs += [run, *scaling_variants(run)]
     if not runs:
-        raise PosencError(f"none of the {len(paths)} metrics.json files could be read",
-                          "pass other run directories, or rerun `posenc eval` on these")
+        raise PosencError(
+            f"none of the {len(paths)} metrics.json files could be read",
+            "pass other run directories, or rerun `posenc eval` on these",
+        )
     return runs
 
 
@@ -156,14 +172,15 @@ def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
         try:
-            section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {},
-                                             resolve=False)
+            section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {}, resolve=False)
         except Exception:  # a damaged optional file must not stop the comparison
             section = {}
     if not isinstance(section, dict):
         section = {}
-    return {**group_defaults(group, name),
-            **{k: v for k, v in section.items() if k not in META_KEYS}}
+    return {
+        **group_defaults(group, name),
+        **{k: v for k, v in section.items() if k not in META_KEYS},
+    }
 
 
 def group_defaults(group: str, name: str) -> dict[str, Any]:
@@ -178,8 +195,11 @@ def settings_of(run: Run) -> dict[str, Any]:
     m, ex = run.metrics, run.extrapolation
     model = m.get("model") if isinstance(m.get("model"), dict) else {}
     model = {k: v for k, v in model.items() if v is not False}  # off = absent (older runs)
-    return {**{k: m.get(k) for k in TRAIN_KEYS}, **model,
-            **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {})}
+    return {
+        **{k: m.get(k) for k in TRAIN_KEYS},
+        **model,
+        **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {}),
+    }
 
 
 def _key(d: Any) -> str:
@@ -192,10 +212,13 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     for run in sorted(runs, key=lambda r: r.extrapolation is None):
         s = settings_of(run)
         if run.extrapolation is None:
-            notes.append(f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
-                         "extrapolation results (eval.at_end=false or evaluation unfinished)")
-            same = [g for g in groups.values()
-                    if _key({k: g.settings.get(k) for k in s}) == _key(s)]
+            notes.append(
+                f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
+                "extrapolation results (eval.at_end=false or evaluation unfinished)"
+            )
+            same = [
+                g for g in groups.values() if _key({k: g.settings.get(k) for k in s}) == _key(s)
+            ]
             if len(same) == 1:
                 same[0].runs.append(run)
                 continue
@@ -208,8 +231,11 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     for g in ordered:
         g.title = describe(g.settings, differ)
     if differ:
-        notes.insert(0, f"the runs differ in {', '.join(differ)}: {len(ordered)} tables, one per "
-                        "setting (runs are never averaged across settings)")
+        notes.insert(
+            0,
+            f"the runs differ in {', '.join(differ)}: {len(ordered)} tables, one per "
+            "setting (runs are never averaged across settings)",
+        )
     return ordered
 
 
@@ -240,17 +266,26 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
         if len({str(s) for s in seeds}) < len(seeds):
             notes.append(f"{label}: a seed appears more than once ({seeds}); all are averaged")
         ppl = {n: Stat.of([ppls[id(r)].get(str(n)) for r in runs]) for n in group.lengths}
-        group.rows.append(Row(
-            label, runs, ppl, Stat.of([r.metrics.get("final_val_loss") for r in runs]),
-            Stat.of([r.metrics.get("tokens_per_s") for r in runs]), _intervals(runs, group)))
+        group.rows.append(
+            Row(
+                label,
+                runs,
+                ppl,
+                Stat.of([r.metrics.get("final_val_loss") for r in runs]),
+                Stat.of([r.metrics.get("tokens_per_s") for r in runs]),
+                _intervals(runs, group),
+            )
+        )
 
 
 def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] | None]:
     if len(runs) != 1:
         return {}
     ci = (runs[0].extrapolation or {}).get("ppl_ci95") or {}
-    return {n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2
-            else None for n in group.lengths}  # type: ignore[misc]
+    return {
+        n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2 else None
+        for n in group.lengths
+    }  # type: ignore[misc]
 
 
 def _seed_order(run: Run) -> tuple[bool, int, str]:

@@ -29,36 +29,63 @@ class AttentionFigure(InspectFigure):
         factor = T // L
         out = []
         for stem, field, name, label, caption in (
-                ("attention_distance", "mean_distance", "Mean attention distance",
-                 "mean distance Σ p_ij (i − j), tokens",
-                 "Mean attention distance per head: local heads stay dark at both lengths."),
-                ("attention_entropy", "entropy", "Attention entropy", "entropy −Σ p ln p (nats)",
-                 "Attention entropy per head: a head whose entropy grows with the context "
-                 "spreads its attention past L.")):
+            (
+                "attention_distance",
+                "mean_distance",
+                "Mean attention distance",
+                "mean distance Σ p_ij (i − j), tokens",
+                "Mean attention distance per head: local heads stay dark at both lengths.",
+            ),
+            (
+                "attention_entropy",
+                "entropy",
+                "Attention entropy",
+                "entropy −Σ p ln p (nats)",
+                "Attention entropy per head: a head whose entropy grows with the context "
+                "spreads its attention past L.",
+            ),
+        ):
             a, b = getattr(short, field), getattr(long, field)
             top = max(float(a.max()), float(b.max()))
-            fig, axes = new_figure(1, 2, width=5.0, height=3.8,
-                                   title=f"{name} per layer and head, step {subject.step}")
+            fig, axes = new_figure(
+                1, 2, width=5.0, height=3.8, title=f"{name} per layer and head, step {subject.step}"
+            )
             heatmap(fig, axes[0, 0], a, f"1x: {L} tokens", label, 0.0, top)
             heatmap(fig, axes[0, 1], b, f"{factor}x: {T} tokens", label, 0.0, top)
             if field == "entropy":  # uniform causal attention: query i spreads over i + 1
                 for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
                     uniform = sum(math.log(i + 1) for i in range(n)) / n
-                    ax.set_title(f"{ax.get_title()} (uniform causal: {uniform:.2f})",
-                                 fontsize=10)
+                    ax.set_title(f"{ax.get_title()} (uniform causal: {uniform:.2f})", fontsize=10)
             else:
                 for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
-                    ax.set_title(f"{ax.get_title()} (uniform causal: {(n - 1) / 2:.1f})",
-                                 fontsize=10)
+                    ax.set_title(
+                        f"{ax.get_title()} (uniform causal: {(n - 1) / 2:.1f})", fontsize=10
+                    )
             out.append(Output(stem, fig, caption))
         if long.beyond is not None:
-            fig, axes = new_figure(width=5.6, height=3.8,
-                                   title=f"Share of attention beyond distance L = {L} at {T} "
-                                         f"tokens (queries i ≥ L), step {subject.step}")
-            heatmap(fig, axes[0, 0], long.beyond, f"{factor}x", "attention mass at i − j ≥ L",
-                    0.0, max(1e-6, float(long.beyond.max())))
-            out.append(Output("attention_beyond", fig, "How much attention each head puts on "
-                              "keys further away than any it saw in training."))
+            fig, axes = new_figure(
+                width=5.6,
+                height=3.8,
+                title=f"Share of attention beyond distance L = {L} at {T} "
+                f"tokens (queries i ≥ L), step {subject.step}",
+            )
+            heatmap(
+                fig,
+                axes[0, 0],
+                long.beyond,
+                f"{factor}x",
+                "attention mass at i − j ≥ L",
+                0.0,
+                max(1e-6, float(long.beyond.max())),
+            )
+            out.append(
+                Output(
+                    "attention_beyond",
+                    fig,
+                    "How much attention each head puts on "
+                    "keys further away than any it saw in training.",
+                )
+            )
         return out
 
     def scalars(self, subject: Subject) -> dict[str, float]:
