@@ -44,14 +44,26 @@ TRAIN_LEN = 16
 #: The learned table in these tests; 4x the training length must then be refused.
 SMALL_MAX_LEN = 2 * TRAIN_LEN
 
-TINY = ["model=tiny", "train.steps=20", "train.batch_size=4", "train.context_length=16",
-        "train.eval_every=10", "train.eval_batches=2", "train.checkpoint_every=10",
-        "train.log_every=5", "train.warmup_steps=2", "data.vocab_size=300", "eval.tokens=256",
-        "eval.factors=[1,2]"]
+TINY = [
+    "model=tiny",
+    "train.steps=20",
+    "train.batch_size=4",
+    "train.context_length=16",
+    "train.eval_every=10",
+    "train.eval_batches=2",
+    "train.checkpoint_every=10",
+    "train.log_every=5",
+    "train.warmup_steps=2",
+    "data.vocab_size=300",
+    "eval.tokens=256",
+    "eval.factors=[1,2]",
+]
 
-WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from "
-         "at which but have an they you were her she there been one all we their has would "
-         "when if so no will more can what said who may up out them into some").split()
+WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from "
+    "at which but have an they you were her she there been one all we their has would "
+    "when if so no will more can what said who may up out them into some"
+).split()
 
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("fuzz", derandomize=False, print_blob=True)
@@ -59,6 +71,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 # --- collection -------------------------------------------------------------------------------
+
 
 def _built(name: str) -> PositionalEncoding:
     """The encoding of configs/encoding/<name>.yaml as the tiny models build it."""
@@ -78,13 +91,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test under tests/e2e/ starts a process and must be skippable with -m 'not slow'."""
     e2e = REPO / "tests" / "e2e"
-    unmarked = [item.nodeid for item in items
-                if e2e in item.path.parents and item.get_closest_marker("slow") is None]
+    unmarked = [
+        item.nodeid
+        for item in items
+        if e2e in item.path.parents and item.get_closest_marker("slow") is None
+    ]
     if unmarked:
         raise pytest.UsageError(f"tests/e2e tests without @pytest.mark.slow: {unmarked}")
 
 
 # --- data and the command line ----------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def repo() -> Path:
@@ -102,8 +119,10 @@ def _make_corpus(path: Path, n_docs: int = 40, seed: int = 0) -> Path:
     rng = random.Random(seed)
     docs = []
     for _ in range(n_docs):
-        sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))).capitalize()
-                     + "." for _ in range(rng.randint(8, 20))]
+        sentences = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))).capitalize() + "."
+            for _ in range(rng.randint(8, 20))
+        ]
         docs.append(" ".join(sentences))
     path.write_text("<|endoftext|>".join(docs), encoding="utf-8")
     return path
@@ -139,16 +158,25 @@ def run_cli(cli_command: list[str]) -> Callable[..., subprocess.CompletedProcess
     """run_cli(args, cwd, cache, timeout=300, **kw): `posenc ARGS` in a subprocess, as a user
     would run it."""
 
-    def run(args: list[str], cwd: Path, cache: Path, timeout: float = 300,
-            **kw: Any) -> subprocess.CompletedProcess[str]:
+    def run(
+        args: list[str], cwd: Path, cache: Path, timeout: float = 300, **kw: Any
+    ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "POSENC_CACHE": str(cache), "COLUMNS": "200", **kw.pop("env", {})}
-        return subprocess.run([*cli_command, *args], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=timeout, **kw)
+        return subprocess.run(
+            [*cli_command, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kw,
+        )
 
     return run
 
 
 # --- tiny models ------------------------------------------------------------------------------
+
 
 def _encoding_cfg(name: str) -> Any:
     cfg = OmegaConf.load(ENCODING_CONFIGS[ENCODING_NAMES.index(name)])
@@ -162,8 +190,14 @@ def _encoding_cfg(name: str) -> Any:
 @pytest.fixture(scope="session")
 def model_sizes() -> dict[str, int]:
     """The sizes make_model and tokens use (the learned table holds small_max_len rows)."""
-    return {"vocab": VOCAB, "d_model": D_MODEL, "n_layers": N_LAYERS, "n_heads": N_HEADS,
-            "train_len": TRAIN_LEN, "small_max_len": SMALL_MAX_LEN}
+    return {
+        "vocab": VOCAB,
+        "d_model": D_MODEL,
+        "n_layers": N_LAYERS,
+        "n_heads": N_HEADS,
+        "train_len": TRAIN_LEN,
+        "small_max_len": SMALL_MAX_LEN,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -177,8 +211,13 @@ def make_model() -> Callable[..., TransformerLM]:
     """make_model(name, n_heads=4, seed=0, d_model=32, **encoding_overrides): a tiny model
     with the named encoding, initialised from ``seed``."""
 
-    def make(name: str, n_heads: int = N_HEADS, seed: int = 0, d_model: int = D_MODEL,
-             **overrides: object) -> TransformerLM:
+    def make(
+        name: str,
+        n_heads: int = N_HEADS,
+        seed: int = 0,
+        d_model: int = D_MODEL,
+        **overrides: object,
+    ) -> TransformerLM:
         cfg = _encoding_cfg(name)
         for key, value in overrides.items():
             cfg[key] = value
@@ -194,8 +233,9 @@ def tokens() -> Callable[..., torch.Tensor]:
     """tokens(length, batch=2, seed=1): random ids of the tiny vocabulary."""
 
     def make(length: int, batch: int = 2, seed: int = 1) -> torch.Tensor:
-        return torch.randint(0, VOCAB, (batch, length),
-                             generator=torch.Generator().manual_seed(seed))
+        return torch.randint(
+            0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed)
+        )
 
     return make
 
@@ -216,8 +256,14 @@ def randomise_zero_params() -> Callable[[TransformerLM], None]:
 
 # --- naive reference definitions --------------------------------------------------------------
 
-def _reference_attention(q_BHTE: torch.Tensor, k_BHSE: torch.Tensor, v_BHSE: torch.Tensor,
-                         scale: float, bias: torch.Tensor | None = None) -> torch.Tensor:
+
+def _reference_attention(
+    q_BHTE: torch.Tensor,
+    k_BHSE: torch.Tensor,
+    v_BHSE: torch.Tensor,
+    scale: float,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
     logits = (q_BHTE @ k_BHSE.transpose(-1, -2)) * scale
     if bias is not None:
@@ -242,21 +288,33 @@ def sinusoid_naive(d: torch.Tensor, width: int, base: float = 10000.0) -> torch.
     return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2).float()
 
 
-def transformer_xl_naive(txl: TransformerXLEncoding, q: torch.Tensor, k: torch.Tensor,
-                         pos_t: torch.Tensor, pos_s: torch.Tensor, layer: int) -> torch.Tensor:
+def transformer_xl_naive(
+    txl: TransformerXLEncoding,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    pos_t: torch.Tensor,
+    pos_s: torch.Tensor,
+    layer: int,
+) -> torch.Tensor:
     """Terms (b) + (c) + (d) of Dai et al.'s score, times the softmax scale, materialising the
     (T, S, H, E) projected sinusoids: O(T²E). Term (a), q·k, is the attention's own."""
     H, E = txl.n_heads, txl.head_dim
     r = sinusoid_naive(pos_t[:, None] - pos_s[None, :], txl.d_model, txl.base)
-    wr = (r @ txl.r_proj[layer].weight.T).unflatten(-1, (H, E))          # (T, S, H, E)
+    wr = (r @ txl.r_proj[layer].weight.T).unflatten(-1, (H, E))  # (T, S, H, E)
     b = torch.einsum("bhte,tshe->bhts", q, wr)
     c = torch.einsum("he,bhse->bhs", txl.u, k)[:, :, None, :]
     d = torch.einsum("he,tshe->hts", txl.v, wr)[None]
     return (b + c + d) * txl.softmax_scale(E)
 
 
-def deberta_naive(deb: DebertaEncoding, q: torch.Tensor, k: torch.Tensor, pos_t: torch.Tensor,
-                  pos_s: torch.Tensor, layer: int) -> torch.Tensor:
+def deberta_naive(
+    deb: DebertaEncoding,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    pos_t: torch.Tensor,
+    pos_s: torch.Tensor,
+    layer: int,
+) -> torch.Tensor:
     """c2p + p2c of He et al., gathered per (query, key) pair from the clipped relative
     distances δ(i, j) and δ(j, i), over 1/sqrt(3E): O(T²E). c2c, q·k, is the attention's own."""
     H, E, k_max = deb.n_heads, deb.head_dim, deb.max_relative
@@ -280,9 +338,9 @@ def cope_naive(cope: CopeEncoding, q: torch.Tensor, k: torch.Tensor, layer: int)
     p = (gates @ torch.ones(S, S).tril()).clamp(max=cope.max_position - 1)
     low = p.floor()
     w = (p - low)[..., None]
-    table = cope.embeddings[layer].T                                  # (max_position, E)
+    table = cope.embeddings[layer].T  # (max_position, E)
     high = (low + 1).clamp(max=cope.max_position - 1)
-    e = table[low.long()] * (1 - w) + table[high.long()] * w           # (B, H, T, S, E)
+    e = table[low.long()] * (1 - w) + table[high.long()] * w  # (B, H, T, S, E)
     return torch.einsum("bhte,bhtse->bhts", q, e)
 
 
@@ -294,13 +352,19 @@ def fox_naive(fox: ForgettingEncoding, x: torch.Tensor, layer: int) -> torch.Ten
     out = torch.zeros(B, H, T, T)
     for i in range(T):
         for j in range(i + 1):
-            out[:, :, i, j] = log_f[:, j + 1:i + 1].sum(1)
+            out[:, :, i, j] = log_f[:, j + 1 : i + 1].sum(1)
     return out
 
 
-def _reference_bias(enc: PositionalEncoding, q: torch.Tensor | None, k: torch.Tensor | None,
-                    pos_t: torch.Tensor, pos_s: torch.Tensor, layer: int | None,
-                    attn_input: torch.Tensor | None = None) -> torch.Tensor:
+def _reference_bias(
+    enc: PositionalEncoding,
+    q: torch.Tensor | None,
+    k: torch.Tensor | None,
+    pos_t: torch.Tensor,
+    pos_s: torch.Tensor,
+    layer: int | None,
+    attn_input: torch.Tensor | None = None,
+) -> torch.Tensor:
     if not enc.has_content_bias:
         return enc.position_bias(pos_t, pos_s)
     if isinstance(enc, TransformerXLEncoding):
@@ -312,8 +376,10 @@ def _reference_bias(enc: PositionalEncoding, q: torch.Tensor | None, k: torch.Te
     elif isinstance(enc, ForgettingEncoding):
         bias = fox_naive(enc, attn_input, layer)
     else:
-        raise NotImplementedError(f"no naive reference bias for {type(enc).__name__}: add its "
-                                  "paper's formula to tests/conftest.py")
+        raise NotImplementedError(
+            f"no naive reference bias for {type(enc).__name__}: add its "
+            "paper's formula to tests/conftest.py"
+        )
     return bias.float().masked_fill(pos_s[None, :] > pos_t[:, None], float("-inf"))
 
 

@@ -56,21 +56,21 @@ class Variant:
         encoding, _, rest = text.rpartition(":")
         precision, *flags = rest.split("+")
         if precision not in ("fp32", "bf16") or any(f != "compile" for f in flags):
-            raise PosencError(f"unknown variant '{text}'",
-                              "use [ENCODING:]fp32 or bf16, optionally followed by +compile")
+            raise PosencError(
+                f"unknown variant '{text}'",
+                "use [ENCODING:]fp32 or bf16, optionally followed by +compile",
+            )
         return cls(text, precision, bool(flags), encoding or None)
 
 
-def make_step(variant: Variant, cfg: Any, x: torch.Tensor, y: torch.Tensor,
-              evaluate: bool) -> Any:
+def make_step(variant: Variant, cfg: Any, x: torch.Tensor, y: torch.Tensor, evaluate: bool) -> Any:
     """A fresh model (same seed for every variant) and its training step or no-grad forward."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, int(cfg.data.vocab_size))
     if evaluate:
         return evaluation_step(model, x, variant.precision, variant.compile)
     opt = make_optimizer(model, cfg.train)
-    return training_step(model, opt, x, y, variant.precision, variant.compile,
-                         cfg.train.grad_clip)
+    return training_step(model, opt, x, y, variant.precision, variant.compile, cfg.train.grad_clip)
 
 
 def timed(fn: Any) -> float:
@@ -85,8 +85,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=6, help="alternations of all variants")
     p.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps after the first")
-    p.add_argument("--eval", type=int, metavar="N",
-                   help="time no-grad forwards of one N-token sequence instead of training")
+    p.add_argument(
+        "--eval",
+        type=int,
+        metavar="N",
+        help="time no-grad forwards of one N-token sequence instead of training",
+    )
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("overrides", nargs="*", help="`posenc train` overrides, e.g. encoding=rope")
     return p.parse_args(argv)
@@ -94,8 +98,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def tokens_per_step(cfg: Any, evaluate: int | None) -> tuple[int, int]:
     """(batch, length) of one timed step: the training batch, or one sequence of --eval."""
-    return (1, evaluate) if evaluate else (int(cfg.train.batch_size),
-                                           int(cfg.train.context_length))
+    return (1, evaluate) if evaluate else (int(cfg.train.batch_size), int(cfg.train.context_length))
 
 
 def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.Namespace) -> None:
@@ -111,7 +114,7 @@ def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.
         for _ in range(args.warmup):
             v.step()
     for r in range(args.rounds):
-        for v in variants[r % len(variants):] + variants[:r % len(variants)]:
+        for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
             v.times += [timed(v.step) for _ in range(args.steps)]
 
 
@@ -121,16 +124,27 @@ def report(variants: list[Variant], cfg: Any, args: argparse.Namespace) -> list[
     tokens = batch * length
     base = statistics.median(variants[0].times)
     mode = "evaluation (no grad)" if args.eval else "training"
-    print(f"{cfg.encoding.name}, d_model {cfg.model.d_model}, {mode}, batch {batch} x {length}, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"{args.rounds} rounds x {args.steps} steps per variant")
+    print(
+        f"{cfg.encoding.name}, d_model {cfg.model.d_model}, {mode}, batch {batch} x {length}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
+        f"{args.rounds} rounds x {args.steps} steps per variant"
+    )
     rows = []
     for v in variants:
         med = statistics.median(v.times)
-        rows.append({"variant": v.name, "median_step_s": med, "tokens_per_s": tokens / med,
-                     "speedup_vs_first": base / med, "first_step_s": v.first_step_s})
-        print(f"  {v.name:>14}: {med * 1e3:7.1f} ms/step  {tokens / med:8,.0f} tok/s  "
-              f"{base / med:5.2f}x vs {variants[0].name}  first step {v.first_step_s:6.1f} s")
+        rows.append(
+            {
+                "variant": v.name,
+                "median_step_s": med,
+                "tokens_per_s": tokens / med,
+                "speedup_vs_first": base / med,
+                "first_step_s": v.first_step_s,
+            }
+        )
+        print(
+            f"  {v.name:>14}: {med * 1e3:7.1f} ms/step  {tokens / med:8,.0f} tok/s  "
+            f"{base / med:5.2f}x vs {variants[0].name}  first step {v.first_step_s:6.1f} s"
+        )
     return rows
 
 
@@ -138,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     try:
         variants = [Variant.parse(v) for v in args.variants.split(",")]
-        configs = [compose([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])
-                   for v in variants]
+        configs = [
+            compose([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])
+            for v in variants
+        ]
     except PosencError as err:
         print(f"ab_train: error: {err}", file=sys.stderr)
         return 2

@@ -97,9 +97,15 @@ def train_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     return _measure(training_step(model, opt, x, y, spec["precision"], spec["compile"]), spec)
 
 
-def training_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
-                  y: torch.Tensor, precision: str, compiled: bool,
-                  grad_clip: float = 1.0) -> Callable[[], None]:
+def training_step(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    precision: str,
+    compiled: bool,
+    grad_clip: float = 1.0,
+) -> Callable[[], None]:
     """The step `posenc train` takes (engine.step.train_step), on fixed (x, y)."""
     rt = Runtime(torch.device("cpu"), precision)
     run = compile_model(model, rt.device) if compiled else model
@@ -118,8 +124,9 @@ def eval_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     return _measure(evaluation_step(model, x, spec["precision"], spec["compile"]), spec)
 
 
-def evaluation_step(model: torch.nn.Module, x: torch.Tensor, precision: str,
-                    compiled: bool) -> Callable[[], None]:
+def evaluation_step(
+    model: torch.nn.Module, x: torch.Tensor, precision: str, compiled: bool
+) -> Callable[[], None]:
     """One no-grad forward of ``x`` in evaluation mode, as `posenc eval` runs it."""
     rt = Runtime(torch.device("cpu"), precision)
     step_model = compile_model(model, rt.device) if compiled else model
@@ -138,8 +145,7 @@ def _measure(step: Any, spec: dict[str, Any]) -> dict[str, Any]:
     for _ in range(spec["warmup"] - 1):
         step()
     times = [_timed(step) for _ in range(spec["timed"])]
-    return {"step_time_s": statistics.median(times), "first_step_s": first,
-            "step_times_s": times}
+    return {"step_time_s": statistics.median(times), "first_step_s": first, "step_times_s": times}
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -151,8 +157,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     baseline = reset_peak_rss()
     result = (train_case if spec["kind"] == "train" else eval_case)(spec, model)
     peak = peak_rss_mb()
-    result.update(peak_rss_mb=peak, rss_growth_mb=peak - baseline,
-                  tokens_per_s=spec["batch"] * spec["length"] / result["step_time_s"])
+    result.update(
+        peak_rss_mb=peak,
+        rss_growth_mb=peak - baseline,
+        tokens_per_s=spec["batch"] * spec["length"] / result["step_time_s"],
+    )
     return result
 
 

@@ -27,17 +27,18 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.bench.case import MARKER
+from posenc_cli.bench.plan import cases, check_bench
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
-from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose
-from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 
 DEFAULT_DIR = "outputs/bench/${now:%Y-%m-%d}/${now:%H-%M-%S}"
-FLOPS_CONVENTION = ("PaLM: train 6N + 12*L*d*T, eval 2N + 4*L*d*T per token (N = block + LM-head "
-                    "matmul parameters; attention counted over the full T x T)")
+FLOPS_CONVENTION = (
+    "PaLM: train 6N + 12*L*d*T, eval 2N + 4*L*d*T per token (N = block + LM-head "
+    "matmul parameters; attention counted over the full T x T)"
+)
 
 
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
@@ -51,64 +52,23 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     return cfg, planned_run_dir(cfg, overrides)
 
 
-def check_bench(cfg: DictConfig) -> None:
-    """bench.encodings is "all", a name or a non-empty list of known encodings (the schema
-    checks every other bench key)."""
-    chosen = cfg.bench.encodings
-    if not (isinstance(chosen, str) or (OmegaConf.is_list(chosen) and len(chosen) > 0 and
-                                        all(isinstance(n, str) for n in chosen))):
-        raise PosencError(f"bench.encodings is {chosen!r}",
-                          "give all, one name or a list of names, e.g. bench.encodings=[none,rope]")
-    known = group_options("encoding")
-    for name in encodings(cfg):
-        if name not in known:
-            raise PosencError(f"unknown encoding '{name}' in bench.encodings",
-                              f"choose from: {', '.join(known)} (or bench.encodings=all)")
-
-
-def encodings(cfg: DictConfig) -> list[str]:
-    """bench.encodings: "all" (every configs/encoding/*.yaml, `none` first) or a list."""
-    chosen = cfg.bench.encodings
-    names = group_options("encoding") if chosen == "all" else \
-        [chosen] if isinstance(chosen, str) else [str(n) for n in chosen]
-    return sorted(names, key=lambda n: (n != "none", names.index(n)))
-
-
-def cases(cfg: DictConfig) -> list[dict[str, Any]]:
-    """One spec per (encoding, mode, length); the first one describes the matmul peak."""
-    b, t = cfg.bench, cfg.train
-    common = {"threads": int(b.threads or os.cpu_count() or 1), "precision": str(b.precision),
-              "compile": bool(b.compile), "vocab_size": int(cfg.data.vocab_size),
-              "model": OmegaConf.to_container(cfg.model), "warmup": int(b.warmup_steps)}
-    specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": int(b.matmul_size)}]
-    optimizer = {k: t[k] for k in ("lr", "beta1", "beta2", "weight_decay")}
-    for name in encodings(cfg):
-        own = {"train": {"context_length": int(b.context_length)},  # what ${train.…} reads
-               "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")}
-        enc = OmegaConf.to_container(OmegaConf.create(own), resolve=True)["encoding"]
-        base = {**common, "encoding": enc, "name": name}
-        specs.append({**base, "kind": "train", "length": int(b.context_length),
-                      "batch": int(b.batch_size), "timed": int(b.timed_steps),
-                      "optimizer": optimizer})
-        for f in b.eval_factors:
-            specs.append({**base, "kind": "eval", "length": int(f * b.context_length), "batch": 1,
-                          "timed": int(b.eval_steps), "warmup": 1})
-    return specs
-
-
 def run_case(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run one case in a child process; a crash or timeout becomes an "error" entry."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(spec["threads"]),
-           "MKL_NUM_THREADS": str(spec["threads"])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(spec["threads"]),
+        "MKL_NUM_THREADS": str(spec["threads"]),
+    }
     cmd = [sys.executable, "-m", "posenc_cli.bench.case", json.dumps(spec)]
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                             check=False)
+        res = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     for line in reversed(res.stdout.splitlines()):
         if line.startswith(MARKER):
-            return json.loads(line[len(MARKER):])
+            return json.loads(line[len(MARKER) :])
     lines = (res.stderr or res.stdout).strip().splitlines()
     return {"error": f"exit {res.returncode}: {lines[-1][:200] if lines else 'no output'}"}
 
@@ -140,14 +100,24 @@ def record(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """One bench.json record (MFU and the ratio to `none` are filled in at the end)."""
     train = spec["kind"] == "train"
     rec: dict[str, Any] = {
-        "encoding": spec["name"], "mode": spec["kind"], "length": spec["length"],
-        "batch": spec["batch"], "precision": spec["precision"], "threads": spec["threads"],
-        "compile": spec["compile"], "tokens_per_s": result.get("tokens_per_s"),
-        "step_time_s": result.get("step_time_s"), "first_step_s": result.get("first_step_s"),
-        "peak_rss_mb": result.get("peak_rss_mb"), "rss_growth_mb": result.get("rss_growth_mb"),
-        "flops_per_token": flops_per_token(spec["model"], spec["vocab_size"], spec["length"],
-                                           train),
-        "mfu": None, "step_time_ratio_vs_none": None}
+        "encoding": spec["name"],
+        "mode": spec["kind"],
+        "length": spec["length"],
+        "batch": spec["batch"],
+        "precision": spec["precision"],
+        "threads": spec["threads"],
+        "compile": spec["compile"],
+        "tokens_per_s": result.get("tokens_per_s"),
+        "step_time_s": result.get("step_time_s"),
+        "first_step_s": result.get("first_step_s"),
+        "peak_rss_mb": result.get("peak_rss_mb"),
+        "rss_growth_mb": result.get("rss_growth_mb"),
+        "flops_per_token": flops_per_token(
+            spec["model"], spec["vocab_size"], spec["length"], train
+        ),
+        "mfu": None,
+        "step_time_ratio_vs_none": None,
+    }
     if "error" in result:
         rec["error"] = result["error"]
     return rec
@@ -175,8 +145,14 @@ def machine(threads: int) -> dict[str, Any]:
         pass
     from posenc_cli.engine.runtime import cpu_has_fast_bf16
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__,
-            "python": platform.python_version(), "fast_bf16": cpu_has_fast_bf16()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "fast_bf16": cpu_has_fast_bf16(),
+    }
 
 
 def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
@@ -189,30 +165,50 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         run_dir.mkdir(parents=True, exist_ok=True)
     else:
         run_dir = create_exclusive(run_dir)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(
-        OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])))
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load > 0.5:
-        console.print(f"warning: load average {load:.1f} before the first case: other processes "
-                      "compete for the cores and the timings will show it", style="yellow")
+    (run_dir / "config.yaml").write_text(
+        OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
+    )
+    load = warn_if_loaded()
     peak = measure_peak(specs[0])
-    console.print(f"matmul peak ({specs[0]['size']}^3, {specs[0]['threads']} threads; measured "
-                  "again at the end, the higher counts): "
-                  + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items()))
+    console.print(
+        f"matmul peak ({specs[0]['size']}^3, {specs[0]['threads']} threads; measured "
+        "again at the end, the higher counts): "
+        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
+    )
     records = run_cases(specs[1:], float(cfg.bench.case_timeout_s), int(cfg.bench.repeats))
     peak = {k: max(v, measure_peak(specs[0]).get(k, 0.0)) for k, v in peak.items()}
     finish(records, peak)
-    report = {"machine": {**machine(specs[0]["threads"]), "load_before": load},
-              "matmul_peak_gflops": peak, "flops_convention": FLOPS_CONVENTION,
-              "config": OmegaConf.to_container(cfg.bench), "model": specs[0]["model"],
-              "records": records, "run_dir": str(run_dir)}
+    report = {
+        "machine": {**machine(specs[0]["threads"]), "load_before": load},
+        "matmul_peak_gflops": peak,
+        "flops_convention": FLOPS_CONVENTION,
+        "config": OmegaConf.to_container(cfg.bench),
+        "model": specs[0]["model"],
+        "records": records,
+        "run_dir": str(run_dir),
+    }
     write_json_atomic(run_dir / "bench.json", report)
     write_text_atomic(run_dir / "bench.md", markdown(report))
     return report
 
 
-def run_cases(specs: list[dict[str, Any]], timeout: float,
-              repeats: int = 1) -> list[dict[str, Any]]:
+def warn_if_loaded() -> float:
+    """The load average before the first case, with a warning when other work competes."""
+    from posenc_cli.common.console import console
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > 0.5:
+        console.print(
+            f"warning: load average {load:.1f} before the first case: other processes "
+            "compete for the cores and the timings will show it",
+            style="yellow",
+        )
+    return load
+
+
+def run_cases(
+    specs: list[dict[str, Any]], timeout: float, repeats: int = 1
+) -> list[dict[str, Any]]:
     """Each case in its own process, one progress line per case; with repeats > 1 the whole
     list runs again (so a burst of load elsewhere hits one run of a case, not all of them)
     and each case keeps its fastest run."""
@@ -227,8 +223,10 @@ def run_cases(specs: list[dict[str, Any]], timeout: float,
             results.append(res)
             done = f"{res['tokens_per_s']:,.0f} tok/s" if "tokens_per_s" in res else res["error"]
             tag = f", run {rep + 1} of {repeats}" if repeats > 1 else ""
-            console.print(f"  {spec['name']:>18} {spec['kind']:>5} {spec['length']:>6}: {done} "
-                          f"({time.perf_counter() - t0:.0f} s{tag})")
+            console.print(
+                f"  {spec['name']:>18} {spec['kind']:>5} {spec['length']:>6}: {done} "
+                f"({time.perf_counter() - t0:.0f} s{tag})"
+            )
     records = []
     for spec, results in zip(specs, runs, strict=True):
         ok = [r for r in results if "step_time_s" in r]
@@ -241,8 +239,11 @@ def run_cases(specs: list[dict[str, Any]], timeout: float,
 
 def finish(records: list[dict[str, Any]], peak: dict[str, float]) -> None:
     """MFU against the matmul peak and time per step relative to `none` (same mode, length)."""
-    base = {(r["mode"], r["length"]): r["step_time_s"] for r in records
-            if r["encoding"] == "none" and r["step_time_s"]}
+    base = {
+        (r["mode"], r["length"]): r["step_time_s"]
+        for r in records
+        if r["encoding"] == "none" and r["step_time_s"]
+    }
     for r in records:
         ref = base.get((r["mode"], r["length"]))
         if ref and r["step_time_s"]:

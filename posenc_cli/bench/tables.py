@@ -21,8 +21,9 @@ def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         train = next((r for (m, _), r in by.items() if m == "train"), None)
         row += _cells(train, ("tokens_per_s", "step_time_ratio_vs_none", "mfu", "peak_rss_mb"))
         for L in lengths:
-            row += _cells(by.get(("eval", L)),
-                          ("tokens_per_s", "step_time_ratio_vs_none", "rss_growth_mb"))
+            row += _cells(
+                by.get(("eval", L)), ("tokens_per_s", "step_time_ratio_vs_none", "rss_growth_mb")
+            )
         rows.append(row)
     return header, rows
 
@@ -30,10 +31,16 @@ def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def _cells(rec: dict[str, Any] | None, keys: tuple[str, ...]) -> list[str]:
     if rec is None or rec.get("tokens_per_s") is None:
         why = (rec or {}).get("error", "-")
-        return ["skipped" if why.startswith("skipped") else "failed" if rec else "-"] + \
-            ["-"] * (len(keys) - 1)
-    fmt = {"tokens_per_s": "{:,.0f}", "step_time_ratio_vs_none": "{:.2f}x", "mfu": "{:.0%}",
-           "peak_rss_mb": "{:,.0f}", "rss_growth_mb": "{:,.0f}"}
+        return ["skipped" if why.startswith("skipped") else "failed" if rec else "-"] + ["-"] * (
+            len(keys) - 1
+        )
+    fmt = {
+        "tokens_per_s": "{:,.0f}",
+        "step_time_ratio_vs_none": "{:.2f}x",
+        "mfu": "{:.0%}",
+        "peak_rss_mb": "{:,.0f}",
+        "rss_growth_mb": "{:,.0f}",
+    }
     return ["-" if rec.get(k) is None else fmt[k].format(rec[k]) for k in keys]
 
 
@@ -48,28 +55,49 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
     m, peak = report["machine"], report["matmul_peak_gflops"]
     header, rows = table_rows(report)
     precision = report["records"][0]["precision"] if report["records"] else ""
-    train = Table(title=f"posenc bench: {m['cpu']}, {m['threads']} threads, torch {m['torch']}, "
-                        f"{precision}; training (x none: step time)", box=box.SIMPLE_HEAD)
+    train = Table(
+        title=f"posenc bench: {m['cpu']}, {m['threads']} threads, torch {m['torch']}, "
+        f"{precision}; training (x none: step time)",
+        box=box.SIMPLE_HEAD,
+    )
     for i, col in enumerate(header[:5]):
         train.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:
         train.add_row(*row[:5])
     console.print(train)
+    console.print(evaluation_table(header, rows))
+    console.print(
+        "matmul peak: "
+        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
+        + f"; MFU by {report['flops_convention']}",
+        soft_wrap=True,
+    )
+    console.print(f"wrote {run_dir / 'bench.json'}", soft_wrap=True)
+
+
+def evaluation_table(header: list[str], rows: list[list[str]]) -> Any:
+    """The evaluation half: a column per length with tokens/s (and time x none), then +MB."""
+    from rich import box
+    from rich.table import Table
+
     lengths = [h.split()[1] for h in header[5::3]]
-    evaluation = Table(title="evaluation by length, batch 1: tokens/s (time x none); +MB: peak "
-                             "RSS growth at the longest", box=box.SIMPLE_HEAD)
+    evaluation = Table(
+        title="evaluation by length, batch 1: tokens/s (time x none); +MB: peak "
+        "RSS growth at the longest",
+        box=box.SIMPLE_HEAD,
+    )
     evaluation.add_column("encoding", no_wrap=True)
     for L in lengths:
         evaluation.add_column(L, justify="right", no_wrap=True)
     evaluation.add_column("+MB", justify="right")
     for row in rows:
-        cells = [row[5 + 3 * i:8 + 3 * i] for i in range(len(lengths))]
-        evaluation.add_row(row[0], *[f"{c[0]} ({c[1]})" if c[1] != "-" else c[0] for c in cells],
-                           cells[-1][2] if cells else "-")
-    console.print(evaluation)
-    console.print("matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
-                  + f"; MFU by {report['flops_convention']}", soft_wrap=True)
-    console.print(f"wrote {run_dir / 'bench.json'}", soft_wrap=True)
+        cells = [row[5 + 3 * i : 8 + 3 * i] for i in range(len(lengths))]
+        evaluation.add_row(
+            row[0],
+            *[f"{c[0]} ({c[1]})" if c[1] != "-" else c[0] for c in cells],
+            cells[-1][2] if cells else "-",
+        )
+    return evaluation
 
 
 def markdown(report: dict[str, Any]) -> str:

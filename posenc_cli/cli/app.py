@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from omegaconf import DictConfig
 
-from posenc_cli.cli import hf_commands
+from posenc_cli.cli import cs336_commands, hf_commands
+from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
@@ -26,16 +26,20 @@ def _groups_help() -> str:
     lines = ["Config groups (choose with GROUP=OPTION):"]
     for g in GROUPS:
         lines.append(f"  {g}: {', '.join(group_options(g)) or '-'}")
-    lines.append("Any key with KEY=VALUE, e.g. model.d_model=256 train.steps=500 seed=1 "
-                 "device=cpu hydra.run.dir=outputs/my-run")
+    lines.append(
+        "Any key with KEY=VALUE, e.g. model.d_model=256 train.steps=500 seed=1 "
+        "device=cpu hydra.run.dir=outputs/my-run"
+    )
     return "\n\n".join(lines)
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Train small decoder LMs with different positional encodings and "
-                       "compare their length extrapolation.\n\n" + _groups_help())
-OVERRIDES = typer.Argument(None, help="Hydra overrides, e.g. encoding=rope train.steps=500",
-                           show_default=False)
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Train small decoder LMs with different positional encodings and "
+    "compare their length extrapolation.\n\n" + _groups_help(),
+)
 
 
 def _train_job(cfg: DictConfig, run_dir: Path) -> None:
@@ -50,7 +54,7 @@ def _train_job(cfg: DictConfig, run_dir: Path) -> None:
 
 
 @app.command(epilog=_groups_help())
-def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
+def train(overrides: list[str] | None = OVERRIDES) -> None:
     """Train one model; writes a run directory under outputs/ (or hydra.run.dir)."""
     overrides = list(overrides or [])
     with user_errors():
@@ -70,12 +74,14 @@ def train(overrides: Optional[list[str]] = OVERRIDES) -> None:
 
 
 @app.command()
-def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/"),
-           overrides: Optional[list[str]] = typer.Argument(
-               None, show_default=False,
-               help="Only how it runs may change: device, train.threads, train.compile, "
-                    "train.nproc")
-           ) -> None:
+def resume(
+    run_dir: Path = typer.Argument(..., help="A run directory with checkpoints/"),
+    overrides: list[str] | None = typer.Argument(
+        None,
+        show_default=False,
+        help="Only how it runs may change: device, train.threads, train.compile, train.nproc",
+    ),
+) -> None:
     """Continue a run from its last checkpoint, exactly where it stopped."""
     overrides = list(overrides or [])
     with user_errors():
@@ -83,8 +89,9 @@ def resume(run_dir: Path = typer.Argument(..., help="A run directory with checkp
             _resume(run_dir, compose(overrides) if overrides else None, overrides)
 
 
-def _resume(run_dir: Path, requested: DictConfig | None = None,
-            overrides: list[str] | None = None) -> None:
+def _resume(
+    run_dir: Path, requested: DictConfig | None = None, overrides: list[str] | None = None
+) -> None:
     from posenc_cli.cli.console import print_run_summary
     from posenc_cli.cli.preflight import preflight
     from posenc_cli.cli.ranks import run_job
@@ -112,11 +119,14 @@ def _follow_rank_zero() -> bool:
 
 @app.command("eval")
 def eval_command(
-        run_dir: Path = typer.Argument(..., help="A run directory made by `posenc train`"),
-        overrides: Optional[list[str]] = typer.Argument(
-            None, show_default=False,
-            help="eval.*, data=NAME, data.* or device, e.g. eval.mode=sliding eval.stride=64 "
-                 "or data=text data.path=OTHER.txt")) -> None:
+    run_dir: Path = typer.Argument(..., help="A run directory made by `posenc train`"),
+    overrides: list[str] | None = typer.Argument(
+        None,
+        show_default=False,
+        help="eval.*, data=NAME, data.* or device, e.g. eval.mode=sliding eval.stride=64 "
+        "or data=text data.path=OTHER.txt",
+    ),
+) -> None:
     """Evaluate a trained run again (the tasks of eval.tasks) or on other text."""
     with user_errors():
         from posenc_cli.cli.console import print_eval_result
@@ -129,13 +139,21 @@ def eval_command(
 
 @app.command("inspect", epilog=_groups_help())
 def inspect_command(
-        target: Optional[list[str]] = typer.Argument(
-            None, show_default=False, metavar="[RUN_DIR] [OVERRIDES]...",
-            help="A run directory (its last checkpoint, never retrained), or config overrides "
-                 "such as encoding=rope encoding.theta=500 (an untrained model)"),
-        out: Optional[Path] = typer.Option(None, "--out", help="Folder for a config's figures "
-                                           "[default: a new one under outputs/inspect/]; a "
-                                           "run's go to RUN_DIR/inspect/")) -> None:
+    target: list[str] | None = typer.Argument(
+        None,
+        show_default=False,
+        metavar="[RUN_DIR] [OVERRIDES]...",
+        help="A run directory (its last checkpoint, never retrained), or config overrides "
+        "such as encoding=rope encoding.theta=500 (an untrained model)",
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Folder for a config's figures "
+        "[default: a new one under outputs/inspect/]; a "
+        "run's go to RUN_DIR/inspect/",
+    ),
+) -> None:
     """The derivations drawn for your encoding, or what a trained run's heads do."""
     args = list(target or [])
     with user_errors():
@@ -145,12 +163,14 @@ def inspect_command(
         if args and (Path(args[0]).is_dir() or "=" not in args[0]):  # a run's path may hold '='
             run_dir = Path(args[0])
             if not run_dir.is_dir():
-                raise PosencError(f"'{run_dir}' is not a run directory",
-                                  "pass a folder made by `posenc train`, or overrides such "
-                                  "as encoding=rope")
+                raise PosencError(
+                    f"'{run_dir}' is not a run directory",
+                    "pass a folder made by `posenc train`, or overrides such as encoding=rope",
+                )
             if out is not None:
-                raise PosencError("--out is for a config; a run's figures go to "
-                                  "RUN_DIR/inspect/", "drop --out")
+                raise PosencError(
+                    "--out is for a config; a run's figures go to RUN_DIR/inspect/", "drop --out"
+                )
             report = inspect_run(run_dir, args[1:])
         else:
             report = inspect_config(args, out)
@@ -167,12 +187,20 @@ def encodings() -> None:
 
 @app.command()
 def compare(
-    dirs: list[Path] = typer.Argument(..., metavar="DIR", show_default=False,
-                                      help="Run directories, or sweep directories that "
-                                      "contain them at any depth (each has metrics.json)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where to write comparison.csv, "
-                                       "comparison.md and the plots [default: the one input "
-                                       "directory, else the current directory]"),
+    dirs: list[Path] = typer.Argument(
+        ...,
+        metavar="DIR",
+        show_default=False,
+        help="Run directories, or sweep directories that "
+        "contain them at any depth (each has metrics.json)",
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Where to write comparison.csv, "
+        "comparison.md and the plots [default: the one input "
+        "directory, else the current directory]",
+    ),
 ) -> None:
     """Compare encodings: perplexity by evaluation length, mean ± std over seeds."""
     from posenc_cli.report.compare import compare as compare_runs
@@ -182,7 +210,7 @@ def compare(
 
 
 @app.command(epilog=_groups_help())
-def sweep(overrides: Optional[list[str]] = OVERRIDES) -> None:
+def sweep(overrides: list[str] | None = OVERRIDES) -> None:
     """Run a Hydra multirun, e.g. `posenc sweep encoding=rope,alibi seed=0,1,2` or
     `posenc sweep experiment=extrapolation`; all runs land under one sweep directory."""
     from posenc_cli.cli.sweep import run_sweep
@@ -192,7 +220,7 @@ def sweep(overrides: Optional[list[str]] = OVERRIDES) -> None:
 
 
 @app.command(epilog=_groups_help())
-def bench(overrides: Optional[list[str]] = OVERRIDES) -> None:
+def bench(overrides: list[str] | None = OVERRIDES) -> None:
     """Training and long-evaluation throughput, MFU and peak memory of every encoding, each
     case in a fresh process; writes bench.json under outputs/bench/ (or hydra.run.dir)."""
     from posenc_cli.bench.suite import compose_bench, run_bench
@@ -204,39 +232,8 @@ def bench(overrides: Optional[list[str]] = OVERRIDES) -> None:
         print_report(report, Path(report["run_dir"]))
 
 
-@app.command("import-cs336", epilog=_groups_help())
-def import_cs336(
-        checkpoint: Path = typer.Argument(..., help="Your CS336 checkpoint (save_checkpoint's "
-                                          "file, or a bare state dict)"),
-        vocab: Path = typer.Option(..., "--vocab", help="vocab.json, or the pickled "
-                                   "dict[int, bytes]"),
-        merges: Path = typer.Option(..., "--merges", help="merges.txt, or the pickled "
-                                    "list[tuple[bytes, bytes]]"),
-        special: Optional[list[str]] = typer.Option(None, "--special", help="A special token "
-                                                    "(repeatable) [default: <|endoftext|>]"),
-        overrides: Optional[list[str]] = OVERRIDES) -> None:
-    """Import a CS336 assignment-1 model as a posenc run (needs model.n_heads, encoding.theta
-    and train.context_length); then `posenc eval` and `posenc compare` work on it."""
-    with user_errors():
-        from posenc_cli.cs336.importer import import_cs336 as run_import
-
-        run_dir = run_import(checkpoint, vocab, merges, list(special or ["<|endoftext|>"]),
-                             list(overrides or []))
-        print(f"posenc: imported {checkpoint} as {run_dir}; evaluate it with: posenc eval "
-              f"{run_dir} data=text data.path=YOUR_VALIDATION.txt", flush=True)
-
-
-@app.command("export-cs336")
-def export_cs336(run_dir: Path = typer.Argument(..., help="A posenc run trained with rope"),
-                 out: Path = typer.Argument(..., help="A new folder for the files")) -> None:
-    """Write a posenc RoPE run as a CS336 checkpoint, vocab and merges (text and pickles)."""
-    with user_errors():
-        from posenc_cli.cs336.exporter import export_cs336 as run_export
-
-        for path in run_export(run_dir, out):
-            print(f"wrote {path}", flush=True)
-
-
+app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
+app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
 
 
@@ -263,8 +260,10 @@ def _refuse_torchrun_unless_training() -> None:
 
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
     if launched_ranks() > 1 and command not in ("train", "resume"):
-        fail(f"posenc: error: `posenc {command}` under torchrun — only `posenc train` and "
-             f"`posenc resume` run as several ranks; run `posenc {command}` without torchrun")
+        fail(
+            f"posenc: error: `posenc {command}` under torchrun — only `posenc train` and "
+            f"`posenc resume` run as several ranks; run `posenc {command}` without torchrun"
+        )
 
 
 if __name__ == "__main__":

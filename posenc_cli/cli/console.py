@@ -39,20 +39,33 @@ class TrainProgress:
         self._bar: Progress | None = None
         self._task = None
 
-    def __enter__(self) -> "TrainProgress":
+    def __enter__(self) -> TrainProgress:
         if self.interactive:
             self._bar = Progress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=console, transient=False)
+                TextColumn(f"[bold]{self.label}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"),
+                TextColumn("{task.fields[tps]} tok/s"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
+            )
             self._bar.__enter__()
-            self._task = self._bar.add_task("train", total=self.total, completed=self.start,
-                                            loss="-", tps="-")
+            self._task = self._bar.add_task(
+                "train", total=self.total, completed=self.start, loss="-", tps="-"
+            )
         return self
 
-    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
-               val_loss: float | None = None) -> None:
+    def update(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_s: float | None,
+        val_loss: float | None = None,
+    ) -> None:
         loss_s = f"{loss:.3f}" if loss is not None else "-"
         tps_s = f"{tokens_per_s:,.0f}" if tokens_per_s else "-"
         if self._bar is not None and self._task is not None:
@@ -64,19 +77,27 @@ class TrainProgress:
             elapsed = time.perf_counter() - self.t0
             eta = elapsed / done * (self.total - step) if done else 0.0
             val = f" val {val_loss:.4f}" if val_loss is not None else ""
-            print(f"[{self.label}] step {step}/{self.total} loss {loss_s}{val} "
-                  f"{tps_s} tok/s eta {eta:.0f}s", flush=True)
+            print(
+                f"[{self.label}] step {step}/{self.total} loss {loss_s}{val} "
+                f"{tps_s} tok/s eta {eta:.0f}s",
+                flush=True,
+            )
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._bar is not None:
             self._bar.__exit__(exc_type, exc, tb)
 
 
 def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> None:
     """A short table of the run's results and the exact TensorBoard command."""
-    table = Table(title=f"posenc run: {metrics['encoding']} (seed {metrics['seed']})",
-                  show_header=False)
+    table = Table(
+        title=f"posenc run: {metrics['encoding']} (seed {metrics['seed']})", show_header=False
+    )
     val = metrics.get("final_val_loss")
     rows = [
         ("run directory", str(run_dir)),
@@ -84,8 +105,11 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
         ("steps / tokens", f"{metrics['steps']:,} / {metrics['train_tokens']:,}"),
         ("final train loss", _fmt(metrics.get("final_train_loss"))),
         ("final val loss" + (" (answer tokens)" if "task" in metrics else ""), _fmt(val)),
-        *([] if "task" in metrics else
-          [("val perplexity", _fmt(math.exp(val) if val is not None else None, 2))]),
+        *(
+            []
+            if "task" in metrics
+            else [("val perplexity", _fmt(math.exp(val) if val is not None else None, 2))]
+        ),
         ("uniform guess", f"{math.log(metrics['vocab_size']):.4f} (ln {metrics['vocab_size']})"),
         ("tokens/s", f"{metrics['tokens_per_s']:,.0f}" if metrics.get("tokens_per_s") else "-"),
         ("wall time", f"{wall_s:.1f} s"),
@@ -133,9 +157,11 @@ def print_inspect_report(report: Any) -> None:
 
     s = report.subject
     what = f"step {s.step}" if s.trained else "untrained"
-    console.print(f"[bold]posenc inspect[/]: {escape(str(s.cfg.encoding.name))} ({what}), "
-                  f"{len(report.files)} figures in {escape(str(report.out_dir))} "
-                  f"({report.seconds:.1f} s)")
+    console.print(
+        f"[bold]posenc inspect[/]: {escape(str(s.cfg.encoding.name))} ({what}), "
+        f"{len(report.files)} figures in {escape(str(report.out_dir))} "
+        f"({report.seconds:.1f} s)"
+    )
     for name, caption, _ in report.files:
         console.print(f"  {escape(name)}: {escape(caption)}")
     for name, why in report.skipped:
@@ -147,7 +173,8 @@ def print_inspect_report(report: Any) -> None:
         table.add_column(column, justify="right" if column == "error" else "left")
     for p in report.properties:
         claim = "—" if p.expected is None else ("yes" if p.expected else "no")
-        table.add_row(escape(p.name), "—" if p.error is None else f"{p.error:.1e}",
-                      verdict(p), claim)
+        table.add_row(
+            escape(p.name), "—" if p.error is None else f"{p.error:.1e}", verdict(p), claim
+        )
     console.print(table)
     console.print(f"  summary: {escape(str(report.out_dir / 'summary.md'))}")

@@ -21,8 +21,10 @@ def traceback_folder() -> Path:
     """$XDG_CACHE_HOME/posenc/tracebacks (or ~/.cache/...), private to the user; the temp
     folder's private per-user subfolder when that cannot be made."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    for folder in (base / "posenc" / "tracebacks",
-                   Path(tempfile.gettempdir()) / f"posenc-{os.getuid()}"):
+    for folder in (
+        base / "posenc" / "tracebacks",
+        Path(tempfile.gettempdir()) / f"posenc-{os.getuid()}",
+    ):
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
@@ -45,9 +47,12 @@ def out_of_memory(exc: BaseException) -> str | None:
     """The one line for an allocation that failed, None for any other exception."""
     text = str(exc)
     if not isinstance(exc, MemoryError) and not (
-            isinstance(exc, RuntimeError) and any(m in text.lower() for m in OOM_MESSAGES)):
+        isinstance(exc, RuntimeError) and any(m in text.lower() for m in OOM_MESSAGES)
+    ):
         return None
     first = (text.strip().splitlines() or [type(exc).__name__])[0][:120]
-    return (f"posenc: error: out of memory ({first}) — lower train.batch_size, "
-            "train.eval_batches, eval.factors or the model's size; a run's last checkpoint, "
-            "if one was written, is kept for `posenc resume`")
+    return (
+        f"posenc: error: out of memory ({first}) — lower train.batch_size, "
+        "train.eval_batches, eval.factors or the model's size; a run's last checkpoint, "
+        "if one was written, is kept for `posenc resume`"
+    )

@@ -38,6 +38,8 @@ def user_errors() -> Iterator[None]:
             fail(line)
         from posenc_cli.cli.crash import save_traceback
 
-        fail(f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
-             f"the full traceback is in {save_traceback()}", 1)
-
+        fail(
+            f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
+            f"the full traceback is in {save_traceback()}",
+            1,
+        )

@@ -15,13 +15,20 @@ from posenc_cli.cli.errors import user_errors
 
 
 def export_hf(
-        run_dir: Annotated[Path, typer.Argument(help="A posenc run trained with encoding=rope")],
-        out: Annotated[Path, typer.Argument(help="A new folder for the checkpoint")],
-        rope_scaling: Annotated[str, typer.Option(
-            "--rope-scaling", help="Context extension written into config.json: none, pi, ntk, "
-            "dynamic_ntk, yarn or llama3")] = "none",
-        factor: Annotated[float, typer.Option(
-            "--factor", help="The extension factor S of --rope-scaling")] = 1.0) -> None:
+    run_dir: Annotated[Path, typer.Argument(help="A posenc run trained with encoding=rope")],
+    out: Annotated[Path, typer.Argument(help="A new folder for the checkpoint")],
+    rope_scaling: Annotated[
+        str,
+        typer.Option(
+            "--rope-scaling",
+            help="Context extension written into config.json: none, pi, ntk, "
+            "dynamic_ntk, yarn or llama3",
+        ),
+    ] = "none",
+    factor: Annotated[
+        float, typer.Option("--factor", help="The extension factor S of --rope-scaling")
+    ] = 1.0,
+) -> None:
     """Write a posenc RoPE run as a Hugging Face checkpoint (Llama; Phi-3 for partial rotary)
     that transformers, vLLM and lm-evaluation-harness load."""
     with user_errors():

@@ -28,8 +28,9 @@ from posenc_cli.engine.trainer import Trainer
 from posenc_cli.evals.runner import run_tasks
 
 
-def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False,
-                 comm: Comm | None = None) -> dict[str, Any] | None:
+def run_training(
+    cfg: DictConfig, run_dir: Path, resume: bool = False, comm: Comm | None = None
+) -> dict[str, Any] | None:
     """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished.
     ``comm``: this process is one rank of several."""
     rt = make_runtime(cfg, comm)
@@ -42,9 +43,11 @@ def run_training(cfg: DictConfig, run_dir: Path, resume: bool = False,
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         if resume and _resume(trainer) and trainer.finished:
-            console.print(f"posenc: {run_dir} finished at step {trainer.state.step} of "
-                          f"{cfg.train.steps}; nothing to train — `posenc eval {run_dir}` "
-                          "evaluates it again")
+            console.print(
+                f"posenc: {run_dir} finished at step {trainer.state.step} of "
+                f"{cfg.train.steps}; nothing to train — `posenc eval {run_dir}` "
+                "evaluates it again"
+            )
             return None
         trainer.fit(TrainProgress)
         metrics = trainer.metrics()
@@ -72,9 +75,11 @@ def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:
     own = run_dir / "tokenizer.json"
     if own.is_file():
         if own.read_bytes() != data.tokenizer_path.read_bytes():
-            raise PosencError(f"the data cache's tokenizer differs from {own}, so the token ids "
-                              "would change mid-run",
-                              "resume with the cache the run was trained with ($POSENC_CACHE)")
+            raise PosencError(
+                f"the data cache's tokenizer differs from {own}, so the token ids "
+                "would change mid-run",
+                "resume with the cache the run was trained with ($POSENC_CACHE)",
+            )
         return
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -90,10 +95,10 @@ def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
         try:
             results = run_tasks(trainer.lm, data, trainer.cfg, rt, trainer.open_writer())
         except OSError as exc:
-            raise PosencError(f"could not write the evaluation of {run_dir}: "
-                              f"{exc.strerror or exc}",
-                              f"free disk space, then `{how}` (the checkpoints are intact)"
-                              ) from None
+            raise PosencError(
+                f"could not write the evaluation of {run_dir}: {exc.strerror or exc}",
+                f"free disk space, then `{how}` (the checkpoints are intact)",
+            ) from None
         return _write(run_dir, results, rt.is_main)
 
 
@@ -113,6 +118,7 @@ def _write(run_dir: Path, update: dict[str, Any], is_main: bool) -> dict[str, An
     try:
         return merge_metrics(run_dir, update)
     except OSError as exc:
-        raise PosencError(f"could not write {run_dir / 'metrics.json'}: {exc.strerror or exc}",
-                          f"free disk space, then `posenc eval {run_dir}` (the checkpoints "
-                          "are intact)") from None
+        raise PosencError(
+            f"could not write {run_dir / 'metrics.json'}: {exc.strerror or exc}",
+            f"free disk space, then `posenc eval {run_dir}` (the checkpoints are intact)",
+        ) from None

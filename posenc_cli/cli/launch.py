@@ -15,8 +15,9 @@ from omegaconf import DictConfig
 from posenc_cli.config.groups import config_dir
 
 
-def launch(overrides: list[str], job: Callable[[DictConfig, Path], Any],
-           multirun: bool = False) -> None:
+def launch(
+    overrides: list[str], job: Callable[[DictConfig, Path], Any], multirun: bool = False
+) -> None:
     """Run ``job(cfg, run_dir)`` once (or once per sweep combination) inside Hydra."""
 
     @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")

@@ -17,10 +17,12 @@ def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
     """The device and precision exist here, the evaluation tasks exist, the data are prepared
     and (unless ``data_fit`` is off: a sweep reports such a job as failed) fit the run."""
     if cfg.eval.rope_scaling != "none":
-        raise PosencError(f"eval.rope_scaling={cfg.eval.rope_scaling} is an evaluation of a "
-                          "trained run, not a training setting",
-                          f"train without it, then `posenc eval RUN_DIR "
-                          f"eval.rope_scaling={cfg.eval.rope_scaling}`")
+        raise PosencError(
+            f"eval.rope_scaling={cfg.eval.rope_scaling} is an evaluation of a "
+            "trained run, not a training setting",
+            f"train without it, then `posenc eval RUN_DIR "
+            f"eval.rope_scaling={cfg.eval.rope_scaling}`",
+        )
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)

@@ -43,18 +43,22 @@ def check_nproc(cfg: DictConfig) -> bool:
 
     n = int(cfg.train.nproc)
     if n > 1 and launched_ranks() > 1:
-        raise PosencError(f"train.nproc={n} under torchrun, which starts the processes itself",
-                          "drop train.nproc (torchrun --nproc-per-node sets the count)")
+        raise PosencError(
+            f"train.nproc={n} under torchrun, which starts the processes itself",
+            "drop train.nproc (torchrun --nproc-per-node sets the count)",
+        )
     cuda = str(cfg.device) == "cuda" or (str(cfg.device) == "auto" and torch.cuda.is_available())
     if n > 1 and cuda and n > torch.cuda.device_count():
-        raise PosencError(f"train.nproc={n} but {torch.cuda.device_count()} CUDA GPU(s) are "
-                          "visible", f"use train.nproc <= {torch.cuda.device_count()} (one "
-                          "process per GPU), or device=cpu")
+        raise PosencError(
+            f"train.nproc={n} but {torch.cuda.device_count()} CUDA GPU(s) are visible",
+            f"use train.nproc <= {torch.cuda.device_count()} (one process per GPU), or device=cpu",
+        )
     cores = usable_cores()
     if n > 1 and not cuda and n > cores and os.environ.get(OVERSUBSCRIBE) != "1":
-        raise PosencError(f"train.nproc={n} but this machine has {cores} usable CPU core(s)",
-                          f"use train.nproc <= {cores}, or set {OVERSUBSCRIBE}=1 to share "
-                          "cores between ranks")
+        raise PosencError(
+            f"train.nproc={n} but this machine has {cores} usable CPU core(s)",
+            f"use train.nproc <= {cores}, or set {OVERSUBSCRIBE}=1 to share cores between ranks",
+        )
     return cuda
 
 
@@ -95,8 +99,9 @@ def _comm() -> TorchComm:
     return TorchComm(cuda=torch.cuda.is_available())
 
 
-def _as_rank(cfg: DictConfig, run_dir: Path, resume: bool,
-             comm: TorchComm) -> dict[str, Any] | None:
+def _as_rank(
+    cfg: DictConfig, run_dir: Path, resume: bool, comm: TorchComm
+) -> dict[str, Any] | None:
     console.quiet = comm.rank != 0
     try:
         return run_training(cfg, run_dir, resume, comm)
@@ -113,8 +118,9 @@ def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str
     try:
         return _as_rank(OmegaConf.create(container), Path(run_dir), resume, comm)
     except PosencError as exc:
-        raise RankFailure(2, f"posenc: error: {exc.what} ({where})"
-                             + (f" — {exc.fix}" if exc.fix else "")) from None
+        raise RankFailure(
+            2, f"posenc: error: {exc.what} ({where})" + (f" — {exc.fix}" if exc.fix else "")
+        ) from None
     except Interrupted as exc:
         raise RankFailure(exc.code, str(exc)) from None
     except Exception as exc:
@@ -122,9 +128,12 @@ def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str
 
         if (line := out_of_memory(exc)) is not None:
             raise RankFailure(2, f"{line} ({where})") from None
-        raise RankFailure(1, f"posenc: internal error on {where} ({type(exc).__name__}: "
-                             f"{str(exc)[:160]}) — this is a bug; the full traceback is in "
-                             f"{save_traceback()}") from None
+        raise RankFailure(
+            1,
+            f"posenc: internal error on {where} ({type(exc).__name__}: "
+            f"{str(exc)[:160]}) — this is a bug; the full traceback is in "
+            f"{save_traceback()}",
+        ) from None
 
 
 def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | None:
@@ -136,18 +145,26 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
     n = int(cfg.train.nproc)
     container = OmegaConf.to_container(cfg)
     with _quiet_launcher(), _launcher_files(n) as logs:
-        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, max_restarts=0,
-                              run_id=f"posenc-{os.getpid()}", rdzv_backend="c10d",
-                              rdzv_endpoint="localhost:0", start_method="spawn",
-                              logs_specs=logs)
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=n,
+            max_restarts=0,
+            run_id=f"posenc-{os.getpid()}",
+            rdzv_backend="c10d",
+            rdzv_endpoint="localhost:0",
+            start_method="spawn",
+            logs_specs=logs,
+        )
         try:
             return elastic_launch(config, rank_main)(container, str(run_dir), resume)[0]
         except ChildFailedError as exc:
             raise first_failure(exc, n, run_dir) from None
         except SignalException as exc:
-            raise Interrupted(exit_code(exc.sigval), f"posenc: stopped by "
-                              f"{signal_name(exc.sigval)} — {resume_advice(run_dir)}"
-                              ) from None
+            raise Interrupted(
+                exit_code(exc.sigval),
+                f"posenc: stopped by {signal_name(exc.sigval)} — {resume_advice(run_dir)}",
+            ) from None
 
 
 def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
@@ -159,8 +176,11 @@ def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
     if said is not None:
         return said
     how = failure.signal_name() if failure.exitcode < 0 else f"exit code {failure.exitcode}"
-    return RankFailure(2, f"posenc: error: rank {rank} of {n} stopped ({how}), so every rank "
-                          f"was stopped — {resume_advice(run_dir)}")
+    return RankFailure(
+        2,
+        f"posenc: error: rank {rank} of {n} stopped ({how}), so every rank "
+        f"was stopped — {resume_advice(run_dir)}",
+    )
 
 
 def resume_advice(run_dir: Path) -> str:
@@ -200,8 +220,11 @@ def _launcher_files(n: int) -> Iterator[Any]:
 @contextlib.contextmanager
 def _quiet_launcher() -> Iterator[None]:
     """The launcher's loggers each set their own level, so each one is silenced."""
-    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-               if name.startswith(LAUNCHER_LOGGERS)]
+    loggers = [
+        logging.getLogger(name)
+        for name in list(logging.root.manager.loggerDict)
+        if name.startswith(LAUNCHER_LOGGERS)
+    ]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)

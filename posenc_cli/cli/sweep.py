@@ -18,8 +18,14 @@ from omegaconf import DictConfig
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 from posenc_cli.config.compose import compose
-from posenc_cli.config.overrides import (check_group_choices, expand_sweep, fixed_overrides,
-                                         given, key_of, quote)
+from posenc_cli.config.overrides import (
+    check_group_choices,
+    expand_sweep,
+    fixed_overrides,
+    given,
+    key_of,
+    quote,
+)
 from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
 from posenc_cli.config.task_checks import run_label
 
@@ -29,7 +35,6 @@ FAILED_FILE = "FAILED.txt"
 def run_sweep(overrides: list[str]) -> None:
     """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
     from posenc_cli.cli.launch import launch
-
     from posenc_cli.cli.preflight import preflight
 
     overrides = [task_key_for_any_task(o) for o in overrides]
@@ -39,11 +44,17 @@ def run_sweep(overrides: list[str]) -> None:
     root = claim_sweep_dir(base, overrides)
     print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
     (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))
-    launch([*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
-           sweep_job, multirun=True)
+    launch(
+        [*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
+        sweep_job,
+        multirun=True,
+    )
     done, failed = summarize(root)
-    print(f"posenc sweep: {done} of {len(jobs)} jobs finished; compare them with: "
-          f"posenc compare {root}", flush=True)
+    print(
+        f"posenc sweep: {done} of {len(jobs)} jobs finished; compare them with: "
+        f"posenc compare {root}",
+        flush=True,
+    )
     for job_dir, why in failed:
         print(f"  failed: {job_dir.name}: {why}", flush=True)
     if failed or done < len(jobs):
@@ -54,14 +65,18 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
     """The base config and the override list of every job, each one composed and validated."""
     check_group_choices(overrides)
     if given(overrides, "hydra.sweep.subdir") or given(overrides, "hydra.job.chdir"):
-        raise PosencError("posenc names and places the job folders of a sweep itself",
-                          "choose the sweep folder with hydra.sweep.dir=DIR")
+        raise PosencError(
+            "posenc names and places the job folders of a sweep itself",
+            "choose the sweep folder with hydra.sweep.dir=DIR",
+        )
     base = compose(fixed_overrides(overrides), with_hydra=True)
     tasks = int(base.hydra.launcher.get("tasks_per_node") or 1)
     if tasks > 1:
-        raise PosencError(f"hydra.launcher.tasks_per_node={tasks} would run every job {tasks} "
-                          "times into the same folder",
-                          f"keep one task per job and start its ranks with train.nproc={tasks}")
+        raise PosencError(
+            f"hydra.launcher.tasks_per_node={tasks} would run every job {tasks} "
+            "times into the same folder",
+            f"keep one task per job and start its ranks with train.nproc={tasks}",
+        )
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
     for job in jobs:
@@ -84,8 +99,9 @@ def claim_sweep_dir(base: DictConfig, overrides: list[str]) -> Path:
     root = run_dir_of(base, "hydra.sweep.dir")
     if given(overrides, "hydra.sweep.dir"):
         if root.exists() and any(root.iterdir()):
-            raise PosencError(f"sweep directory '{root}' already exists",
-                              "choose a new hydra.sweep.dir")
+            raise PosencError(
+                f"sweep directory '{root}' already exists", "choose a new hydra.sweep.dir"
+            )
         make_dirs(root)
         return root
     return create_exclusive(root)
@@ -95,8 +111,9 @@ def name_by_swept_keys(overrides: list[str]) -> str:
     """Override that names job directories by the swept keys only (`encoding=alibi,seed=0`)."""
     fixed = fixed_overrides(overrides)
     swept = {key_of(o) for o in overrides if o not in fixed}
-    keys = sorted(({key_of(o) for o in fixed} - swept) |
-                  {"hydra.launcher.n_jobs", "device", "experiment"})
+    keys = sorted(
+        ({key_of(o) for o in fixed} - swept) | {"hydra.launcher.n_jobs", "device", "experiment"}
+    )
     return f"hydra.job.config.override_dirname.exclude_keys=[{','.join(keys)}]"
 
 
@@ -127,8 +144,10 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     finally:
         unlock_run_dir(run_dir)
     if metrics is not None:
-        console.print(f"[green]done[/green] {label}: val loss {metrics['final_val_loss']:.4f} "
-                      f"in {time.perf_counter() - t0:.0f} s")
+        console.print(
+            f"[green]done[/green] {label}: val loss {metrics['final_val_loss']:.4f} "
+            f"in {time.perf_counter() - t0:.0f} s"
+        )
     return metrics
 
 

@@ -15,16 +15,22 @@ from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 FREE_FORM = ("encoding", "task")
 #: The largest seed every generator the run seeds accepts (torch: a signed 64-bit integer).
 MAX_SEED = 2**63 - 1
-SECTIONS = {f.name: f.default_factory() for f in dataclasses.fields(RootConfig)
-            if f.default_factory is not dataclasses.MISSING and f.name not in FREE_FORM}
+SECTIONS = {
+    f.name: f.default_factory()
+    for f in dataclasses.fields(RootConfig)
+    if f.default_factory is not dataclasses.MISSING and f.name not in FREE_FORM
+}
 
 
 def schema_keys() -> list[tuple[str, dataclasses.Field[Any]]]:
     """Every checked key as ('section.key', field) (eval.extrapolation.factors for a section
     within a section), root keys as ('key', field)."""
     keys = [k for s, obj in SECTIONS.items() for k in _fields(s, obj)]
-    keys += [(f.name, f) for f in dataclasses.fields(RootConfig) if f.name not in SECTIONS
-             and f.name not in FREE_FORM]
+    keys += [
+        (f.name, f)
+        for f in dataclasses.fields(RootConfig)
+        if f.name not in SECTIONS and f.name not in FREE_FORM
+    ]
     return keys
 
 
@@ -44,11 +50,15 @@ def check_keys_present(plain: DictConfig) -> None:
         node = OmegaConf.select(plain, section) if section else plain
         if isinstance(node, DictConfig) and leaf not in node.keys():
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            raise PosencError(f"{name} is missing from the config",
-                              f"set it instead of deleting it, e.g. {name}={default}")
+            raise PosencError(
+                f"{name} is missing from the config",
+                f"set it instead of deleting it, e.g. {name}={default}",
+            )
         if node is None:
-            raise PosencError(f"{section} is missing from the config",
-                              f"keep the {section} group, e.g. {section}=<option>")
+            raise PosencError(
+                f"{section} is missing from the config",
+                f"keep the {section} group, e.g. {section}=<option>",
+            )
 
 
 def check_rules(cfg: DictConfig) -> None:
@@ -60,8 +70,11 @@ def check_rules(cfg: DictConfig) -> None:
         if rule is not None and (problem := rule.problem(name, value)) is not None:
             raise PosencError(problem, rule.advice(name, value))
     _check_relations(cfg)
-    _require(int(cfg.seed) <= MAX_SEED, f"seed={cfg.seed} is too large for torch's generators",
-             f"use 0 <= seed <= {MAX_SEED}")
+    _require(
+        int(cfg.seed) <= MAX_SEED,
+        f"seed={cfg.seed} is too large for torch's generators",
+        f"use 0 <= seed <= {MAX_SEED}",
+    )
 
 
 def _require(ok: bool, what: str, fix: str) -> None:
@@ -71,24 +84,34 @@ def _require(ok: bool, what: str, fix: str) -> None:
 
 def _check_relations(cfg: DictConfig) -> None:
     m, t = cfg.model, cfg.train
-    _require(m.d_model % m.n_heads == 0,
-             f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}",
-             "pick n_heads that divides d_model, e.g. model.n_heads=4")
-    _require(t.min_lr <= t.lr, f"train.min_lr={t.min_lr} is above train.lr={t.lr}",
-             "use 0 <= train.min_lr <= train.lr")
+    _require(
+        m.d_model % m.n_heads == 0,
+        f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}",
+        "pick n_heads that divides d_model, e.g. model.n_heads=4",
+    )
+    _require(
+        t.min_lr <= t.lr,
+        f"train.min_lr={t.min_lr} is above train.lr={t.lr}",
+        "use 0 <= train.min_lr <= train.lr",
+    )
     K = t.position_range
-    _require(K is None or K >= t.context_length,
-             f"train.position_range={K} is shorter than train.context_length={t.context_length}",
-             f"use train.position_range >= {t.context_length} (e.g. 16x it), or leave it unset")
-    _require(t.nproc == 1 or cfg.device != "mps",
-             f"train.nproc={t.nproc} with device=mps: torch.distributed has no MPS backend",
-             "use train.nproc=1 on Apple GPUs, or device=cpu")
+    _require(
+        K is None or K >= t.context_length,
+        f"train.position_range={K} is shorter than train.context_length={t.context_length}",
+        f"use train.position_range >= {t.context_length} (e.g. 16x it), or leave it unset",
+    )
+    _require(
+        t.nproc == 1 or cfg.device != "mps",
+        f"train.nproc={t.nproc} with device=mps: torch.distributed has no MPS backend",
+        "use train.nproc=1 on Apple GPUs, or device=cpu",
+    )
     ev = cfg.eval
-    _require(ev.rope_factor is None or ev.rope_scaling not in ("none", "dynamic_ntk"),
-             f"eval.rope_factor={ev.rope_factor} has no effect with "
-             f"eval.rope_scaling={ev.rope_scaling}",
-             "drop eval.rope_factor (dynamic_ntk takes its factor from each length), or pick "
-             "eval.rope_scaling=pi|ntk|yarn|llama3")
+    _require(
+        ev.rope_factor is None or ev.rope_scaling not in ("none", "dynamic_ntk"),
+        f"eval.rope_factor={ev.rope_factor} has no effect with eval.rope_scaling={ev.rope_scaling}",
+        "drop eval.rope_factor (dynamic_ntk takes its factor from each length), or pick "
+        "eval.rope_scaling=pi|ntk|yarn|llama3",
+    )
     _check_encoding(cfg)
 
 
@@ -97,24 +120,35 @@ def _check_encoding(cfg: DictConfig) -> None:
     from posenc_cli.encodings.registry import build_encoding
 
     enc = cfg.encoding
-    _require("_target_" in enc and "name" in enc,
-             "the encoding config has no _target_ or name", "see configs/encoding/rope.yaml")
-    _require(bool(NAME_PATTERN.fullmatch(str(enc.name))),
-             f"encoding.name is '{enc.name}', not a plain name",
-             "use letters, digits, '_', '.' or '-' (it names the run directory)")
+    _require(
+        "_target_" in enc and "name" in enc,
+        "the encoding config has no _target_ or name",
+        "see configs/encoding/rope.yaml",
+    )
+    _require(
+        bool(NAME_PATTERN.fullmatch(str(enc.name))),
+        f"encoding.name is '{enc.name}', not a plain name",
+        "use letters, digits, '_', '.' or '-' (it names the run directory)",
+    )
     _check_encoding_keys(enc)
     built = build_encoding(enc, cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers)
     L = cfg.train.context_length
-    _require(built.max_len is None or built.max_len >= L,
-             f"encoding.max_len={built.max_len} is below train.context_length={L}",
-             f"raise encoding.max_len to at least {L}, or train shorter")
+    _require(
+        built.max_len is None or built.max_len >= L,
+        f"encoding.max_len={built.max_len} is below train.context_length={L}",
+        f"raise encoding.max_len to at least {L}, or train shorter",
+    )
     K = cfg.train.position_range
-    _require(built.max_len is None or K is None or built.max_len >= K,
-             f"encoding.max_len={built.max_len} is below train.position_range={K}",
-             f"raise encoding.max_len to at least {K}, or lower train.position_range")
-    _require(cfg.eval.rope_scaling == "none" or built.rotary,
-             f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not "
-             f"'{enc.name}'", "evaluate a rope or xpos run, or drop eval.rope_scaling")
+    _require(
+        built.max_len is None or K is None or built.max_len >= K,
+        f"encoding.max_len={built.max_len} is below train.position_range={K}",
+        f"raise encoding.max_len to at least {K}, or lower train.position_range",
+    )
+    _require(
+        cfg.eval.rope_scaling == "none" or built.rotary,
+        f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not '{enc.name}'",
+        "evaluate a rope or xpos run, or drop eval.rope_scaling",
+    )
 
 
 def _check_encoding_keys(enc: DictConfig) -> None:
@@ -123,5 +157,8 @@ def _check_encoding_keys(enc: DictConfig) -> None:
     if name not in group_options("encoding"):
         return
     for key in OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"):
-        _require(key in enc.keys(), f"encoding.{key} is missing from the config",
-                 f"set it instead of deleting it (see configs/encoding/{name}.yaml)")
+        _require(
+            key in enc.keys(),
+            f"encoding.{key} is missing from the config",
+            f"set it instead of deleting it (see configs/encoding/{name}.yaml)",
+        )

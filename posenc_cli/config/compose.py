@@ -14,13 +14,17 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import (InterpolationResolutionError, MissingMandatoryValue,
-                              OmegaConfBaseException, ValidationError)
+from omegaconf.errors import (
+    InterpolationResolutionError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+    ValidationError,
+)
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.checks import check_keys_present, check_rules
-from posenc_cli.config.eval_sections import check_sections, fold_older_names, typed_part
 from posenc_cli.config.errors import resolution_error, unknown_key
+from posenc_cli.config.eval_sections import check_sections, fold_older_names, typed_part
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices
 from posenc_cli.config.schema import RootConfig
@@ -35,8 +39,10 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             cfg = hydra_compose("config", overrides=overrides, return_hydra_config=with_hydra)
     except OverrideParseException as exc:
-        raise PosencError(f"cannot parse overrides: {str(exc).splitlines()[0]}",
-                          "write overrides as key=value, e.g. train.steps=500") from None
+        raise PosencError(
+            f"cannot parse overrides: {str(exc).splitlines()[0]}",
+            "write overrides as key=value, e.g. train.steps=500",
+        ) from None
     except (HydraException, OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
         raise _composition_error(exc) from None
     finally:
@@ -52,19 +58,27 @@ def _composition_error(exc: Exception) -> PosencError:
         name = key.group(1)
         if "not in struct" in text or "To append" in text or "Key '" in text:
             return unknown_key(name)
-        return PosencError(f"cannot set '{name}': {text.splitlines()[-1].strip()}",
-                           "check the value's type against the YAML in configs/")
+        return PosencError(
+            f"cannot set '{name}': {text.splitlines()[-1].strip()}",
+            "check the value's type against the YAML in configs/",
+        )
     missing = re.search(r"Could not find '([^']+)'", text)
     if missing and missing.group(1).startswith("hydra/launcher/"):
-        return PosencError(f"no Hydra launcher '{missing.group(1).rsplit('/', 1)[1]}' is "
-                           "installed", f"installed: {', '.join(installed_launchers())}; "
-                           "others come as hydra-<name>-launcher packages")
+        return PosencError(
+            f"no Hydra launcher '{missing.group(1).rsplit('/', 1)[1]}' is installed",
+            f"installed: {', '.join(installed_launchers())}; "
+            "others come as hydra-<name>-launcher packages",
+        )
     if missing:
-        return PosencError(f"no config '{missing.group(1)}'",
-                           "run `posenc --help` to list the config groups and their options")
+        return PosencError(
+            f"no config '{missing.group(1)}'",
+            "run `posenc --help` to list the config groups and their options",
+        )
     cause = exc.__cause__ or exc
     first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-    return PosencError(f"invalid config: {first}", "run `posenc train --help` for the accepted keys")
+    return PosencError(
+        f"invalid config: {first}", "run `posenc train --help` for the accepted keys"
+    )
 
 
 def installed_launchers() -> list[str]:
@@ -88,8 +102,10 @@ def validate(cfg: DictConfig) -> None:
     except InterpolationResolutionError as exc:
         raise resolution_error(exc, exc.full_key or _unresolvable_key(plain)) from None
     except ValidationError as exc:
-        raise PosencError(f"wrong type for '{exc.full_key}': {exc.msg.splitlines()[0]}",
-                          "give a value of the type in configs/") from None
+        raise PosencError(
+            f"wrong type for '{exc.full_key}': {exc.msg.splitlines()[0]}",
+            "give a value of the type in configs/",
+        ) from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", "") or ""
         raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
@@ -117,10 +133,14 @@ def _check_data_path(cfg: DictConfig) -> None:
         try:
             value = cfg.data[key]
         except MissingMandatoryValue:
-            raise PosencError(f"data={cfg.data.name} needs data.{key}",
-                              f"add data.{key}=FILE_OR_DIR to the command") from None
+            raise PosencError(
+                f"data={cfg.data.name} needs data.{key}",
+                f"add data.{key}=FILE_OR_DIR to the command",
+            ) from None
         if value is None:
             continue
         if not Path(str(value)).expanduser().exists():
-            raise PosencError(f"data.{key} '{value}' does not exist",
-                              "give an existing UTF-8 text file or a folder of .txt files")
+            raise PosencError(
+                f"data.{key} '{value}' does not exist",
+                "give an existing UTF-8 text file or a folder of .txt files",
+            )

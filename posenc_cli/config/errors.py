@@ -19,15 +19,22 @@ def unknown_key(name: str) -> PosencError:
     valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
     if parent and node is None:
         top = parent.split(".")[0]
-        return PosencError(f"unknown key '{name}'{closest(top, sorted(base.keys()))}",
-                           f"top-level keys: {', '.join(sorted(base.keys()))}")
+        return PosencError(
+            f"unknown key '{name}'{closest(top, sorted(base.keys()))}",
+            f"top-level keys: {', '.join(sorted(base.keys()))}",
+        )
     if parent == "encoding":
-        return PosencError(f"unknown key '{name}': this encoding has no parameter '{leaf}'",
-                           "see its YAML in configs/encoding/ (`posenc encodings`)")
+        return PosencError(
+            f"unknown key '{name}': this encoding has no parameter '{leaf}'",
+            "see its YAML in configs/encoding/ (`posenc encodings`)",
+        )
     hint = closest(leaf, valid) if valid else ""
-    return PosencError(f"unknown key '{name}'{hint}",
-                       f"valid keys of {parent or 'the root'}: {', '.join(valid)}"
-                       if valid else "check the spelling; `posenc train --help` lists the groups")
+    return PosencError(
+        f"unknown key '{name}'{hint}",
+        f"valid keys of {parent or 'the root'}: {', '.join(valid)}"
+        if valid
+        else "check the spelling; `posenc train --help` lists the groups",
+    )
 
 
 def resolution_error(exc: OmegaConfBaseException, key: str | None = None) -> PosencError:
@@ -38,6 +45,7 @@ def resolution_error(exc: OmegaConfBaseException, key: str | None = None) -> Pos
         found = re.search(r"full_key: (\S+)", text)
         name = found.group(1) if found else "a ${...} value"
     first = text.splitlines()[0] if text else type(exc).__name__
-    return PosencError(f"cannot resolve '{name}': {first}",
-                       "fix the ${...} interpolation (e.g. set the environment variable) or "
-                       "give a plain value")
+    return PosencError(
+        f"cannot resolve '{name}': {first}",
+        "fix the ${...} interpolation (e.g. set the environment variable) or give a plain value",
+    )

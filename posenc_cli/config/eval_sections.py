@@ -67,7 +67,7 @@ def eval_option(name: str) -> DictConfig:
     composes it (for `posenc eval RUN eval=NAME`, which composes no Hydra config)."""
     option = OmegaConf.load(config_dir() / "eval" / f"{name}.yaml")
     for entry in option.pop("defaults", []):
-        for group, value in (entry.items() if isinstance(entry, DictConfig) else []):
+        for group, value in entry.items() if isinstance(entry, DictConfig) else []:
             match = _DEFAULT.fullmatch(str(group))
             if match and match.group(1) not in option:
                 option[match.group(1)] = section_defaults(str(value))
@@ -92,10 +92,14 @@ def check_sections(plain: DictConfig) -> None:
     for task in [k for k in plain.eval.keys() if k not in typed]:
         section = plain.eval[task]
         if not isinstance(section, DictConfig):
-            raise PosencError(f"eval.{task} is not a section of settings",
-                              f"set its keys, e.g. eval.{task}.KEY=VALUE")
+            raise PosencError(
+                f"eval.{task} is not a section of settings",
+                f"set its keys, e.g. eval.{task}.KEY=VALUE",
+            )
         known = section_defaults(str(task))
         unknown = [k for k in section.keys() if known and k not in known]
         if unknown:
-            raise PosencError(f"evaluation task '{task}' has no setting eval.{task}.{unknown[0]}",
-                              f"its settings: {', '.join(known)}")
+            raise PosencError(
+                f"evaluation task '{task}' has no setting eval.{task}.{unknown[0]}",
+                f"its settings: {', '.join(known)}",
+            )

@@ -21,11 +21,15 @@ def parse(overrides: list[str]) -> list[Any]:
         return OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException as exc:
         bad = _first_unparsable(overrides)
-        hint = "quote values that contain '=', spaces or other special characters, e.g. " \
-               "data.path='\"my=file.txt\"'" if bad.count("=") > 1 or not bad.isascii() else \
-               "write overrides as key=value, e.g. train.steps=500"
-        raise PosencError(f"cannot parse override '{bad}': {str(exc).splitlines()[0]}",
-                          hint) from None
+        hint = (
+            "quote values that contain '=', spaces or other special characters, e.g. "
+            "data.path='\"my=file.txt\"'"
+            if bad.count("=") > 1 or not bad.isascii()
+            else "write overrides as key=value, e.g. train.steps=500"
+        )
+        raise PosencError(
+            f"cannot parse override '{bad}': {str(exc).splitlines()[0]}", hint
+        ) from None
 
 
 def _first_unparsable(overrides: list[str]) -> str:
@@ -75,13 +79,17 @@ def check_group_choices(overrides: list[str]) -> None:
             if value not in choices and value != "null":
                 raise PosencError(
                     f"unknown {group} '{value}'{closest(value, choices)}",
-                    f"choose one of: {', '.join(choices)}")
+                    f"choose one of: {', '.join(choices)}",
+                )
 
 
 def fixed_overrides(overrides: list[str]) -> list[str]:
     """The overrides that are not sweeps (a,b,c lists, ranges, choices)."""
-    return [text for text, ov in zip(overrides, parse(overrides), strict=True)
-            if not ov.is_sweep_override()]
+    return [
+        text
+        for text, ov in zip(overrides, parse(overrides), strict=True)
+        if not ov.is_sweep_override()
+    ]
 
 
 def expand_sweep(overrides: list[str], extra: dict[str, str] | None = None) -> list[list[str]]:

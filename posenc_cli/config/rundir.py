@@ -21,8 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.errors import resolution_error
+from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
@@ -47,10 +47,15 @@ def planned_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
     """The run directory a command will claim, checked but not created."""
     run_dir = run_dir_of(cfg)
     check_writable(run_dir)
-    if given(overrides, "hydra.run.dir") and run_dir.exists() and \
-            (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise PosencError(f"run directory '{run_dir}' already exists",
-                          "choose a new hydra.run.dir, or resume it with `posenc resume DIR`")
+    if (
+        given(overrides, "hydra.run.dir")
+        and run_dir.exists()
+        and (not run_dir.is_dir() or any(run_dir.iterdir()))
+    ):
+        raise PosencError(
+            f"run directory '{run_dir}' already exists",
+            "choose a new hydra.run.dir, or resume it with `posenc resume DIR`",
+        )
     return run_dir
 
 
@@ -62,8 +67,10 @@ def claim_new_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
         make_dirs(run_dir)
         lock_run_dir(run_dir)
         if any(p.name != LOCK for p in run_dir.iterdir()):
-            raise PosencError(f"run directory '{run_dir}' was just taken by another command",
-                              "choose a new hydra.run.dir")
+            raise PosencError(
+                f"run directory '{run_dir}' was just taken by another command",
+                "choose a new hydra.run.dir",
+            )
         return run_dir
     return create_exclusive(run_dir, lock=True)
 
@@ -75,9 +82,10 @@ def make_dirs(path: Path, exist_ok: bool = True) -> None:
     except FileExistsError:
         raise
     except OSError as exc:
-        raise PosencError(f"cannot create '{path}': {exc.strerror or exc}",
-                          "choose a writable place (hydra.run.dir=DIR or another folder)"
-                          ) from None
+        raise PosencError(
+            f"cannot create '{path}': {exc.strerror or exc}",
+            "choose a writable place (hydra.run.dir=DIR or another folder)",
+        ) from None
 
 
 def create_exclusive(path: Path, lock: bool = False) -> Path:
@@ -103,16 +111,20 @@ def lock_run_dir(run_dir: Path) -> None:
     try:
         fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
-        raise PosencError(f"cannot lock the run directory '{run_dir}' "
-                          f"({exc.strerror or exc}; a link or an unwritable folder?)",
-                          f"remove {run_dir / LOCK} if it is a link, or fix permissions") from None
+        raise PosencError(
+            f"cannot lock the run directory '{run_dir}' "
+            f"({exc.strerror or exc}; a link or an unwritable folder?)",
+            f"remove {run_dir / LOCK} if it is a link, or fix permissions",
+        ) from None
     fh = os.fdopen(fd, "r+", encoding="utf-8")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.close()
-        raise PosencError(f"run directory '{run_dir}' is in use by another posenc process",
-                          "wait for it to finish (or stop it), then try again") from None
+        raise PosencError(
+            f"run directory '{run_dir}' is in use by another posenc process",
+            "wait for it to finish (or stop it), then try again",
+        ) from None
     fh.seek(0)
     fh.truncate()
     fh.write(str(os.getpid()))
@@ -133,13 +145,21 @@ def refuse_links(run_dir: Path) -> None:
     """No symbolic link among the run directory's entries and those of the folders posenc
     writes into (checkpoints/, eval/ and its keys, inspect/); the run directory itself may
     be one."""
-    places = [*run_dir.glob("*"), *run_dir.glob(".*"), *run_dir.glob("checkpoints/*"),
-              *run_dir.glob("eval/*"), *run_dir.glob("eval/*/*"), *run_dir.glob("inspect/*"),
-              *run_dir.glob("inspect/.*")]
+    places = [
+        *run_dir.glob("*"),
+        *run_dir.glob(".*"),
+        *run_dir.glob("checkpoints/*"),
+        *run_dir.glob("eval/*"),
+        *run_dir.glob("eval/*/*"),
+        *run_dir.glob("inspect/*"),
+        *run_dir.glob("inspect/.*"),
+    ]
     link = next((p for p in places if p.is_symlink()), None)
     if link is not None:
-        raise PosencError(f"'{link}' is a symbolic link; posenc does not write through links in "
-                          "a run directory", "remove the link (or copy the run without links)")
+        raise PosencError(
+            f"'{link}' is a symbolic link; posenc does not write through links in a run directory",
+            "remove the link (or copy the run without links)",
+        )
 
 
 def check_writable(run_dir: Path) -> None:
@@ -148,11 +168,15 @@ def check_writable(run_dir: Path) -> None:
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is a file",
-                          "choose another place with hydra.run.dir=DIR")
+        raise PosencError(
+            f"cannot create the run directory '{run_dir}': '{parent}' is a file",
+            "choose another place with hydra.run.dir=DIR",
+        )
     if not os.access(parent, os.W_OK):
-        raise PosencError(f"cannot create the run directory '{run_dir}': '{parent}' is not "
-                          "writable", "choose a writable place with hydra.run.dir=DIR")
+        raise PosencError(
+            f"cannot create the run directory '{run_dir}': '{parent}' is not writable",
+            "choose a writable place with hydra.run.dir=DIR",
+        )
 
 
 def load_run_config(run_dir: Path) -> DictConfig:
@@ -160,22 +184,30 @@ def load_run_config(run_dir: Path) -> DictConfig:
     cache in the user's place (see the module docstring)."""
     saved = run_dir / ".hydra" / "config.yaml"
     if not saved.is_file():
-        raise PosencError(f"'{run_dir}' is not a posenc run directory (no .hydra/config.yaml)",
-                          "pass the directory a `posenc train` run created")
+        raise PosencError(
+            f"'{run_dir}' is not a posenc run directory (no .hydra/config.yaml)",
+            "pass the directory a `posenc train` run created",
+        )
     try:
         cfg = OmegaConf.load(saved)
     except Exception as exc:  # a damaged or hostile YAML file: parse errors of many kinds
-        raise PosencError(f"'{saved}' cannot be read ({type(exc).__name__})",
-                          "restore the run's .hydra/config.yaml") from None
-    if not isinstance(cfg, DictConfig) or not isinstance(cfg.get("encoding"), DictConfig) \
-            or not isinstance(cfg.get("data"), DictConfig):
+        raise PosencError(
+            f"'{saved}' cannot be read ({type(exc).__name__})",
+            "restore the run's .hydra/config.yaml",
+        ) from None
+    if (
+        not isinstance(cfg, DictConfig)
+        or not isinstance(cfg.get("encoding"), DictConfig)
+        or not isinstance(cfg.get("data"), DictConfig)
+    ):
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
     defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
     cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
     fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
     cfg.data.cache_dir = raw_values(OmegaConf.load(config_dir() / "data" / "sotu.yaml"))[
-        "cache_dir"]
+        "cache_dir"
+    ]
     cfg.resume = None
     return cfg
 
@@ -184,15 +216,20 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
     """configs/encoding/<name>.yaml with the saved parameter values (plain values only)."""
     name = str(saved.get("name", ""))
     if not NAME_PATTERN.fullmatch(name) or name not in group_options("encoding"):
-        raise PosencError(f"the run's encoding '{name}' is not one of posenc's encodings",
-                          f"posenc knows: {', '.join(group_options('encoding'))}")
+        raise PosencError(
+            f"the run's encoding '{name}' is not one of posenc's encodings",
+            f"posenc knows: {', '.join(group_options('encoding'))}",
+        )
     trusted = OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")
     for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue
         if key not in trusted or not isinstance(value, (int, float, str, bool, type(None))):
-            raise PosencError(f"the run's config gives encoding '{name}' an unknown or "
-                              f"non-plain parameter '{key}'", "restore the run's config")
+            raise PosencError(
+                f"the run's config gives encoding '{name}' an unknown or "
+                f"non-plain parameter '{key}'",
+                "restore the run's config",
+            )
         trusted[key] = value
     return trusted
 

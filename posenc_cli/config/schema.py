@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import ListConfig
 
@@ -93,7 +93,7 @@ class ModelConfig:
     d_model: int = key(128, lo=1)
     n_layers: int = key(4, lo=1)
     n_heads: int = key(4, lo=1)
-    d_ff: Optional[int] = key(None, lo=1)
+    d_ff: int | None = key(None, lo=1)
     logn_scaling: bool = False
 
 
@@ -101,10 +101,11 @@ class ModelConfig:
 class DataConfig:
     name: str = key("sotu", name=True)
     kind: str = key("sotu", choices=("sotu", "text"))
-    path: Optional[str] = None
-    val_path: Optional[str] = None
-    vocab_size: int = key(4096, lo=257, hi=2**31 - 1,
-                          low="is smaller than the byte alphabet plus <|endoftext|> (257)")
+    path: str | None = None
+    val_path: str | None = None
+    vocab_size: int = key(
+        4096, lo=257, hi=2**31 - 1, low="is smaller than the byte alphabet plus <|endoftext|> (257)"
+    )
     val_every_nth: int = key(20, lo=2)
     cache_dir: str = "~/.cache/posenc"
 
@@ -127,10 +128,10 @@ class TrainConfig:
     log_every: int = key(10, lo=1)
     precision: str = key("auto", choices=("auto", "fp32", "bf16"))
     compile: bool = False
-    threads: Optional[int] = key(None, lo=1)
+    threads: int | None = key(None, lo=1)
     nproc: int = key(1, lo=1)
     deterministic: bool = False
-    position_range: Optional[int] = key(None, lo=2, hi=2**31 - 1)
+    position_range: int | None = key(None, lo=2, hi=2**31 - 1)
 
 
 @dataclass
@@ -140,10 +141,10 @@ class ExtrapolationConfig:
     factors: list[int] = key(factory=lambda: [1, 2, 4, 8, 16], lo=1, nonempty=True)
     tokens: int = key(262144, lo=1)
     mode: str = key("nonoverlapping", choices=("nonoverlapping", "sliding"))
-    stride: Optional[int] = key(None, lo=1)
+    stride: int | None = key(None, lo=1)
     position_buckets: int = key(32, lo=1)
     rope_scaling: str = key("none", choices=ROPE_SCALING)
-    rope_factor: Optional[float] = key(None, lo=1)
+    rope_factor: float | None = key(None, lo=1)
 
 
 def older_name(name: str) -> Any:
@@ -165,10 +166,10 @@ class EvalConfig:
     factors: list[int] = older_name("factors")
     tokens: int = older_name("tokens")
     mode: str = older_name("mode")
-    stride: Optional[int] = older_name("stride")
+    stride: int | None = older_name("stride")
     position_buckets: int = older_name("position_buckets")
     rope_scaling: str = older_name("rope_scaling")
-    rope_factor: Optional[float] = older_name("rope_factor")
+    rope_factor: float | None = older_name("rope_factor")
 
 
 @dataclass
@@ -182,7 +183,7 @@ class BenchConfig:
     eval_factors: list[int] = key(factory=lambda: [1, 4, 16], lo=1, nonempty=True)
     eval_steps: int = key(3, lo=1)
     precision: str = key("fp32", choices=("fp32", "bf16"))
-    threads: Optional[int] = key(2, lo=1)
+    threads: int | None = key(2, lo=1)
     compile: bool = False
     matmul_size: int = key(4096, lo=16)
     case_timeout_s: float = key(1200.0, lo=0, lo_open=True)
@@ -201,4 +202,4 @@ class RootConfig:
     task: dict[str, Any] = field(default_factory=lambda: {"name": "lm"})
     seed: int = key(0, lo=0)
     device: str = key("auto", choices=("auto", "cpu", "cuda", "mps"))
-    resume: Optional[str] = None
+    resume: str | None = None

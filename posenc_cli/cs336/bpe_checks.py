@@ -44,29 +44,40 @@ def check_vocab(vocab: dict[str, Any], path: Path) -> dict[str, int]:
     missing = next((i for i in range(len(by_id)) if i not in by_id), None)
     if missing is not None:
         beyond = next(i for i in sorted(by_id) if not 0 <= i < len(by_id))
-        _bad(path, f"the ids are not contiguous from 0: {missing} is missing but "
-                   f"{by_id[beyond]!r} has the id {beyond}")
+        _bad(
+            path,
+            f"the ids are not contiguous from 0: {missing} is missing but "
+            f"{by_id[beyond]!r} has the id {beyond}",
+        )
     return dict(vocab)
 
 
-def check_merges(merges: list[tuple[str, str]], vocab: dict[str, int], specials: list[str],
-                 path: Path) -> None:
+def check_merges(
+    merges: list[tuple[str, str]], vocab: dict[str, int], specials: list[str], path: Path
+) -> None:
     """Every merge's parts and result are tokens; a vocabulary of merged tokens has merges
     (without them the tokenizer would silently encode byte by byte)."""
     for n, (a, b) in enumerate(merges, 1):
         for part in (a, b, a + b):
             if part not in vocab:
-                _bad(path, f"merge {n} ({a!r} {b!r}) uses {part!r}, which is not in the "
-                           "vocabulary", "give the vocab and merges files of one tokenizer")
+                _bad(
+                    path,
+                    f"merge {n} ({a!r} {b!r}) uses {part!r}, which is not in the vocabulary",
+                    "give the vocab and merges files of one tokenizer",
+                )
     merged = next((t for t in vocab if len(t) > 1 and t not in specials), None)
     if not merges and merged is not None:
-        _bad(path, f"there are no merges, yet the vocabulary holds merged tokens such as "
-                   f"{merged!r}: every text would be encoded byte by byte",
-             "give the merges file of this vocabulary")
+        _bad(
+            path,
+            f"there are no merges, yet the vocabulary holds merged tokens such as "
+            f"{merged!r}: every text would be encoded byte by byte",
+            "give the merges file of this vocabulary",
+        )
 
 
-def check_round_trip(tok: Tokenizer, vocab: dict[str, int], merges: list[tuple[str, str]],
-                     sample: str, path: Path) -> None:
+def check_round_trip(
+    tok: Tokenizer, vocab: dict[str, int], merges: list[tuple[str, str]], sample: str, path: Path
+) -> None:
     """Sample text decodes to itself, and merged tokens encode to the vocabulary's own ids."""
     if tok.decode(tok.encode(sample).ids, skip_special_tokens=False) != sample:
         _bad(path, "the tokenizer does not reproduce sample text")
@@ -77,22 +88,31 @@ def check_round_trip(tok: Tokenizer, vocab: dict[str, int], merges: list[tuple[s
             continue
         ids = tok.encode(text, add_special_tokens=False).ids
         if len(text.split()) <= 1 and ids != [vocab[a + b]]:
-            _bad(path, f"merge {n} ({a!r} {b!r}) encodes to ids {ids}, not to its token's id "
-                       f"{vocab[a + b]}", "give the merges in the order your BPE learned them")
+            _bad(
+                path,
+                f"merge {n} ({a!r} {b!r}) encodes to ids {ids}, not to its token's id "
+                f"{vocab[a + b]}",
+                "give the merges in the order your BPE learned them",
+            )
 
 
 def check_embedding(vocab: dict[str, int], rows: int, path: Path) -> None:
     """Every id has a row of the embedding."""
     token, top = max(vocab.items(), key=lambda kv: kv[1])
     if top >= rows:
-        _bad(path, f"the token {token!r} has the id {top}, beyond the embedding's {rows} rows",
-             "give the vocab and merges this model was trained with")
+        _bad(
+            path,
+            f"the token {token!r} has the id {top}, beyond the embedding's {rows} rows",
+            "give the vocab and merges this model was trained with",
+        )
 
 
 def check_finite(state: dict[str, Any], path: Path) -> None:
     """No NaN or infinite weight (they would evaluate to a perplexity that means nothing)."""
     for name, tensor in state.items():
         if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
-            _bad(path, f"the weights {name} hold NaN or infinite values",
-                 "import a checkpoint saved before training diverged")
-
+            _bad(
+                path,
+                f"the weights {name} hold NaN or infinite values",
+                "import a checkpoint saved before training diverged",
+            )

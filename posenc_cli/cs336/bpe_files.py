@@ -18,13 +18,18 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.cs336.bpe_checks import check_merges, check_round_trip, check_vocab, unique_pairs
 from posenc_cli.cs336.gpt2_bytes import to_token
-from posenc_cli.cs336.bpe_checks import (check_merges, check_round_trip, check_vocab,
-                                         unique_pairs)
 
 #: The only globals a tokenizer pickle may name: plain containers of bytes, ints and strings.
-_SAFE = {("builtins", "bytes"), ("builtins", "bytearray"), ("builtins", "set"),
-         ("builtins", "frozenset"), ("collections", "OrderedDict"), ("_codecs", "encode")}
+_SAFE = {
+    ("builtins", "bytes"),
+    ("builtins", "bytearray"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("collections", "OrderedDict"),
+    ("_codecs", "encode"),
+}
 
 #: Text that must decode to itself through an imported tokenizer (ASCII, accents, a CJK
 #: character, an emoji, digits, whitespace runs and a special token).
@@ -42,28 +47,37 @@ def _unpickle(path: Path) -> Any:
     try:
         return _SafeUnpickler(io.BytesIO(path.read_bytes())).load()
     except Exception as exc:  # any malformed or unsafe pickle
-        raise PosencError(f"'{path}' is neither GPT-2 text nor a plain pickle ({exc})",
-                          "give vocab.json/merges.txt or the pickled dict[int, bytes] / "
-                          "list[tuple[bytes, bytes]]") from None
+        raise PosencError(
+            f"'{path}' is neither GPT-2 text nor a plain pickle ({exc})",
+            "give vocab.json/merges.txt or the pickled dict[int, bytes] / "
+            "list[tuple[bytes, bytes]]",
+        ) from None
 
 
 def read_vocab(path: Path) -> dict[str, int]:
     """token (byte-to-unicode string) -> id, from vocab.json or a dict[int, bytes] pickle."""
     _exists(path, "--vocab")
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"),
-                               object_pairs_hook=lambda pairs: unique_pairs(pairs, path))
+        data: Any = json.loads(
+            path.read_text(encoding="utf-8"),
+            object_pairs_hook=lambda pairs: unique_pairs(pairs, path),
+        )
     except (UnicodeDecodeError, ValueError):
         data = _unpickle(path)
-        if isinstance(data, dict) and all(isinstance(k, int) and isinstance(v, (bytes, bytearray))
-                                          for k, v in data.items()):
-            return check_vocab(unique_pairs(((to_token(bytes(v)), k) for k, v in data.items()),
-                                            path), path)
-        raise PosencError(f"'{path}' is not a dict[int, bytes]",
-                          "give the vocabulary your BPE training returned") from None
+        if isinstance(data, dict) and all(
+            isinstance(k, int) and isinstance(v, (bytes, bytearray)) for k, v in data.items()
+        ):
+            return check_vocab(
+                unique_pairs(((to_token(bytes(v)), k) for k, v in data.items()), path), path
+            )
+        raise PosencError(
+            f"'{path}' is not a dict[int, bytes]", "give the vocabulary your BPE training returned"
+        ) from None
     if not isinstance(data, dict):
-        raise PosencError(f"'{path}' is not a GPT-2 vocab.json (token -> id)",
-                          "give the vocab.json that goes with merges.txt")
+        raise PosencError(
+            f"'{path}' is not a GPT-2 vocab.json (token -> id)",
+            "give the vocab.json that goes with merges.txt",
+        )
     return check_vocab(data, path)
 
 
@@ -76,19 +90,23 @@ def read_merges(path: Path) -> list[tuple[str, str]]:
     except UnicodeDecodeError:
         data = _unpickle(path)
         if isinstance(data, (list, tuple)) and all(
-                isinstance(m, (list, tuple)) and len(m) == 2 and
-                all(isinstance(x, (bytes, bytearray)) for x in m) for m in data):
+            isinstance(m, (list, tuple))
+            and len(m) == 2
+            and all(isinstance(x, (bytes, bytearray)) for x in m)
+            for m in data
+        ):
             return [(to_token(bytes(a)), to_token(bytes(b))) for a, b in data]
-        raise PosencError(f"'{path}' is not a list[tuple[bytes, bytes]]",
-                          "give the merges your BPE training returned") from None
+        raise PosencError(
+            f"'{path}' is not a list[tuple[bytes, bytes]]",
+            "give the merges your BPE training returned",
+        ) from None
     merges = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or (n == 1 and line.startswith("#version")):
             continue
         parts = line.split(" ")
         if len(parts) != 2:
-            raise PosencError(f"'{path}' line {n} is not a merge 'A B'",
-                              "give a GPT-2 merges.txt")
+            raise PosencError(f"'{path}' line {n} is not a merge 'A B'", "give a GPT-2 merges.txt")
         merges.append((parts[0], parts[1]))
     return merges
 
@@ -98,32 +116,38 @@ def _exists(path: Path, option: str) -> None:
         raise PosencError(f"{option} '{path}' does not exist", f"give {option} FILE")
 
 
-def build_tokenizer(vocab: dict[str, int], merges: list[tuple[str, str]],
-                    specials: list[str], files: tuple[Path, Path] | None = None) -> Tokenizer:
+def build_tokenizer(
+    vocab: dict[str, int],
+    merges: list[tuple[str, str]],
+    specials: list[str],
+    files: tuple[Path, Path] | None = None,
+) -> Tokenizer:
     """A byte-level BPE with exactly these tokens, merges (in order) and special tokens;
     ``files`` (vocab, merges), when given, are checked to describe one consistent tokenizer."""
     for s in specials:
         if to_token(s.encode("utf-8")) not in vocab and s not in vocab:
-            raise PosencError(f"the special token {s!r} is not in the vocabulary",
-                              "give the special tokens your tokenizer was trained with "
-                              "(--special)")
+            raise PosencError(
+                f"the special token {s!r} is not in the vocabulary",
+                "give the special tokens your tokenizer was trained with (--special)",
+            )
     if files is not None:
-        check_merges(merges, vocab, [*specials, *(to_token(s.encode()) for s in specials)],
-                     files[1])
+        check_merges(
+            merges, vocab, [*specials, *(to_token(s.encode()) for s in specials)], files[1]
+        )
     tok = _bpe(vocab, merges, specials)
     if files is not None:
-        check_round_trip(tok, vocab, merges, ROUND_TRIP_SAMPLE.format(eot=specials[0]),
-                         files[1])
+        check_round_trip(tok, vocab, merges, ROUND_TRIP_SAMPLE.format(eot=specials[0]), files[1])
     return tok
 
 
-def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], specials: list[str]
-         ) -> Tokenizer:
+def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], specials: list[str]) -> Tokenizer:
     try:
         tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     except Exception as exc:  # the Rust side reports inconsistent files as plain exceptions
-        raise PosencError(f"the vocabulary and merges do not fit together ({exc})",
-                          "give the vocab and merges files of one tokenizer") from None
+        raise PosencError(
+            f"the vocabulary and merges do not fit together ({exc})",
+            "give the vocab and merges files of one tokenizer",
+        ) from None
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
@@ -136,6 +160,5 @@ def tokenizer_files(tok_json: dict[str, Any]) -> tuple[dict[str, int], list[tupl
     vocab = {str(k): int(v) for k, v in model["vocab"].items()}
     for added in tok_json.get("added_tokens", []):
         vocab.setdefault(str(added["content"]), int(added["id"]))
-    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
-              for m in model["merges"]]
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     return vocab, merges  # type: ignore[return-value]

@@ -11,27 +11,37 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import torch
+from omegaconf import DictConfig
 
 from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.rundir import load_run_config, make_dirs
 from posenc_cli.cs336.bpe_files import tokenizer_files
 from posenc_cli.cs336.gpt2_bytes import to_bytes, token_bytes
 from posenc_cli.engine import checkpoint
-from posenc_cli.common.sizes import default_d_ff
 
-FILES = ("checkpoint.pt", "vocab.json", "merges.txt", "vocab.pkl", "merges.pkl",
-         "model_config.json")
+FILES = (
+    "checkpoint.pt",
+    "vocab.json",
+    "merges.txt",
+    "vocab.pkl",
+    "merges.pkl",
+    "model_config.json",
+)
 
 
 def export_cs336(run_dir: Path, out: Path) -> list[Path]:
     """Write FILES into ``out`` (which must be new or empty); returns their paths."""
     cfg = load_run_config(run_dir)
     if str(cfg.encoding.name) != "rope":
-        raise PosencError(f"{run_dir} uses encoding '{cfg.encoding.name}'; CS336's model is RoPE",
-                          "export a run trained with encoding=rope")
+        raise PosencError(
+            f"{run_dir} uses encoding '{cfg.encoding.name}'; CS336's model is RoPE",
+            "export a run trained with encoding=rope",
+        )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PosencError(f"'{out}' already exists", "choose a new folder for the export")
     ck = checkpoint.load(run_dir / "checkpoints" / "last.pt")
@@ -43,18 +53,28 @@ def export_cs336(run_dir: Path, out: Path) -> list[Path]:
     state = {"model": ck["model"], "iteration": int(ck.get("step", 0))}
     write_atomic(out / "checkpoint.pt", lambda fh: torch.save(state, fh))
     write_json_atomic(out / "vocab.json", vocab)
-    write_text_atomic(out / "merges.txt", "#version: 0.2\n" +
-                      "".join(f"{a} {b}\n" for a, b in merges))
+    write_text_atomic(
+        out / "merges.txt", "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)
+    )
     by_id = {i: token_bytes(t) for t, i in vocab.items()}
     write_atomic(out / "vocab.pkl", lambda fh: pickle.dump(by_id, fh))
-    write_atomic(out / "merges.pkl", lambda fh: pickle.dump(
-        [(to_bytes(a), to_bytes(b)) for a, b in merges], fh))
-    m = cfg.model
-    write_json_atomic(out / "model_config.json", {
-        "vocab_size": int(ck["model"]["lm_head.weight"].shape[0]),
-        "context_length": int(cfg.train.context_length), "d_model": int(m.d_model),
-        "num_layers": int(m.n_layers), "num_heads": int(m.n_heads),
-        "d_ff": int(m.d_ff or default_d_ff(int(m.d_model))),
-        "rope_theta": float(cfg.encoding.theta)})
+    write_atomic(
+        out / "merges.pkl",
+        lambda fh: pickle.dump([(to_bytes(a), to_bytes(b)) for a, b in merges], fh),
+    )
+    write_json_atomic(out / "model_config.json", model_config(cfg, ck["model"]))
     return [out / f for f in FILES]
 
+
+def model_config(cfg: DictConfig, model: dict[str, Any]) -> dict[str, Any]:
+    """The sizes CS336's TransformerLM constructor takes, as model_config.json holds them."""
+    m = cfg.model
+    return {
+        "vocab_size": int(model["lm_head.weight"].shape[0]),
+        "context_length": int(cfg.train.context_length),
+        "d_model": int(m.d_model),
+        "num_layers": int(m.n_layers),
+        "num_heads": int(m.n_heads),
+        "d_ff": int(m.d_ff or default_d_ff(int(m.d_model))),
+        "rope_theta": float(cfg.encoding.theta),
+    }

@@ -7,8 +7,11 @@ from __future__ import annotations
 def byte_to_unicode() -> dict[int, str]:
     """GPT-2's reversible table: printable bytes stand for themselves, the others are moved
     to unused code points from 256 on, so every byte string is a printable str."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-            *range(ord("®"), ord("ÿ") + 1)]
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table, extra = {}, 0
     for b in range(256):
         if b in keep:

@@ -37,8 +37,11 @@ class Weights:
 def load_weights(path: Path) -> Weights:
     if not path.is_file():
         raise PosencError(f"checkpoint '{path}' does not exist", "give the file you saved")
-    raw = load_tensors(path, f"'{path}' cannot be loaded as weights",
-                       "give a file written by torch.save of tensors (save_checkpoint)")
+    raw = load_tensors(
+        path,
+        f"'{path}' cannot be loaded as weights",
+        "give a file written by torch.save of tensors (save_checkpoint)",
+    )
     state, iteration = _split(raw, path)
     state = {k.removeprefix(PREFIX): v for k, v in state.items()}
     return Weights(state, iteration, *_dimensions(state, path))
@@ -47,17 +50,20 @@ def load_weights(path: Path) -> Weights:
 def _split(raw: Any, path: Path) -> tuple[dict[str, Tensor], int | None]:
     encoding = (raw.get("config") or {}).get("encoding") if isinstance(raw, dict) else None
     if isinstance(encoding, dict) and encoding.get("name") not in (None, "rope"):
-        raise PosencError(f"'{path}' is a posenc checkpoint of encoding '{encoding.get('name')}'",
-                          "import only RoPE models; a posenc run is evaluated as it is")
+        raise PosencError(
+            f"'{path}' is a posenc checkpoint of encoding '{encoding.get('name')}'",
+            "import only RoPE models; a posenc run is evaluated as it is",
+        )
     if isinstance(raw, dict) and _is_state(raw):
         return raw, None
     if isinstance(raw, dict):
         for key in MODEL_KEYS:
             if isinstance(raw.get(key), dict) and _is_state(raw[key]):
                 return raw[key], _iteration(raw.get("iteration", raw.get("step")), path)
-    raise PosencError(f"'{path}' holds no model state dict",
-                      f"save the model's state_dict, alone or under one of: "
-                      f"{', '.join(MODEL_KEYS)}")
+    raise PosencError(
+        f"'{path}' holds no model state dict",
+        f"save the model's state_dict, alone or under one of: {', '.join(MODEL_KEYS)}",
+    )
 
 
 def _iteration(value: Any, path: Path) -> int | None:
@@ -66,8 +72,10 @@ def _iteration(value: Any, path: Path) -> int | None:
         return None
     whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
     if isinstance(value, bool) or not whole or value < 0:
-        raise PosencError(f"'{path}' has iteration {value!r}, not a count of steps",
-                          "save the iteration as a non-negative integer (or leave it out)")
+        raise PosencError(
+            f"'{path}' has iteration {value!r}, not a count of steps",
+            "save the iteration as a non-negative integer (or leave it out)",
+        )
     return int(value)
 
 
@@ -81,8 +89,10 @@ def _dimensions(state: dict[str, Tensor], path: Path) -> tuple[int, int, int, in
         vocab_size, d_model = state["token_embeddings.weight"].shape
         d_ff = state["layers.0.ffn.w1.weight"].shape[0]
     except (KeyError, ValueError):
-        raise PosencError(f"'{path}' is not a CS336 TransformerLM state dict (no "
-                          "token_embeddings.weight or layers.0.ffn.w1.weight)",
-                          "export the state dict of your TransformerLM") from None
+        raise PosencError(
+            f"'{path}' is not a CS336 TransformerLM state dict (no "
+            "token_embeddings.weight or layers.0.ffn.w1.weight)",
+            "export the state dict of your TransformerLM",
+        ) from None
     layers = {int(m.group(1)) for k in state if (m := re.match(r"layers\.(\d+)\.", k))}
     return int(vocab_size), int(d_model), max(layers) + 1, int(d_ff)

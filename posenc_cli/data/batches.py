@@ -6,29 +6,38 @@ import numpy as np
 import torch
 
 
-def get_batch(ids: np.ndarray, batch_size: int, context_length: int, generator: torch.Generator,
-              device: torch.device | str = "cpu", rank: int = 0,
-              world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def get_batch(
+    ids: np.ndarray,
+    batch_size: int,
+    context_length: int,
+    generator: torch.Generator,
+    device: torch.device | str = "cpu",
+    rank: int = 0,
+    world_size: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows (CS336 get_batch): x = ids[s:s+L], y = ids[s+1:s+L+1].
 
     With several ranks every rank draws the same step's batch_size x world_size starts from
     the same seeded stream and keeps its own slice of them: no two ranks train on the same
     window, and N ranks of batch B see exactly the windows one process of batch N x B sees."""
-    starts = torch.randint(0, len(ids) - context_length, (batch_size * world_size,),
-                           generator=generator)
-    mine = starts[rank * batch_size:(rank + 1) * batch_size]
+    starts = torch.randint(
+        0, len(ids) - context_length, (batch_size * world_size,), generator=generator
+    )
+    mine = starts[rank * batch_size : (rank + 1) * batch_size]
     return windows(ids, mine.tolist(), context_length, device)
 
 
-def windows(ids: np.ndarray, starts: list[int], context_length: int,
-            device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def windows(
+    ids: np.ndarray, starts: list[int], context_length: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and next-token targets of the windows starting at ``starts``."""
-    rows = np.stack([np.asarray(ids[s:s + context_length + 1], dtype=np.int64) for s in starts])
+    rows = np.stack([np.asarray(ids[s : s + context_length + 1], dtype=np.int64) for s in starts])
     xy = torch.from_numpy(rows)
     x, y = xy[:, :-1], xy[:, 1:]
     if str(device).startswith("cuda"):
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device,
-                                                                             non_blocking=True)
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
+            device, non_blocking=True
+        )
     return x.to(device), y.to(device)
 
 

@@ -46,28 +46,32 @@ def cache_root(data_cfg: Any) -> Path:
     return Path(str(data_cfg.cache_dir)).expanduser()
 
 
-def ensure(target: Path, build: Callable[[Path], dict[str, Any]],
-           parts: tuple[str, ...]) -> TokenData:
+def ensure(
+    target: Path, build: Callable[[Path], dict[str, Any]], parts: tuple[str, ...]
+) -> TokenData:
     """The entry at ``target``, built (or rebuilt, if it fails its checks) by ``build(tmp)``,
     which writes the files into tmp and returns their metadata."""
     problem = check_entry(target, parts) if target.exists() else "absent"
     if problem not in (None, "absent"):
-        console.print(f"note: rebuilding the data cache entry {target.name}: {problem}",
-                      style="yellow")
+        console.print(
+            f"note: rebuilding the data cache entry {target.name}: {problem}", style="yellow"
+        )
         shutil.rmtree(target, ignore_errors=True)
     if problem is not None:
         try:
             with fresh_tmp_dir(target) as tmp:
                 publish(tmp, target, build(tmp))
         except OSError as exc:
-            raise PosencError(f"cannot write the data cache '{target.parent}': "
-                              f"{exc.strerror or exc}",
-                              "set data.cache_dir (or $POSENC_CACHE) to a writable folder"
-                              ) from None
+            raise PosencError(
+                f"cannot write the data cache '{target.parent}': {exc.strerror or exc}",
+                "set data.cache_dir (or $POSENC_CACHE) to a writable folder",
+            ) from None
         problem = check_entry(target, parts)
         if problem is not None:
-            raise PosencError(f"the data cache entry {target} is unusable: {problem}",
-                              "remove it, or set $POSENC_CACHE to another folder")
+            raise PosencError(
+                f"the data cache entry {target} is unusable: {problem}",
+                "remove it, or set $POSENC_CACHE to another folder",
+            )
     return open_entry(target)
 
 
@@ -85,8 +89,7 @@ def check_entry(target: Path, parts: tuple[str, ...]) -> str | None:
             ids = np.memmap(target / f"{part}.bin", dtype=dtype, mode="r")
             if ids.size and int(ids.max()) >= int(meta["vocab_size"]):
                 return f"{part}.bin holds ids beyond the vocabulary"
-        if "train" in parts and \
-                file_digest(target / "tokenizer.json") != meta["tokenizer_digest"]:
+        if "train" in parts and file_digest(target / "tokenizer.json") != meta["tokenizer_digest"]:
             return "tokenizer.json does not match its checksum"
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"{type(exc).__name__}: {str(exc)[:120]}"

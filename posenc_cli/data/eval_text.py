@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from posenc_cli.common.errors import PosencError
 from posenc_cli.common.digest import file_digest
+from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
 from posenc_cli.data.corpus import Corpus, read_chunks, split_documents
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
@@ -35,8 +35,7 @@ def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> Toke
     """Token ids of ``data_cfg``'s text under the given tokenizer (cached; see module doc)."""
     cache_dir = cache_root(data_cfg)
     corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
-    target = cache_dir / "eval" / _cache_name(data_cfg, corpus, tokenizer_path, held_out,
-                                               cache_dir)
+    target = cache_dir / "eval" / _cache_name(data_cfg, corpus, tokenizer_path, held_out, cache_dir)
 
     def build(tmp: Path) -> dict[str, Any]:
         segments = corpus.val_segments() if held_out else _documents(corpus)
@@ -46,12 +45,14 @@ def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> Toke
     return TokenData(data.val[:0], data.val, tokenizer_path, data.meta)
 
 
-def _cache_name(data_cfg: Any, corpus: Corpus, tokenizer_path: Path, held_out: bool,
-                cache_dir: Path) -> str:
+def _cache_name(
+    data_cfg: Any, corpus: Corpus, tokenizer_path: Path, held_out: bool, cache_dir: Path
+) -> str:
     part = f"val{data_cfg.val_every_nth}" if held_out else "all"
     settings = f"{FORMAT_VERSION}|{data_cfg.kind}|{part}|{MAX_TOKENS}|{file_digest(tokenizer_path)}"
-    digest = hashlib.blake2b(f"{settings}|{corpus.fingerprint(cache_dir)}".encode(),
-                             digest_size=10).hexdigest()
+    digest = hashlib.blake2b(
+        f"{settings}|{corpus.fingerprint(cache_dir)}".encode(), digest_size=10
+    ).hexdigest()
     return f"{data_cfg.name}-{part}-{digest}"
 
 
@@ -67,6 +68,11 @@ def _build(tok: Tokenizer, segments: Iterator[str], tmp: Path) -> dict[str, Any]
     count, truncated = write_ids(tok, segments, tmp / "val.bin", dtype, limit=MAX_TOKENS)
     if count == 0:
         raise PosencError("the evaluation text is empty", "point data.path at a file with text")
-    return {"format": FORMAT_VERSION, "vocab_size": tok.get_vocab_size(),
-            "dtype": np.dtype(dtype).name, "val_tokens": count, "eot_id": eot_id(tok),
-            "truncated": truncated}
+    return {
+        "format": FORMAT_VERSION,
+        "vocab_size": tok.get_vocab_size(),
+        "dtype": np.dtype(dtype).name,
+        "val_tokens": count,
+        "eot_id": eot_id(tok),
+        "truncated": truncated,
+    }

@@ -25,8 +25,9 @@ FORMAT_VERSION = 3  # 3: universal newlines
 def cache_key(data_cfg: Any, corpus: Corpus, cache_dir: Path) -> str:
     """Corpus content + every setting that changes the tokens."""
     settings = f"{FORMAT_VERSION}|{data_cfg.kind}|{data_cfg.vocab_size}|{data_cfg.val_every_nth}"
-    digest = hashlib.blake2b(f"{settings}|{corpus.fingerprint(cache_dir)}".encode(),
-                             digest_size=10).hexdigest()
+    digest = hashlib.blake2b(
+        f"{settings}|{corpus.fingerprint(cache_dir)}".encode(), digest_size=10
+    ).hexdigest()
     return f"{data_cfg.name}-v{data_cfg.vocab_size}-{digest}"
 
 
@@ -35,8 +36,9 @@ def prepare(data_cfg: Any) -> TokenData:
     cache_dir = cache_root(data_cfg)
     corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
     target = cache_dir / cache_key(data_cfg, corpus, cache_dir)
-    return ensure(target, lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp),
-                  ("train", "val"))
+    return ensure(
+        target, lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp), ("train", "val")
+    )
 
 
 def _build(corpus: Corpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
@@ -48,12 +50,20 @@ def _build(corpus: Corpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
     n_train, _ = write_ids(tok, corpus.train_segments(), tmp / "train.bin", dtype)
     n_val, _ = write_ids(tok, corpus.val_segments(), tmp / "val.bin", dtype)
     if n_train == 0 or n_val == 0:
-        raise PosencError("the corpus is too small to hold out validation text",
-                          "give more text (a few KB at least) or fewer data.val_every_nth")
-    return {"format": FORMAT_VERSION, "vocab_size": tok.get_vocab_size(),
-            "dtype": np.dtype(dtype).name, "train_tokens": n_train, "val_tokens": n_val,
-            "eot_id": eot_id(tok), "tokenizer_seconds": round(t1 - t0, 2),
-            "encode_seconds": round(time.perf_counter() - t1, 2)}
+        raise PosencError(
+            "the corpus is too small to hold out validation text",
+            "give more text (a few KB at least) or fewer data.val_every_nth",
+        )
+    return {
+        "format": FORMAT_VERSION,
+        "vocab_size": tok.get_vocab_size(),
+        "dtype": np.dtype(dtype).name,
+        "train_tokens": n_train,
+        "val_tokens": n_val,
+        "eot_id": eot_id(tok),
+        "tokenizer_seconds": round(t1 - t0, 2),
+        "encode_seconds": round(time.perf_counter() - t1, 2),
+    }
 
 
 def check_data_fits(data: TokenData, cfg: Any) -> None:
@@ -62,8 +72,12 @@ def check_data_fits(data: TokenData, cfg: Any) -> None:
     if len(data.train) <= L + 1 or len(data.val) <= L + 1:
         raise PosencError(
             f"the corpus is too short: {len(data.train)} training and {len(data.val)} validation "
-            f"tokens for windows of {L}", "give more text or a smaller train.context_length")
+            f"tokens for windows of {L}",
+            "give more text or a smaller train.context_length",
+        )
     if cfg.data.vocab_size != data.meta["vocab_size"]:
-        raise PosencError(f"the tokenizer learned only {data.meta['vocab_size']} tokens, fewer "
-                          f"than data.vocab_size={cfg.data.vocab_size}",
-                          "give more text or a smaller data.vocab_size")
+        raise PosencError(
+            f"the tokenizer learned only {data.meta['vocab_size']} tokens, fewer "
+            f"than data.vocab_size={cfg.data.vocab_size}",
+            "give more text or a smaller data.vocab_size",
+        )

@@ -35,16 +35,20 @@ def load_tokenizer(path: Path) -> Tokenizer:
     try:
         return Tokenizer.from_file(str(path))
     except Exception as exc:
-        raise PosencError(f"tokenizer '{path}' cannot be read ({str(exc)[:80]})",
-                          "restore it from its run or remove it so it is rebuilt") from None
+        raise PosencError(
+            f"tokenizer '{path}' cannot be read ({str(exc)[:80]})",
+            "restore it from its run or remove it so it is rebuilt",
+        ) from None
 
 
 def eot_id(tok: Tokenizer) -> int:
     token_id = tok.token_to_id(EOT)
     if token_id is None:
-        raise PosencError(f"the tokenizer has no {EOT} token, which separates documents",
-                          f"use a tokenizer trained with {EOT} as a special token (posenc's "
-                          "own, or import-cs336 --special)")
+        raise PosencError(
+            f"the tokenizer has no {EOT} token, which separates documents",
+            f"use a tokenizer trained with {EOT} as a special token (posenc's "
+            "own, or import-cs336 --special)",
+        )
     return int(token_id)
 
 

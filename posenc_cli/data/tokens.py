@@ -21,8 +21,9 @@ def id_dtype(vocab_size: int) -> type:
     return np.uint16 if vocab_size <= 2**16 else np.uint32
 
 
-def write_ids(tok: Tokenizer, segments: Iterator[str], path: Path, dtype: type,
-              limit: int | None = None) -> tuple[int, bool]:
+def write_ids(
+    tok: Tokenizer, segments: Iterator[str], path: Path, dtype: type, limit: int | None = None
+) -> tuple[int, bool]:
     """Encode in batches of ~4 M characters (parallel in Rust), <|endoftext|> after each
     segment; stop after ``limit`` ids. Returns (ids written, whether the limit cut the text)."""
     eot, count = eot_id(tok), 0
@@ -31,7 +32,7 @@ def write_ids(tok: Tokenizer, segments: Iterator[str], path: Path, dtype: type,
             encoded = tok.encode_batch(batch, add_special_tokens=False)
             ids = np.fromiter((i for e in encoded for i in (*e.ids, eot)), dtype=np.int64)
             if limit is not None and count + ids.size >= limit:
-                ids[:limit - count].astype(dtype).tofile(fh)
+                ids[: limit - count].astype(dtype).tofile(fh)
                 return limit, True
             ids.astype(dtype).tofile(fh)
             count += int(ids.size)

@@ -11,8 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import (PositionalEncoding, first_position, positive_number,
-                                       range_key)
+from posenc_cli.encodings.base import PositionalEncoding, first_position, positive_number, range_key
 from posenc_cli.encodings.cache import BoundedCache
 
 
@@ -29,8 +28,9 @@ def sinusoid(pos: Tensor, inv_freq: Tensor) -> Tensor:
 
 def _require_even(name: str, d_model: int) -> None:
     if d_model % 2:
-        raise PosencError(f"{name} needs an even model.d_model, got {d_model}",
-                          "choose an even model.d_model")
+        raise PosencError(
+            f"{name} needs an even model.d_model, got {d_model}", "choose an even model.d_model"
+        )
 
 
 class LearnedAbsoluteEncoding(PositionalEncoding):
@@ -40,12 +40,15 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
     instead of wrapping around or failing with an IndexError deep inside the model.
     """
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 max_len: int = 2048) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_len: int = 2048
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if max_len < 1:
-            raise PosencError(f"encoding.max_len must be positive, got {max_len}",
-                              "set encoding.max_len to the longest length you will evaluate")
+            raise PosencError(
+                f"encoding.max_len must be positive, got {max_len}",
+                "set encoding.max_len to the longest length you will evaluate",
+            )
         self.max_len = max_len
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.trunc_normal_(self.weight, std=1.0, a=-3.0, b=3.0)
@@ -68,8 +71,9 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
 class SinusoidalEncoding(PositionalEncoding):
     """Fixed sin/cos of Vaswani et al. 2017 added to the input; computed for any position."""
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 base: float = 10000.0) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         _require_even("sinusoidal", d_model)
         self.base = base = positive_number("base", base)
@@ -97,8 +101,9 @@ class LearnedSinusoidalEncoding(PositionalEncoding):
     frequencies in a few steps; in log space every frequency moves by the same relative amount.
     """
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 base: float = 10000.0) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         _require_even("sinusoidal_learned", d_model)
         self.base = base = positive_number("base", base)

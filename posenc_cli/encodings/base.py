@@ -48,8 +48,13 @@ class Span:
 
     def __post_init__(self) -> None:
         if self.last < 0:
-            last = self.start + self.length - 1 if self.values is None else \
-                int(self.values[-1]) if self.length else self.start - 1
+            last = (
+                self.start + self.length - 1
+                if self.values is None
+                else int(self.values[-1])
+                if self.length
+                else self.start - 1
+            )
             object.__setattr__(self, "last", last)
 
     @classmethod
@@ -146,8 +151,9 @@ class PositionalEncoding(nn.Module):
         """Add absolute position information to the token embeddings (input layer)."""
         return x_BTD
 
-    def transform_qk(self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor,
-                     pos_S: Tensor, layer: int) -> tuple[Tensor, Tensor]:
+    def transform_qk(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor, layer: int
+    ) -> tuple[Tensor, Tensor]:
         """Rewrite queries and keys before the dot product (RoPE-style)."""
         return q_BHTE, k_BHSE
 
@@ -184,7 +190,7 @@ class PositionalEncoding(nn.Module):
 
     def softmax_scale(self, head_dim: int) -> float:
         """Multiplier of q·k before the softmax."""
-        return head_dim ** -0.5
+        return head_dim**-0.5
 
     def check_length(self, length: int) -> None:
         """Raise when the encoding cannot represent ``length`` positions (absolute tables)."""
@@ -217,9 +223,14 @@ def range_key(pos: Tensor) -> Hashable | None:
 
 def positive_number(key: str, value: Any) -> float:
     """A hyper-parameter that must be a finite number > 0 (a base, a θ), as one line if not."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        0 < float(value) < float("inf")
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0 < float(value) < float("inf")
+    )
     if not ok:
-        raise PosencError(f"encoding.{key} is {value!r}, not a positive number",
-                          f"give a number > 0, e.g. encoding.{key}=10000")
+        raise PosencError(
+            f"encoding.{key} is {value!r}, not a positive number",
+            f"give a number > 0, e.g. encoding.{key}=10000",
+        )
     return float(value)

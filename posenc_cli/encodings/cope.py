@@ -29,12 +29,15 @@ class CopeEncoding(PositionalEncoding):
     relative = True
     bias_buffers = 10
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 max_position: int = 128) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_position: int = 128
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if not isinstance(max_position, int) or max_position < 2:
-            raise PosencError(f"encoding.max_position={max_position} is not an integer >= 2",
-                              "use e.g. encoding.max_position=128")
+            raise PosencError(
+                f"encoding.max_position={max_position} is not an integer >= 2",
+                "use e.g. encoding.max_position=128",
+            )
         self.max_position = max_position
         self.embeddings = nn.Parameter(torch.zeros(n_layers, head_dim, max_position))
 
@@ -42,7 +45,7 @@ class CopeEncoding(PositionalEncoding):
         """(B, H, T, S) contextual positions p_ij (0 where j > i), before clamping; in float32
         even under autocast (a sum of up to S gates)."""
         with torch.autocast(q_BHTE.device.type, enabled=False):
-            logits = (q_BHTE.float() @ k_BHSE.float().transpose(-1, -2))
+            logits = q_BHTE.float() @ k_BHSE.float().transpose(-1, -2)
             gates = torch.sigmoid(mask_future_(logits.mul_(self.softmax_scale(self.head_dim))))
             return gates.flip(-1).cumsum(-1).flip(-1)
 

@@ -21,8 +21,13 @@ from torch import Tensor, nn
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
-from posenc_cli.encodings.relative import (distance_columns, clipped_causal_index, forward_distances,
-                                           largest_distance, mask_future_)
+from posenc_cli.encodings.relative import (
+    clipped_causal_index,
+    distance_columns,
+    forward_distances,
+    largest_distance,
+    mask_future_,
+)
 from posenc_cli.nn.layers import Linear
 
 
@@ -37,12 +42,15 @@ class DebertaEncoding(PositionalEncoding):
     relative = True
     bias_buffers = 3
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 max_relative: int = 128) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_relative: int = 128
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if max_relative < 1:
-            raise PosencError(f"encoding.max_relative must be positive, got {max_relative}",
-                              "use e.g. encoding.max_relative=128")
+            raise PosencError(
+                f"encoding.max_relative must be positive, got {max_relative}",
+                "use e.g. encoding.max_relative=128",
+            )
         self.max_relative = max_relative
         self.rel_embeddings = nn.Parameter(torch.empty(2 * max_relative, d_model))
         nn.init.trunc_normal_(self.rel_embeddings, std=1.0, a=-3.0, b=3.0)
@@ -65,13 +73,14 @@ class DebertaEncoding(PositionalEncoding):
         (H, 2k, E), computed once per forward."""
         hit = cache.tables.get(layer)
         if hit is None or hit[0].shape[1] < n:
-            rows = deberta_bucket(torch.arange(n - 1, -1, -1, device=self.rel_embeddings.device),
-                                  self.max_relative)
+            rows = deberta_bucket(
+                torch.arange(n - 1, -1, -1, device=self.rel_embeddings.device), self.max_relative
+            )
             k_r = self._heads(self.k_r_proj[layer], rows).contiguous()
             q_r = self.q_r_proj[layer](self.rel_embeddings)
             hit = (k_r, q_r.view(-1, self.n_heads, self.head_dim).transpose(0, 1))
             cache.tables[layer] = hit
-        return hit[0][:, hit[0].shape[1] - n:], hit[1]
+        return hit[0][:, hit[0].shape[1] - n :], hit[1]
 
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         """scale · (c2p + p2c) for i >= j only, -inf for j > i.
@@ -84,7 +93,7 @@ class DebertaEncoding(PositionalEncoding):
         S, scale = k_BHSE.shape[-2], self.softmax_scale(self.head_dim)
         hi = largest_distance(site)
         k_r, q_r = self.causal_tables(forward_distances(site), site.layer, site.cache)
-        k_r = k_r[:, k_r.shape[1] - hi - 1:].to(q_BHTE.dtype)
+        k_r = k_r[:, k_r.shape[1] - hi - 1 :].to(q_BHTE.dtype)
         c2p = distance_columns((q_BHTE * scale) @ k_r.transpose(-1, -2), site)
         width = min(hi, self.max_relative) + 1
         p2c_desc = self._p2c_rows(k_BHSE, q_r, width, site)
@@ -103,7 +112,7 @@ class DebertaEncoding(PositionalEncoding):
         S = k_BHSE.shape[-2]
         if hit is not None and hit.shape[-1] >= S and hit.shape[2] == width:
             return hit[..., :S]
-        rows = q_r[:, self.max_relative - width + 1:self.max_relative + 1]
+        rows = q_r[:, self.max_relative - width + 1 : self.max_relative + 1]
         p2c = rows.to(k_BHSE.dtype) @ (k_BHSE * self.softmax_scale(self.head_dim)).transpose(-1, -2)
         site.cache.key_terms[site.layer] = p2c
         return p2c
@@ -111,10 +120,14 @@ class DebertaEncoding(PositionalEncoding):
     def _gathered(self, p2c_asc: Tensor, site: BiasSite) -> Tensor:
         """(B, H, T, S) p2c from its (B, H, W, S) rows of distances 0 … W-1 (clipped)."""
         (B, H, W, S), T = p2c_asc.shape, site.queries.length
-        key = None if not site.queries.contiguous else \
-            (site.queries.start - site.keys.start, T, S, W, str(site.queries.device))
+        key = (
+            None
+            if not site.queries.contiguous
+            else (site.queries.start - site.keys.start, T, S, W, str(site.queries.device))
+        )
         index = self._index.get(
-            key, lambda: clipped_causal_index(site.queries.positions(), site.keys.positions(), W))
+            key, lambda: clipped_causal_index(site.queries.positions(), site.keys.positions(), W)
+        )
         return p2c_asc.gather(-2, index.expand(B, H, T, S))
 
     def extra_repr(self) -> str:

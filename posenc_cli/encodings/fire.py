@@ -30,17 +30,28 @@ FIRE_PIECE_CELLS = 2**23
 class FireEncoding(PositionalEncoding):
     """A learned MLP of the log-normalised distance, one output per head."""
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 hidden: int = 32, c: float = 0.1, threshold: float = 512.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        hidden: int = 32,
+        c: float = 0.1,
+        threshold: float = 512.0,
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if not isinstance(hidden, int) or hidden < 1:
-            raise PosencError(f"encoding.hidden={hidden} is not a positive integer",
-                              "use e.g. encoding.hidden=32 (the paper's width)")
+            raise PosencError(
+                f"encoding.hidden={hidden} is not a positive integer",
+                "use e.g. encoding.hidden=32 (the paper's width)",
+            )
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
         self.hidden = hidden
         self.c = nn.Parameter(torch.tensor(positive_number("c", c)))
-        self.register_buffer("init_threshold", torch.tensor(positive_number("threshold",
-                                                                            threshold)))
+        self.register_buffer(
+            "init_threshold", torch.tensor(positive_number("threshold", threshold))
+        )
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
     @property  # type: ignore[override]
@@ -59,8 +70,9 @@ class FireEncoding(PositionalEncoding):
     def normalised_distance(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """(T, S) ψ(i - j)/(ψ(max(L, i)) + ε), with i - j clamped at 0 above the diagonal."""
         i, j = pos_T.float()[:, None], pos_S.float()[None, :]
-        return self.psi((i - j).clamp(min=0)) / (self.psi(torch.maximum(i, self.threshold))
-                                                 + FIRE_EPS)
+        return self.psi((i - j).clamp(min=0)) / (
+            self.psi(torch.maximum(i, self.threshold)) + FIRE_EPS
+        )
 
     def pair_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """In float32 even under autocast: bf16 would merge the normalised distances of far
@@ -70,8 +82,13 @@ class FireEncoding(PositionalEncoding):
             if torch.is_grad_enabled():
                 return self.mlp(u[..., None]).permute(2, 0, 1)
             rows = max(1, FIRE_PIECE_CELLS // max(1, u.shape[1] * self.hidden))
-            return torch.cat([self.mlp(u[a:a + rows, :, None]).permute(2, 0, 1)
-                              for a in range(0, u.shape[0], rows)], dim=1)
+            return torch.cat(
+                [
+                    self.mlp(u[a : a + rows, :, None]).permute(2, 0, 1)
+                    for a in range(0, u.shape[0], rows)
+                ],
+                dim=1,
+            )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, shared across layers"

@@ -39,15 +39,19 @@ class ForgettingEncoding(PositionalEncoding):
             nn.init.normal_(gate.weight, std=GATE_INIT_STD)
             nn.init.zeros_(gate.bias)
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
-                              *args: Any) -> None:
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         """Runs saved before the gates were one nn.Linear per layer hold every layer in two
         tensors, gate_weight (L, D, H) and gate_bias (L, H): read them into the layers, so
         their checkpoints still load (`posenc eval`, `posenc inspect`)."""
         weight = state_dict.get(prefix + "gate_weight")
         bias = state_dict.get(prefix + "gate_bias")
-        if isinstance(weight, Tensor) and isinstance(bias, Tensor) and weight.dim() == 3 \
-                and bias.dim() == 2 and len(weight) == len(bias) == len(self.gates):
+        if (
+            isinstance(weight, Tensor)
+            and isinstance(bias, Tensor)
+            and weight.dim() == 3
+            and bias.dim() == 2
+            and len(weight) == len(bias) == len(self.gates)
+        ):
             del state_dict[prefix + "gate_weight"], state_dict[prefix + "gate_bias"]
             for layer in range(len(weight)):
                 state_dict[f"{prefix}gates.{layer}.weight"] = weight[layer].transpose(0, 1)
@@ -71,4 +75,4 @@ class ForgettingEncoding(PositionalEncoding):
             cum = self.log_forget(site.inputs, site.layer).cumsum(-1, dtype=torch.float32)
             site.cache.key_terms[site.layer] = cum
         c = cum[..., :S]
-        return mask_future_(c[..., S - T:, None] - c[..., None, :])
+        return mask_future_(c[..., S - T :, None] - c[..., None, :])

@@ -27,15 +27,19 @@ def encoding_class(target: str) -> type[PositionalEncoding]:
     """The class ``target`` names, if it is one of posenc's encodings."""
     module, _, name = str(target).rpartition(".")
     if not module.startswith(PACKAGE + ".") or not name.isidentifier():
-        raise PosencError(f"encoding class '{target}' is not one of posenc's encodings",
-                          "use an encoding from configs/encoding/ (`posenc encodings`)")
+        raise PosencError(
+            f"encoding class '{target}' is not one of posenc's encodings",
+            "use an encoding from configs/encoding/ (`posenc encodings`)",
+        )
     try:
         cls = getattr(importlib.import_module(module), name, None)
     except ImportError:
         cls = None
     if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
-        raise PosencError(f"encoding class '{target}' does not exist in posenc",
-                          "use an encoding from configs/encoding/ (`posenc encodings`)")
+        raise PosencError(
+            f"encoding class '{target}' does not exist in posenc",
+            "use an encoding from configs/encoding/ (`posenc encodings`)",
+        )
     return cls
 
 
@@ -43,10 +47,17 @@ def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> P
     """Instantiate the encoding with its YAML parameters; a wrong parameter is one line."""
     cls = encoding_class(enc_cfg["_target_"])
     try:
-        enc = cls(d_model=d_model, n_heads=n_heads, head_dim=d_model // n_heads,
-                  n_layers=n_layers, **encoding_params(enc_cfg))
+        enc = cls(
+            d_model=d_model,
+            n_heads=n_heads,
+            head_dim=d_model // n_heads,
+            n_layers=n_layers,
+            **encoding_params(enc_cfg),
+        )
     except TypeError as exc:
-        raise PosencError(f"encoding '{enc_cfg.get('name', cls.__name__)}': {exc}",
-                          "check its parameters in configs/encoding/") from None
+        raise PosencError(
+            f"encoding '{enc_cfg.get('name', cls.__name__)}': {exc}",
+            "check its parameters in configs/encoding/",
+        ) from None
     enc.config_name = str(enc_cfg.get("name", ""))
     return enc

@@ -99,5 +99,5 @@ def mask_future_(bias_BHTS: Tensor) -> Tensor:
     upper = future_mask(T, T, bias_BHTS.device)
     if S == T:  # in place on the tensor itself: a view would cost a CopySlices backward
         return bias_BHTS.masked_fill_(upper, float("-inf"))
-    bias_BHTS[..., S - T:].masked_fill_(upper, float("-inf"))
+    bias_BHTS[..., S - T :].masked_fill_(upper, float("-inf"))
     return bias_BHTS

@@ -24,19 +24,25 @@ from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
 
 
-def rotary_frequencies(head_dim: int, theta: float, rotary_fraction: float,
-                       p: float) -> tuple[Tensor, int]:
+def rotary_frequencies(
+    head_dim: int, theta: float, rotary_fraction: float, p: float
+) -> tuple[Tensor, int]:
     """(E/2,) float64 θ_k with zeros for the unrotated pairs, and the rotated dimensions."""
     if not 0 < rotary_fraction <= 1:
-        raise PosencError(f"encoding.rotary_fraction={rotary_fraction} is not in (0, 1]",
-                          "use e.g. encoding.rotary_fraction=0.25 (1 rotates every dimension)")
+        raise PosencError(
+            f"encoding.rotary_fraction={rotary_fraction} is not in (0, 1]",
+            "use e.g. encoding.rotary_fraction=0.25 (1 rotates every dimension)",
+        )
     if not 0 <= p <= 1:
-        raise PosencError(f"encoding.p={p} is not in [0, 1]",
-                          "use e.g. encoding.p=0.75 (1 is RoPE, 0 is no position)")
+        raise PosencError(
+            f"encoding.p={p} is not in [0, 1]",
+            "use e.g. encoding.p=0.75 (1 is RoPE, 0 is no position)",
+        )
     rotary_dims = max(2, 2 * round(rotary_fraction * head_dim / 2))
     inv = torch.zeros(head_dim // 2, dtype=torch.float64)
-    inv[:rotary_dims // 2] = theta ** (-torch.arange(0, rotary_dims, 2, dtype=torch.float64)
-                                       / rotary_dims)
+    inv[: rotary_dims // 2] = theta ** (
+        -torch.arange(0, rotary_dims, 2, dtype=torch.float64) / rotary_dims
+    )
     kept = math.floor(p * rotary_dims / 2 + 1e-9)  # rounded down; the highest come first
     inv[kept:] = 0.0
     return inv, rotary_dims
@@ -49,13 +55,23 @@ class RotaryEncoding(PositionalEncoding):
     rotary = True
     family = "rope"
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 theta: float = 10000.0, rotary_fraction: float = 1.0, p: float = 1.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        theta: float = 10000.0,
+        rotary_fraction: float = 1.0,
+        p: float = 1.0,
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if head_dim % 2:
-            raise PosencError(f"{self.family} needs an even head dimension, got {head_dim} "
-                              f"(model.d_model / model.n_heads)",
-                              "choose model.d_model and model.n_heads so d_model/n_heads is even")
+            raise PosencError(
+                f"{self.family} needs an even head dimension, got {head_dim} "
+                f"(model.d_model / model.n_heads)",
+                "choose model.d_model and model.n_heads so d_model/n_heads is even",
+            )
         self.theta = theta = positive_number("theta", theta)
         self.rotary_fraction, self.p = float(rotary_fraction), float(p)
         inv, self.rotary_dims = rotary_frequencies(head_dim, theta, rotary_fraction, p)
@@ -68,15 +84,15 @@ class RotaryEncoding(PositionalEncoding):
         """Evaluate with ``method``'s frequencies for extension factor ``factor``
         (rope_scaling.py); ``none`` restores the trained ones."""
         inv, self.attention_factor = scaled_frequencies(
-            method, self.trained_inv_freq, self.theta, self.rotary_dims, factor, original_length)
+            method, self.trained_inv_freq, self.theta, self.rotary_dims, factor, original_length
+        )
         self.inv_freq = inv.float().to(self.inv_freq.device)
         self._phases.clear()
 
     def phase(self, pos: Tensor) -> Tensor:
         """a·e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
         thousands), a the attention factor (1 unless YaRN), cached per position range."""
-        return self._phases.get(range_key(pos),
-                                lambda: torch.complex(*self._cos_sin_uncached(pos)))
+        return self._phases.get(range_key(pos), lambda: torch.complex(*self._cos_sin_uncached(pos)))
 
     def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
@@ -103,8 +119,9 @@ class RotaryEncoding(PositionalEncoding):
             x = torch.view_as_complex(pairs.contiguous())
         return torch.view_as_real(x * self.phase(pos_T)).flatten(-2).to(x_BHTE.dtype)
 
-    def transform_qk(self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor,
-                     layer: int) -> tuple[Tensor, Tensor]:
+    def transform_qk(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor, layer: int
+    ) -> tuple[Tensor, Tensor]:
         return self.rotate(q_BHTE, pos_T), self.rotate(k_BHSE, pos_S)
 
     def extra_repr(self) -> str:

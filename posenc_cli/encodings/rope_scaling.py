@@ -56,19 +56,26 @@ def llama3(inv_freq: Tensor, factor: float, original_length: int) -> Tensor:
     wavelengths shorter than L/4 are kept, longer than L/1 divided by S, and in between
     θ' = (1 - s)·θ/S + s·θ with s = (L/λ - 1)/(4 - 1); L = the training length."""
     wavelength = 2 * math.pi / inv_freq
-    smooth = ((original_length / wavelength - LLAMA3_LOW) / (LLAMA3_HIGH - LLAMA3_LOW))
+    smooth = (original_length / wavelength - LLAMA3_LOW) / (LLAMA3_HIGH - LLAMA3_LOW)
     smoothed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
     out = torch.where(wavelength < original_length / LLAMA3_HIGH, inv_freq, smoothed)
     return torch.where(wavelength > original_length / LLAMA3_LOW, inv_freq / factor, out)
 
 
-def scaled_frequencies(method: str, inv_freq: Tensor, base: float, rotary_dims: int,
-                       factor: float, original_length: int) -> tuple[Tensor, float]:
+def scaled_frequencies(
+    method: str,
+    inv_freq: Tensor,
+    base: float,
+    rotary_dims: int,
+    factor: float,
+    original_length: int,
+) -> tuple[Tensor, float]:
     """The inverse frequencies and attention factor ``method`` gives for extension factor S
     (``dynamic_ntk`` is NTK-aware with S = L'/L of each evaluated length, chosen by the caller)."""
     if method not in METHODS:
-        raise PosencError(f"unknown eval.rope_scaling '{method}'",
-                          "choose one of: " + ", ".join(METHODS))
+        raise PosencError(
+            f"unknown eval.rope_scaling '{method}'", "choose one of: " + ", ".join(METHODS)
+        )
     inv = inv_freq.double()
     zero = inv == 0
     inv = torch.where(zero, torch.ones_like(inv), inv)  # no division by 0 (masked below)
@@ -83,4 +90,3 @@ def scaled_frequencies(method: str, inv_freq: Tensor, base: float, rotary_dims: 
     else:
         out, attention = llama3(inv, factor, original_length), 1.0
     return out.masked_fill(zero, 0.0), attention
-

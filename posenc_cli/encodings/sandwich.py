@@ -23,21 +23,29 @@ class SandwichEncoding(PositionalEncoding):
 
     relative = True
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 dim: int | None = None, base: float = 10000.0,
-                 compression: float = 8.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        dim: int | None = None,
+        base: float = 10000.0,
+        compression: float = 8.0,
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.dim = head_dim if dim is None else dim
         if not isinstance(self.dim, int) or self.dim < 2 or self.dim % 2:
-            raise PosencError(f"encoding.dim={dim} is not an even number >= 2",
-                              "use e.g. encoding.dim=128, or null for the head dimension")
+            raise PosencError(
+                f"encoding.dim={dim} is not an even number >= 2",
+                "use e.g. encoding.dim=128, or null for the head dimension",
+            )
         self.base = positive_number("base", base)
         self.compression = positive_number("compression", compression)
         k = torch.arange(1, self.dim // 2 + 1, dtype=torch.float64)
         self.register_buffer("inv_freq", self.base ** (-2 * k / self.dim), persistent=False)
         heads = torch.arange(1, n_heads + 1, dtype=torch.float64)
-        self.register_buffer("head_scale", n_heads / (self.compression * heads),
-                             persistent=False)
+        self.register_buffer("head_scale", n_heads / (self.compression * heads), persistent=False)
 
     def distance_bias(self, distance: Tensor) -> Tensor:
         d = distance.double().clamp(min=0)

@@ -17,8 +17,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.base import PositionalEncoding
 
 
 def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
@@ -26,8 +26,10 @@ def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) 
     n = distance.clamp(min=0)
     max_exact = num_buckets // 2
     ratio = n.double().clamp(min=max_exact) / max_exact
-    log_part = max_exact + (ratio.log() / math.log(max_distance / max_exact)
-                            * (num_buckets - max_exact)).long()
+    log_part = (
+        max_exact
+        + (ratio.log() / math.log(max_distance / max_exact) * (num_buckets - max_exact)).long()
+    )
     log_part = log_part.clamp(max=num_buckets - 1)
     return torch.where(n < max_exact, n, log_part).long()
 
@@ -37,18 +39,26 @@ class T5RelativeBias(PositionalEncoding):
 
     relative = True
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 num_buckets: int = 32, max_distance: int = 128) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if num_buckets < 2 or max_distance <= num_buckets // 2:
             raise PosencError(
                 f"t5 needs num_buckets >= 2 and max_distance > num_buckets/2, got "
                 f"num_buckets={num_buckets}, max_distance={max_distance}",
-                "use e.g. encoding.num_buckets=32 encoding.max_distance=128")
+                "use e.g. encoding.num_buckets=32 encoding.max_distance=128",
+            )
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))
-        std = d_model ** -0.5
+        std = d_model**-0.5
         nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
 
     def distance_bias(self, distance: Tensor) -> Tensor:
@@ -58,5 +68,7 @@ class T5RelativeBias(PositionalEncoding):
         return self.weight.t()[:, ids].float()
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, num_buckets={self.num_buckets}, "
-                f"max_distance={self.max_distance}")
+        return (
+            f"{super().extra_repr()}, num_buckets={self.num_buckets}, "
+            f"max_distance={self.max_distance}"
+        )

@@ -22,8 +22,12 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, positive_number
 from posenc_cli.encodings.cache import BoundedCache
-from posenc_cli.encodings.relative import (distance_columns, forward_distances, largest_distance,
-                                           mask_future_)
+from posenc_cli.encodings.relative import (
+    distance_columns,
+    forward_distances,
+    largest_distance,
+    mask_future_,
+)
 from posenc_cli.nn.layers import Linear
 
 
@@ -33,12 +37,15 @@ class TransformerXLEncoding(PositionalEncoding):
     relative = True
     bias_buffers = 2
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 base: float = 10000.0) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         if d_model % 2:
-            raise PosencError(f"transformer_xl needs an even model.d_model, got {d_model}",
-                              "choose an even model.d_model")
+            raise PosencError(
+                f"transformer_xl needs an even model.d_model, got {d_model}",
+                "choose an even model.d_model",
+            )
         self.base = base = positive_number("base", base)
         self.register_buffer("inv_freq", inverse_frequencies(d_model, base), persistent=False)
         self.r_proj = nn.ModuleList(Linear(d_model, n_heads * head_dim) for _ in range(n_layers))
@@ -51,13 +58,15 @@ class TransformerXLEncoding(PositionalEncoding):
         hit = cache.tables.get(layer)
         if hit is None or hit.shape[1] < n:
             device = self.inv_freq.device
-            R = self._sinusoids.get(("causal", n, str(device)), lambda: sinusoid(
-                torch.arange(n - 1, -1, -1, device=device), self.inv_freq).float())
+            R = self._sinusoids.get(
+                ("causal", n, str(device)),
+                lambda: sinusoid(torch.arange(n - 1, -1, -1, device=device), self.inv_freq).float(),
+            )
             proj = self.r_proj[layer]
             hit = proj(R.to(proj.weight.dtype)).view(n, self.n_heads, self.head_dim)
             hit = hit.transpose(0, 1).contiguous()
             cache.tables[layer] = hit
-        return hit[:, hit.shape[1] - n:]
+        return hit[:, hit.shape[1] - n :]
 
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         """scale · (u·k_j + (q_i + v)·W_R R_{i-j}) over the causal distances only (half the
@@ -65,10 +74,9 @@ class TransformerXLEncoding(PositionalEncoding):
         scale = self.softmax_scale(self.head_dim)
         hi = largest_distance(site)
         table = self.causal_table(forward_distances(site), site.layer, site.cache)
-        r_HLE = table[:, table.shape[1] - hi - 1:]
+        r_HLE = table[:, table.shape[1] - hi - 1 :]
         qv_BHTE = (q_BHTE + self.v[:, None, :].to(q_BHTE.dtype)) * scale
-        position_BHTS = distance_columns(qv_BHTE @ r_HLE.to(q_BHTE.dtype).transpose(-1, -2),
-                                         site)
+        position_BHTS = distance_columns(qv_BHTE @ r_HLE.to(q_BHTE.dtype).transpose(-1, -2), site)
         content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
         return mask_future_((position_BHTS + content_BH1S).float())
 

@@ -22,28 +22,40 @@ class XPosEncoding(RotaryEncoding):
 
     family = "xpos"
 
-    def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int,
-                 theta: float = 10000.0, gamma: float = 0.4, scale_base: float = 512.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        theta: float = 10000.0,
+        gamma: float = 0.4,
+        scale_base: float = 512.0,
+    ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers, theta=theta)
         self.gamma = positive_number("gamma", gamma)
         self.scale_base = positive_number("scale_base", scale_base)
         k = torch.arange(0, head_dim, 2, dtype=torch.float64)
-        self.register_buffer("zeta", (k / head_dim + self.gamma) / (1 + self.gamma),
-                             persistent=False)
+        self.register_buffer(
+            "zeta", (k / head_dim + self.gamma) / (1 + self.gamma), persistent=False
+        )
         self._scales = BoundedCache()
 
     def decay(self, pos: Tensor, centre: Tensor) -> Tensor:
         """(T, E) ζ_k^((m - c)/B), each value repeated for the two dimensions of its pair."""
+
         def compute() -> Tensor:
             power = (pos.double() - centre)[:, None] / self.scale_base
             return (self.zeta[None, :] ** power).float().repeat_interleave(2, dim=-1)
+
         if torch.compiler.is_compiling():  # a cache key would read positions
             return compute()
         key = range_key(pos)
         return self._scales.get(key and (*key, float(centre)), compute)
 
-    def transform_qk(self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor,
-                     layer: int) -> tuple[Tensor, Tensor]:
+    def transform_qk(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor, layer: int
+    ) -> tuple[Tensor, Tensor]:
         centre = (pos_S[0] + pos_S[-1]).double() / 2
         q = self.rotate(q_BHTE, pos_T).float() * self.decay(pos_T, centre)
         k = self.rotate(k_BHSE, pos_S).float() / self.decay(pos_S, centre)

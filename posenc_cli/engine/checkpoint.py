@@ -9,6 +9,7 @@ else cannot run code.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -39,25 +40,43 @@ class TrainState:
     batch_rng: torch.Generator = field(default_factory=torch.Generator)
 
 
-def training_state(model: nn.Module, opt: torch.optim.Optimizer, st: TrainState,
-                   world_size: int, cfg: DictConfig) -> dict[str, Any]:
+def training_state(
+    model: nn.Module, opt: torch.optim.Optimizer, st: TrainState, world_size: int, cfg: DictConfig
+) -> dict[str, Any]:
     """What checkpoints/last.pt holds: enough to continue exactly where training stopped."""
-    return {"model": model.state_dict(), "optimizer": opt.state_dict(),
-            "step": st.step, "best_val": st.best_val, "wall_s": st.wall_s,
-            "last_val": st.last_val, "last_train": st.last_train,
-            "batch_rng": st.batch_rng.get_state(), "torch_rng": torch.get_rng_state(),
-            "world_size": world_size, "tokens": st.tokens,
-            "config": OmegaConf.to_container(cfg)}
+    return {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "step": st.step,
+        "best_val": st.best_val,
+        "wall_s": st.wall_s,
+        "last_val": st.last_val,
+        "last_train": st.last_train,
+        "batch_rng": st.batch_rng.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "world_size": world_size,
+        "tokens": st.tokens,
+        "config": OmegaConf.to_container(cfg),
+    }
 
 
 def best_state(model: nn.Module, step: int, val_loss: float, cfg: DictConfig) -> dict[str, Any]:
     """What checkpoints/best.pt holds: the weights of the lowest validation loss."""
-    return {"model": model.state_dict(), "step": step, "val_loss": val_loss,
-            "config": OmegaConf.to_container(cfg)}
+    return {
+        "model": model.state_dict(),
+        "step": step,
+        "val_loss": val_loss,
+        "config": OmegaConf.to_container(cfg),
+    }
 
 
-def restore(ck: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer, st: TrainState,
-            tokens_per_rank: int) -> int:
+def restore(
+    ck: dict[str, Any],
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    st: TrainState,
+    tokens_per_rank: int,
+) -> int:
     """Load a ``training_state`` into model, optimizer and ``st``; the saved world size.
     A checkpoint of another model raises RuntimeError, KeyError, ValueError or TypeError."""
     model.load_state_dict(ck["model"])
@@ -74,6 +93,7 @@ def restore(ck: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer, st
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
     """Write ``state`` to ``path`` so that ``path`` is always either the old or the new file."""
+
     def write(fh: IO[bytes]) -> None:
         torch.save(state, fh)
         faults.pause(f"in_save_{path.stem}", int(state.get("step", -1)), path.parent)
@@ -82,9 +102,10 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
         write_atomic(path, write)
     except (OSError, RuntimeError) as exc:  # torch reports a full disk as a RuntimeError
         why = getattr(exc, "strerror", None) or str(exc).strip().splitlines()[0][:120]
-        raise PosencError(f"could not write checkpoint '{path}': {why}",
-                          "free disk space or fix permissions; the previous checkpoint is "
-                          "intact") from None
+        raise PosencError(
+            f"could not write checkpoint '{path}': {why}",
+            "free disk space or fix permissions; the previous checkpoint is intact",
+        ) from None
 
 
 def load_tensors(path: Path, problem: str, fix: str) -> Any:
@@ -101,16 +122,31 @@ def load_tensors(path: Path, problem: str, fix: str) -> Any:
 def load(path: Path) -> dict[str, Any]:
     """Load a checkpoint, turning a missing or corrupt file into a one-line error."""
     if not path.is_file():
-        raise PosencError(f"no checkpoint at '{path}'",
-                          "resume a run directory that contains checkpoints/last.pt")
-    state = load_tensors(path, f"checkpoint '{path}' is damaged or unsafe",
-                         "resume from another run or start a new one")
+        raise PosencError(
+            f"no checkpoint at '{path}'", "resume a run directory that contains checkpoints/last.pt"
+        )
+    state = load_tensors(
+        path,
+        f"checkpoint '{path}' is damaged or unsafe",
+        "resume from another run or start a new one",
+    )
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise PosencError(f"checkpoint '{path}' holds no model state",
-                          "resume from another run or start a new one")
+        raise PosencError(
+            f"checkpoint '{path}' holds no model state",
+            "resume from another run or start a new one",
+        )
     return state
 
 
 def remove_partial_saves(folder: Path) -> None:
     """Temporary files left by a process killed mid-save (the real checkpoints are intact)."""
     remove_partial_writes(folder, ".*.pt.tmp*")
+
+
+def weights_digest(model: nn.Module) -> str:
+    """SHA-256 over the bytes of the state dict's tensors, in order."""
+    h = hashlib.sha256()
+    for name, value in model.state_dict().items():
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

@@ -63,12 +63,21 @@ def training_needs(cfg: Any, vocab: int) -> list[Need]:
     eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
     return [
         Need("model.d_model", "the model with gradients and optimizer state", state),
-        Need("train.batch_size", "a training batch",
-             state + forward_bytes(cfg, vocab, B * L, backward=True)),
-        Need("train.eval_batches", "the validation windows and one validation batch",
-             state + windows * LIST_INT + forward_bytes(cfg, vocab, B * L, backward=False)),
-        Need("eval.factors", f"the evaluation's longest forward ({longest} tokens)",
-             state // 4 + forward_bytes(cfg, vocab, eval_batch, backward=False)),
+        Need(
+            "train.batch_size",
+            "a training batch",
+            state + forward_bytes(cfg, vocab, B * L, backward=True),
+        ),
+        Need(
+            "train.eval_batches",
+            "the validation windows and one validation batch",
+            state + windows * LIST_INT + forward_bytes(cfg, vocab, B * L, backward=False),
+        ),
+        Need(
+            "eval.factors",
+            f"the evaluation's longest forward ({longest} tokens)",
+            state // 4 + forward_bytes(cfg, vocab, eval_batch, backward=False),
+        ),
     ]
 
 
@@ -76,8 +85,13 @@ def inspect_needs(cfg: Any, vocab: int) -> list[Need]:
     """`posenc inspect` of a config: the model and one forward of train.context_length."""
     L = int(cfg.train.context_length)
     weights = n_params(cfg, vocab) * FLOAT
-    return [Need("train.context_length", f"a forward of {L} tokens",
-                 weights + forward_bytes(cfg, vocab, L, backward=False))]
+    return [
+        Need(
+            "train.context_length",
+            f"a forward of {L} tokens",
+            weights + forward_bytes(cfg, vocab, L, backward=False),
+        )
+    ]
 
 
 def available_bytes() -> int:
@@ -109,7 +123,8 @@ def check_fits(needs: list[Need], available: int, where: str, ranks: int = 1) ->
             raise PosencError(
                 f"{need.key}: {need.what} needs at least {gib(need.bytes)}{per_rank} but "
                 f"{gib(available)} of {where} is available",
-                f"lower {need.key} (or the model's size) until it fits")
+                f"lower {need.key} (or the model's size) until it fits",
+            )
 
 
 def gib(n: int) -> str:

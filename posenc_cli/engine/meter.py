@@ -53,12 +53,17 @@ class SilentProgress:
     def __init__(self, total: int, start: int, label: str) -> None:
         pass
 
-    def __enter__(self) -> "SilentProgress":
+    def __enter__(self) -> SilentProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
-               val_loss: float | None = None) -> None:
+    def update(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_s: float | None,
+        val_loss: float | None = None,
+    ) -> None:
         return None

@@ -20,15 +20,18 @@ from posenc_cli.engine.metrics import read_metrics
 RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile", "train.nproc"}
 
 
-def resume_config(run_dir: Path, requested: DictConfig | None = None,
-                  overrides: list[str] | None = None) -> DictConfig:
+def resume_config(
+    run_dir: Path, requested: DictConfig | None = None, overrides: list[str] | None = None
+) -> DictConfig:
     """The run's own config; the overrides may change only RESUME_MAY_CHANGE, and only the
     keys they name."""
     cfg = load_run_config(run_dir)
     if read_metrics(run_dir).get("imported"):
-        raise PosencError(f"{run_dir} was imported from a CS336 checkpoint and has no posenc "
-                          "training state to continue",
-                          f"evaluate it with `posenc eval {run_dir}`, or train a new run")
+        raise PosencError(
+            f"{run_dir} was imported from a CS336 checkpoint and has no posenc "
+            "training state to continue",
+            f"evaluate it with `posenc eval {run_dir}`, or train a new run",
+        )
     validate(cfg)
     if requested is None:
         return cfg
@@ -36,8 +39,10 @@ def resume_config(run_dir: Path, requested: DictConfig | None = None,
     for key in given - RESUME_MAY_CHANGE:
         new, old = (_short(OmegaConf.select(c, key)) for c in (requested, cfg))
         if new != old:
-            raise PosencError(f"{key} is {old} in the checkpoint's config but {new} was asked",
-                              "resume with the run's own settings, or start a new run")
+            raise PosencError(
+                f"{key} is {old} in the checkpoint's config but {new} was asked",
+                "resume with the run's own settings, or start a new run",
+            )
     for key in (RESUME_MAY_CHANGE - {"resume"}) & given:  # the rest stays as the run had it
         OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
     validate(cfg)

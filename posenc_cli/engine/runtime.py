@@ -50,8 +50,9 @@ def pick_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise PosencError("device=cuda but no CUDA GPU is visible", "use device=auto or device=cpu")
     if name == "mps" and not has_mps:
-        raise PosencError("device=mps but Apple MPS is not available",
-                          "use device=auto or device=cpu")
+        raise PosencError(
+            "device=mps but Apple MPS is not available", "use device=auto or device=cpu"
+        )
     return torch.device(name)
 
 
@@ -88,8 +89,10 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     import shutil
 
     if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
-        raise PosencError("train.compile=true needs a C++ compiler (g++ or clang++) on CPU",
-                          "install one (e.g. apt-get install g++) or use train.compile=false")
+        raise PosencError(
+            "train.compile=true needs a C++ compiler (g++ or clang++) on CPU",
+            "install one (e.g. apt-get install g++) or use train.compile=false",
+        )
     return torch.compile(model)
 
 
@@ -107,8 +110,11 @@ def compile_failures(run_dir: Path, compiling: bool) -> Iterator[None]:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         first = next((ln for ln in lines if not ln.startswith("backend=")), type(exc).__name__)
         saved = (run_dir / "checkpoints" / "last.pt").exists()
-        fix = (f"continue this run without it: posenc train resume={run_dir} train.compile=false"
-               if saved else "run again with train.compile=false")
+        fix = (
+            f"continue this run without it: posenc train resume={run_dir} train.compile=false"
+            if saved
+            else "run again with train.compile=false"
+        )
         raise PosencError(f"torch.compile failed: {first[:300]}", fix) from None
 
 
@@ -151,9 +157,12 @@ def make_runtime(cfg: Any, comm: Comm | None = None) -> Runtime:
     if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
         from posenc_cli.common.console import console
 
-        console.print("warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "
-                      "emulated and slower than fp32; use train.precision=auto or fp32",
-                      style="yellow", soft_wrap=True)
+        console.print(
+            "warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "
+            "emulated and slower than fp32; use train.precision=auto or fp32",
+            style="yellow",
+            soft_wrap=True,
+        )
     return Runtime(device, precision, comm)
 
 

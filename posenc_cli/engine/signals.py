@@ -66,5 +66,6 @@ class InterruptNow(_Handlers):
         self.kept = kept
 
     def _handle(self, signum: int, frame: Any) -> None:
-        raise Interrupted(exit_code(signum), f"posenc: stopped by {signal_name(signum)}; "
-                                             f"{self.kept}")
+        raise Interrupted(
+            exit_code(signum), f"posenc: stopped by {signal_name(signum)}; {self.kept}"
+        )

@@ -24,8 +24,14 @@ from posenc_cli.synthetic.scoring import answer_loss
 class BatchStream(Protocol):
     vocab_size: int
 
-    def batch(self, step: int, generator: torch.Generator, device: torch.device,
-              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(
+        self,
+        step: int,
+        generator: torch.Generator,
+        device: torch.device,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's slice of the step's global batch (world_size x train.batch_size)."""
         ...
 
@@ -41,18 +47,28 @@ class CorpusStream:
         self.data, self.cfg = data, cfg
         self.vocab_size = int(data.meta["vocab_size"])
 
-    def batch(self, step: int, generator: torch.Generator, device: torch.device,
-              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(
+        self,
+        step: int,
+        generator: torch.Generator,
+        device: torch.device,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         t = self.cfg.train
-        return get_batch(self.data.train, t.batch_size, t.context_length, generator, device,
-                         rank, world_size)
+        return get_batch(
+            self.data.train, t.batch_size, t.context_length, generator, device, rank, world_size
+        )
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
         return validation_loss(model, self.data, self.cfg, rt)
 
     def describe(self) -> dict[str, Any]:
-        return {"data": str(self.cfg.data.name), "vocab_size": self.vocab_size,
-                "tokenizer": str(self.data.tokenizer_path)}
+        return {
+            "data": str(self.cfg.data.name),
+            "vocab_size": self.vocab_size,
+            "tokenizer": str(self.data.tokenizer_path),
+        }
 
 
 class TaskStream:
@@ -66,10 +82,24 @@ class TaskStream:
         t = cfg.train
         self.validation = validation_set(task, self.sizes, t.eval_batches * t.batch_size)
 
-    def batch(self, step: int, generator: torch.Generator, device: torch.device,
-              rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-        return training_batch(self.task, self.sizes, int(self.cfg.train.batch_size),
-                              int(self.cfg.seed), step, rank, world_size, device)
+    def batch(
+        self,
+        step: int,
+        generator: torch.Generator,
+        device: torch.device,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return training_batch(
+            self.task,
+            self.sizes,
+            int(self.cfg.train.batch_size),
+            int(self.cfg.seed),
+            step,
+            rank,
+            world_size,
+            device,
+        )
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
         was_training = model.training
@@ -80,9 +110,13 @@ class TaskStream:
             model.train(was_training)
 
     def describe(self) -> dict[str, Any]:
-        return {"data": f"task:{self.task.name}", "task": self.task.name,
-                "vocab_size": self.vocab_size, "tokenizer": None,
-                "task_train_lengths": list(self.sizes)}
+        return {
+            "data": f"task:{self.task.name}",
+            "task": self.task.name,
+            "vocab_size": self.vocab_size,
+            "tokenizer": None,
+            "task_train_lengths": list(self.sizes),
+        }
 
 
 def make_stream(cfg: Any, data: TokenData | None) -> BatchStream:

@@ -10,7 +10,6 @@ combined across ranks first, so all ranks take the same branch at the same step.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import signal
 import time
@@ -45,8 +44,13 @@ from posenc_cli.model import TransformerLM, build_model
 class Progress(Protocol):
     """What the trainer reports to (the CLI's progress bar, or nothing)."""
 
-    def update(self, step: int, loss: float | None, tokens_per_s: float | None,
-               val_loss: float | None = None) -> None: ...
+    def update(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_s: float | None,
+        val_loss: float | None = None,
+    ) -> None: ...
 
 
 ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
@@ -55,8 +59,7 @@ ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
 class Trainer:
     """Build once, then ``resume()`` (optionally) and ``fit()``; ``close()`` at the end."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime,
-                 data: TokenData | None) -> None:
+    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime, data: TokenData | None) -> None:
         """``data`` is the tokenized corpus of a language-modelling run, None for a task."""
         self.cfg, self.run_dir, self.rt = cfg, run_dir, rt
         self.stream = make_stream(cfg, data)
@@ -84,14 +87,17 @@ class Trainer:
         ck = checkpoint.load(path)
         checkpoint.remove_partial_saves(self.ckpt_dir)
         try:
-            saved_world = checkpoint.restore(ck, self.lm, self.opt, self.state,
-                                             self._tokens_per_rank)
+            saved_world = checkpoint.restore(
+                ck, self.lm, self.opt, self.state, self._tokens_per_rank
+            )
             self._note_new_world(saved_world)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-            raise PosencError(f"checkpoint '{path}' does not match this run ({first})",
-                              "resume with the run's own config (do not change model.* or "
-                              "encoding), or start a new run") from None
+            raise PosencError(
+                f"checkpoint '{path}' does not match this run ({first})",
+                "resume with the run's own config (do not change model.* or "
+                "encoding), or start a new run",
+            ) from None
 
     @property
     def _tokens_per_rank(self) -> int:
@@ -101,17 +107,22 @@ class Trainer:
         now = self.rt.world_size
         if saved != now:
             batch = int(self.cfg.train.batch_size)
-            console.print(f"note: resuming a run trained with {saved} process(es) on {now}: the "
-                          f"model and optimizer state continue as saved; the global batch is "
-                          f"now {batch * now} windows (was {batch * saved}), so the windows "
-                          "drawn from here on differ from an uninterrupted run")
+            console.print(
+                f"note: resuming a run trained with {saved} process(es) on {now}: the "
+                f"model and optimizer state continue as saved; the global batch is "
+                f"now {batch * now} windows (was {batch * saved}), so the windows "
+                "drawn from here on differ from an uninterrupted run"
+            )
 
     def open_writer(self) -> SummaryWriter:
         """The run's TensorBoard writer; on resume it drops points past the checkpoint."""
         if self.writer is None:
             purge = self.state.step + 1 if self.state.step else None
-            self.writer = SummaryWriter(str(self.run_dir), purge_step=purge) if self.rt.is_main \
+            self.writer = (
+                SummaryWriter(str(self.run_dir), purge_step=purge)
+                if self.rt.is_main
                 else NullWriter()
+            )
         return self.writer
 
     def fit(self, progress: ProgressFactory) -> None:
@@ -137,8 +148,7 @@ class Trainer:
                 for g in self.opt.param_groups:
                     g["lr"] = lr
                 x, y, pos = self._batch(step)
-                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip,
-                                             pos)
+                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip, pos)
                 st.step, st.tokens = step, st.tokens + meter.tokens_per_step
                 meter.add(loss)
                 if step % t.log_every == 0 or step == t.steps:
@@ -156,10 +166,14 @@ class Trainer:
     def _batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The next batch of the stream, and its positions when randomized."""
         t = self.cfg.train
-        x, y = self.stream.batch(step, self.state.batch_rng, self.rt.device, self.rt.comm.rank,
-                                 self.rt.world_size)
-        pos = None if t.position_range is None else \
-            random_positions(t.position_range, x.shape[1], self.cfg.seed, step)
+        x, y = self.stream.batch(
+            step, self.state.batch_rng, self.rt.device, self.rt.comm.rank, self.rt.world_size
+        )
+        pos = (
+            None
+            if t.position_range is None
+            else random_positions(t.position_range, x.shape[1], self.cfg.seed, step)
+        )
         return x, y, pos
 
     def _periodic(self, step: int, bar: Progress) -> None:
@@ -192,16 +206,18 @@ class Trainer:
         self.open_writer().add_scalar("val/loss", val, st.step)
         if val < st.best_val:
             st.best_val = val
-            self._write_checkpoint(checkpoint.best_state(self.lm, st.step, val, self.cfg),
-                                   "best.pt")
+            self._write_checkpoint(
+                checkpoint.best_state(self.lm, st.step, val, self.cfg), "best.pt"
+            )
         return val
 
     def save(self) -> None:
         """checkpoints/last.pt, never of a model whose weights are no longer finite."""
         if not all(torch.isfinite(p).all() for p in self.lm.parameters()):
             self._diverged("the weights are no longer finite")
-        state = checkpoint.training_state(self.lm, self.opt, self.state, self.rt.world_size,
-                                          self.cfg)
+        state = checkpoint.training_state(
+            self.lm, self.opt, self.state, self.rt.world_size, self.cfg
+        )
         self._write_checkpoint(state, "last.pt")
         faults.pause("after_save", self.state.step, self.ckpt_dir)
 
@@ -215,10 +231,15 @@ class Trainer:
 
     def _diverged(self, what: str) -> None:
         last = self.ckpt_dir / "last.pt"
-        kept = f"the last good checkpoint is kept at {last}" if last.exists() else \
-            "no checkpoint was written"
-        raise PosencError(f"training diverged at step {self.state.step} ({what}); {kept}",
-                          "start a new run with a lower train.lr or more train.warmup_steps")
+        kept = (
+            f"the last good checkpoint is kept at {last}"
+            if last.exists()
+            else "no checkpoint was written"
+        )
+        raise PosencError(
+            f"training diverged at step {self.state.step} ({what}); {kept}",
+            "start a new run with a lower train.lr or more train.warmup_steps",
+        )
 
     def _stop_signal(self, stop: StopFlag) -> int | None:
         """The signal to stop on, or None; with several ranks any rank's signal stops all of
@@ -230,41 +251,42 @@ class Trainer:
     def _stop_cleanly(self, signum: int) -> None:
         self.save()
         self.open_writer().flush()
-        raise Interrupted(exit_code(signum),
-                          f"posenc: stopped by {signal_name(signum)} after step "
-                          f"{self.state.step}; checkpoint saved — continue with: posenc resume "
-                          f"{self.run_dir}")
+        raise Interrupted(
+            exit_code(signum),
+            f"posenc: stopped by {signal_name(signum)} after step "
+            f"{self.state.step}; checkpoint saved — continue with: posenc resume "
+            f"{self.run_dir}",
+        )
 
     def metrics(self) -> dict[str, Any]:
         """The training part of metrics.json (evaluation tasks add their own keys)."""
         cfg, st, world = self.cfg, self.state, self.rt.world_size
         return {
-            "encoding": cfg.encoding.name, "seed": int(cfg.seed),
-            "train_length": int(cfg.train.context_length), "steps": int(st.step),
-            "final_val_loss": st.last_val, "final_train_loss": st.last_train,
+            "encoding": cfg.encoding.name,
+            "seed": int(cfg.seed),
+            "train_length": int(cfg.train.context_length),
+            "steps": int(st.step),
+            "final_val_loss": st.last_val,
+            "final_train_loss": st.last_train,
             "best_val_loss": st.best_val if math.isfinite(st.best_val) else None,
-            "tokens_per_s": st.tokens_per_s, "n_params": int(self.lm.num_parameters()),
+            "tokens_per_s": st.tokens_per_s,
+            "n_params": int(self.lm.num_parameters()),
             "train_tokens": st.tokens,
-            "world_size": world, "global_batch_size": int(cfg.train.batch_size) * world,
-            "wall_time_s": round(st.wall_s, 2), "device": self.rt.device.type,
-            "precision": self.rt.precision, "model": OmegaConf.to_container(cfg.model),
-            "position_range": cfg.train.position_range, **self.stream.describe(),
+            "world_size": world,
+            "global_batch_size": int(cfg.train.batch_size) * world,
+            "wall_time_s": round(st.wall_s, 2),
+            "device": self.rt.device.type,
+            "precision": self.rt.precision,
+            "model": OmegaConf.to_container(cfg.model),
+            "position_range": cfg.train.position_range,
+            **self.stream.describe(),
         }
 
     def replica_digests(self) -> list[str]:
         """SHA-256 of every rank's weights (a collective): equal digests prove the replicas
         stayed identical, rank 0's is the saved model's."""
-        return self.rt.comm.gather(weights_digest(self.lm))
+        return self.rt.comm.gather(checkpoint.weights_digest(self.lm))
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def weights_digest(model: nn.Module) -> str:
-    """SHA-256 over the bytes of the state dict's tensors, in order."""
-    h = hashlib.sha256()
-    for name, value in model.state_dict().items():
-        h.update(name.encode())
-        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()

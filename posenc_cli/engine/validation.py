@@ -30,11 +30,10 @@ def validation_loss(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) ->
     sums = np.zeros(t.eval_batches)
     for b in shard(t.eval_batches, rt.comm):
         i = b * t.batch_size
-        x, y = windows(data.val, starts[i:i + t.batch_size], t.context_length, rt.device)
+        x, y = windows(data.val, starts[i : i + t.batch_size], t.context_length, rt.device)
         with rt.autocast():
             logits = model(x)
-        sums[b] = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(),
-                                  reduction="sum").item()
+        sums[b] = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum").item()
     model.train(was_training)
     total = 0.0
     for value in rt.comm.all_sum(sums).tolist():  # in order: Python 3.12's sum() compensates

@@ -56,8 +56,9 @@ class EvalTask:
             return f"{self.name} evaluates synthetic-task runs (task=copy, …), not task=lm"
         return None
 
-    def run(self, model: nn.Module, data: TokenData | None, cfg: Any,
-            rt: Runtime) -> dict[str, Any]:
+    def run(
+        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+    ) -> dict[str, Any]:
         """The JSON-ready result (on ``data.val``, or the task's test sets when ``data`` is
         None); ``model`` is in eval mode, without grad."""
         raise NotImplementedError
@@ -74,8 +75,10 @@ class EvalTask:
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         """What `posenc eval` prints of the result under ``key``: rich tables and lines."""
-        return [f"{key}: written to {run_dir / 'metrics.json'} and TensorBoard "
-                f"({run_dir / 'eval' / key})"]
+        return [
+            f"{key}: written to {run_dir / 'metrics.json'} and TensorBoard "
+            f"({run_dir / 'eval' / key})"
+        ]
 
 
 def registry() -> dict[str, EvalTask]:
@@ -86,8 +89,9 @@ def registry() -> dict[str, EvalTask]:
     return {cls.name: cls() for cls in subclasses(EvalTask) if cls.name}
 
 
-def log_hparams(writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, float | None],
-                step: int) -> None:
+def log_hparams(
+    writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, float | None], step: int
+) -> None:
     """An HParams entry in the run's own event directory (add_hparams would make a sub-run):
     ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
     val/loss, which training logs itself)."""
@@ -112,6 +116,7 @@ def task_of(key: str) -> EvalTask | None:
 def get_task(name: str) -> EvalTask:
     tasks = registry()
     if name not in tasks:
-        raise PosencError(f"unknown evaluation task '{name}'",
-                          f"eval.tasks takes: {', '.join(sorted(tasks))}")
+        raise PosencError(
+            f"unknown evaluation task '{name}'", f"eval.tasks takes: {', '.join(sorted(tasks))}"
+        )
     return tasks[name]

@@ -26,8 +26,9 @@ def factor_for(ev: Any, train_length: int, length: int, longest: int) -> float:
 
 
 @contextmanager
-def context_extension(model: nn.Module, ev: Any, train_length: int,
-                      longest: int) -> Iterator[Callable[[int], None]]:
+def context_extension(
+    model: nn.Module, ev: Any, train_length: int, longest: int
+) -> Iterator[Callable[[int], None]]:
     """A function that prepares ``model`` for one evaluation length; the trained frequencies
     are restored on exit. Without eval.rope_scaling it does nothing."""
     encoding = getattr(model, "encoding", None)
@@ -37,8 +38,8 @@ def context_extension(model: nn.Module, ev: Any, train_length: int,
         return
 
     def prepare(length: int) -> None:
-        encoding.extend_context(method, factor_for(ev, train_length, length, longest),
-                                train_length)
+        encoding.extend_context(method, factor_for(ev, train_length, length, longest), train_length)
+
     try:
         yield prepare
     finally:

@@ -38,8 +38,9 @@ def protocol(ev: Any) -> str:
     return "sliding" if ev.stride is None else f"sliding{int(ev.stride)}"
 
 
-def result_key(task: str, label: str | None, ev: Any, saved_ev: Any,
-               identity: list[str] | None = None) -> str:
+def result_key(
+    task: str, label: str | None, ev: Any, saved_ev: Any, identity: list[str] | None = None
+) -> str:
     """``task``, plus the data label, every scoring setting that differs from the run's, and
     the precision or device where they differ from the run's (``identity``)."""
     parts = [task] if label is None else [task, label]

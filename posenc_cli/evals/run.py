@@ -52,26 +52,26 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
-    if is_task(cfg):  # a synthetic task scores its own fixed test sets
-        data, label, source = None, None, {"name": f"task:{cfg.task.name}"}
-    else:
-        data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
-    if data is not None and int(data.meta["vocab_size"]) != model.vocab_size:
-        raise PosencError(f"the tokenizer has {data.meta['vocab_size']} tokens but the model "
-                          f"{model.vocab_size}", "evaluate with the run's own data cache")
+    data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
     suffix = identity_suffix(rt, metrics)
     writers = EvalWriters(run_dir)
     try:
-        out = run_tasks(model, data, cfg, rt, None, data_name=label or str(cfg.data.name),
-                        key_for=lambda task: result_key(task, label, cfg.eval, saved.eval,
-                                                        suffix),
-                        writer_for=writers.get, extra={"source": source})
+        out = run_tasks(
+            model,
+            data,
+            cfg,
+            rt,
+            None,
+            data_name=label or str(cfg.data.name),
+            key_for=lambda task: result_key(task, label, cfg.eval, saved.eval, suffix),
+            writer_for=writers.get,
+            extra={"source": source},
+        )
     finally:
         writers.close()
     for key in out:
         out[key]["replaced_earlier"] = key in metrics
-    merge_metrics(run_dir, {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
-                            "train_length": int(cfg.train.context_length), **metrics, **out})
+    record(run_dir, cfg, metrics, out)
     return cfg, out
 
 
@@ -98,8 +98,10 @@ class EvalWriters:
         if key not in self.open:
             folder = self.root / key
             if any(p.is_symlink() for p in (self.root, folder)):
-                raise PosencError(f"'{folder}' is a link out of the run directory",
-                                  "remove it (posenc writes TensorBoard files there)")
+                raise PosencError(
+                    f"'{folder}' is a link out of the run directory",
+                    "remove it (posenc writes TensorBoard files there)",
+                )
             for old in folder.glob("events.out.tfevents.*"):
                 if old.is_file() and not old.is_symlink():
                     old.unlink()
@@ -117,12 +119,19 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
     for ov in parsed:
         key = ov.key_or_group
         if ov.is_sweep_override() or ov.is_delete():
-            raise PosencError(f"'{ov.input_line}': posenc eval takes one value per key",
-                              "evaluate each setting with its own command")
-        if key not in ("data", "eval", "device", "train.precision") \
-                and not key.startswith(("data.", "eval.")) or key == "data.vocab_size":
-            raise PosencError(f"cannot change '{key}' of a trained run (the run fixes it)",
-                              f"override only {ALLOWED}")
+            raise PosencError(
+                f"'{ov.input_line}': posenc eval takes one value per key",
+                "evaluate each setting with its own command",
+            )
+        if (
+            key not in ("data", "eval", "device", "train.precision")
+            and not key.startswith(("data.", "eval."))
+            or key == "data.vocab_size"
+        ):
+            raise PosencError(
+                f"cannot change '{key}' of a trained run (the run fixes it)",
+                f"override only {ALLOWED}",
+            )
     check_group_choices(overrides)
     cfg = copy.deepcopy(saved)
     for ov in parsed:
@@ -147,13 +156,16 @@ def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """checkpoints/last.pt of a trained run and its contents (loaded weights_only)."""
     path = run_dir / "checkpoints" / "last.pt"
     if not path.is_file():
-        raise PosencError(f"no checkpoint at '{path}'",
-                          "use a run that has trained at least until its first checkpoint")
+        raise PosencError(
+            f"no checkpoint at '{path}'",
+            "use a run that has trained at least until its first checkpoint",
+        )
     return path, checkpoint.load(path)
 
 
-def model_from_checkpoint(path: Path, saved: dict[str, Any], cfg: DictConfig,
-                          rt: Runtime) -> TransformerLM:
+def model_from_checkpoint(
+    path: Path, saved: dict[str, Any], cfg: DictConfig, rt: Runtime
+) -> TransformerLM:
     """The model of ``cfg`` with the weights of a loaded checkpoint, a mismatch as one line."""
     state = saved["model"]
     try:
@@ -163,8 +175,10 @@ def model_from_checkpoint(path: Path, saved: dict[str, Any], cfg: DictConfig,
         lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
         why = "; ".join(lines[1:] if len(lines) > 1 else lines)  # torch's first line is a title
         why = why if len(why) <= 200 else why[:197] + "..."
-        raise PosencError(f"checkpoint '{path}' does not match the run's config ({why})",
-                          "restore the run's .hydra/config.yaml") from None
+        raise PosencError(
+            f"checkpoint '{path}' does not match the run's config ({why})",
+            "restore the run's .hydra/config.yaml",
+        ) from None
     return model.to(rt.device)
 
 
@@ -188,8 +202,9 @@ def _same_data(cfg: DictConfig, saved: DictConfig) -> bool:
     return all(norm(cfg.data, f) == norm(saved.data, f) for f in TOKEN_FIELDS)
 
 
-def eval_data(cfg: DictConfig, saved: DictConfig, run_dir: Path, imported: bool = False
-              ) -> tuple[TokenData, str | None, dict[str, Any]]:
+def eval_data(
+    cfg: DictConfig, saved: DictConfig, run_dir: Path, imported: bool = False
+) -> tuple[TokenData, str | None, dict[str, Any]]:
     """Held-out ids, a label (None for the run's own data) and where the text came from. An
     imported run has a tokenizer of its own, so its text is always encoded with it."""
     tokenizer = run_tokenizer(run_dir, saved)
@@ -210,8 +225,11 @@ def data_source(data_cfg: DictConfig) -> dict[str, Any]:
     """The evaluated text: its name, its files and a short hash of their content."""
     corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
     digest = corpus.fingerprint(cache_root(data_cfg))
-    return {"name": str(data_cfg.name), "path": data_cfg.get("val_path") or data_cfg.get("path"),
-            "hash": digest[:8]}
+    return {
+        "name": str(data_cfg.name),
+        "path": data_cfg.get("val_path") or data_cfg.get("path"),
+        "hash": digest[:8],
+    }
 
 
 def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]) -> None:
@@ -222,3 +240,33 @@ def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]
     used = metrics.get("precision")
     if not asked and cfg.train.precision == "auto" and used in ("fp32", "bf16"):
         cfg.train.precision = used
+
+
+def data_for(
+    cfg: DictConfig, saved: DictConfig, run_dir: Path, metrics: dict[str, Any], vocab_size: int
+) -> tuple[Any, str | None, dict[str, Any]]:
+    """The tokens to evaluate on, their label and source (none for a synthetic task, which
+    scores its own fixed test sets); refuses a tokenizer the model does not match."""
+    if is_task(cfg):  # a synthetic task scores its own fixed test sets
+        return None, None, {"name": f"task:{cfg.task.name}"}
+    data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
+    if data is not None and int(data.meta["vocab_size"]) != vocab_size:
+        raise PosencError(
+            f"the tokenizer has {data.meta['vocab_size']} tokens but the model {vocab_size}",
+            "evaluate with the run's own data cache",
+        )
+    return data, label, source
+
+
+def record(run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], out: dict[str, Any]) -> None:
+    """Merge the results into metrics.json, keeping every earlier key not evaluated again."""
+    merge_metrics(
+        run_dir,
+        {
+            "encoding": str(cfg.encoding.name),
+            "seed": int(cfg.seed),
+            "train_length": int(cfg.train.context_length),
+            **metrics,
+            **out,
+        },
+    )

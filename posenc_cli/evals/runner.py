@@ -14,11 +14,17 @@ from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import EvalTask, get_task
 
 
-def run_tasks(model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime,
-              writer: SummaryWriter | None, key_for: Callable[[str], str] = str,
-              data_name: str | None = None,
-              writer_for: Callable[[str], SummaryWriter] | None = None,
-              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_tasks(
+    model: nn.Module,
+    data: TokenData | None,
+    cfg: Any,
+    rt: Runtime,
+    writer: SummaryWriter | None,
+    key_for: Callable[[str], str] = str,
+    data_name: str | None = None,
+    writer_for: Callable[[str], SummaryWriter] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """{key: result} for every task of cfg.eval.tasks (``key_for(task name)`` names the key).
 
     Training passes its own ``writer``: results join the run's curves, with the run's summary
@@ -35,9 +41,13 @@ def run_tasks(model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime,
                 out[key] = {"skipped": why}
                 continue
             label = f"task:{cfg.task.name}" if is_task(cfg) else str(cfg.data.name)
-            result = {"data": data_name or label, "precision": rt.precision,
-                      "device": rt.device.type, **(extra or {}),
-                      **task.run(model, data, cfg, rt)}
+            result = {
+                "data": data_name or label,
+                "precision": rt.precision,
+                "device": rt.device.type,
+                **(extra or {}),
+                **task.run(model, data, cfg, rt),
+            }
             if rt.is_main:  # every rank computes the result, rank 0 alone logs it
                 _log(task, result, cfg, key, writer, writer_for)
             out[key] = result
@@ -46,9 +56,14 @@ def run_tasks(model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime,
     return out
 
 
-def _log(task: EvalTask, result: dict[str, Any], cfg: Any, key: str,
-         writer: SummaryWriter | None,
-         writer_for: Callable[[str], SummaryWriter] | None) -> None:
+def _log(
+    task: EvalTask,
+    result: dict[str, Any],
+    cfg: Any,
+    key: str,
+    writer: SummaryWriter | None,
+    writer_for: Callable[[str], SummaryWriter] | None,
+) -> None:
     target = writer_for(key) if writer_for is not None else writer
     assert target is not None, "run_tasks needs a writer or writer_for"
     task.log(target, key, result, cfg)

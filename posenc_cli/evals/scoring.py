@@ -17,24 +17,22 @@ stride above ``L`` is capped at ``L``. Sliding with stride ``L`` is nonoverlappi
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.batches import windows
 from posenc_cli.engine.distributed import shard
 from posenc_cli.engine.runtime import Runtime
-from posenc_cli.evals.context_extension import context_extension, rope_scaling_record
-from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval, target_groups
 
 #: Tokens per forward pass (batch x length): bounds logits and activations at every length.
 BATCH_TOKENS = 2048
@@ -77,8 +75,9 @@ def scored_targets(plan: list[Window], length: int) -> np.ndarray:
     return np.concatenate([np.arange(w.start + w.first, w.start + length) for w in plan])
 
 
-def window_losses(model: nn.Module, ids: np.ndarray, starts: list[int], length: int,
-                  rt: Runtime) -> np.ndarray:
+def window_losses(
+    model: nn.Module, ids: np.ndarray, starts: list[int], length: int, rt: Runtime
+) -> np.ndarray:
     """Next-token losses (batch, length) in float64; the loss itself is computed in float32."""
     x, y = windows(ids, starts, length, rt.device)
     with rt.autocast():
@@ -88,8 +87,15 @@ def window_losses(model: nn.Module, ids: np.ndarray, starts: list[int], length: 
 
 
 @torch.no_grad()
-def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int, stride: int,
-                 rt: Runtime, offset: int = 0) -> LengthResult:
+def score_length(
+    model: nn.Module,
+    ids: np.ndarray,
+    length: int,
+    n_targets: int,
+    stride: int,
+    rt: Runtime,
+    offset: int = 0,
+) -> LengthResult:
     """Losses of targets offset .. offset+n_targets-1 with windows of ``length``, batched to
     BATCH_TOKENS. Several ranks score every world_size-th batch each (the batches of one
     process, so each window's losses are the ones it computes) and sum exactly: every target
@@ -100,11 +106,11 @@ def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int,
     covered = np.zeros(n_targets)
     per_batch = max(1, BATCH_TOKENS // length)
     for k in shard(math.ceil(len(plan) / per_batch), rt.comm):  # whole batches per rank
-        batch = plan[k * per_batch:(k + 1) * per_batch]
+        batch = plan[k * per_batch : (k + 1) * per_batch]
         rows = window_losses(model, ids, [w.start for w in batch], length, rt)
         for w, row in zip(batch, rows, strict=True):
             a, b = w.start + w.first - offset, w.start + length - offset
-            losses[a:b] = row[w.first:]
+            losses[a:b] = row[w.first :]
             covered[a:b] += 1
     losses, covered = rt.comm.all_sum(losses), rt.comm.all_sum(covered)
     assert (covered == 1).all(), "a window plan must score every target exactly once"
@@ -112,13 +118,23 @@ def score_length(model: nn.Module, ids: np.ndarray, length: int, n_targets: int,
     return LengthResult(length, stride, targets, losses, time.perf_counter() - t0)
 
 
-def score_sample(model: nn.Module, ids: np.ndarray, length: int, blocks: list[tuple[int, int]],
-                 stride: int, rt: Runtime) -> LengthResult:
+def score_sample(
+    model: nn.Module,
+    ids: np.ndarray,
+    length: int,
+    blocks: list[tuple[int, int]],
+    stride: int,
+    rt: Runtime,
+) -> LengthResult:
     """``score_length`` over every (start, size) block of the sample, concatenated in order."""
     parts = [score_length(model, ids, length, size, stride, rt, start) for start, size in blocks]
-    return LengthResult(length, stride, np.concatenate([p.targets for p in parts]),
-                        np.concatenate([p.losses for p in parts]),
-                        sum(p.seconds for p in parts))
+    return LengthResult(
+        length,
+        stride,
+        np.concatenate([p.targets for p in parts]),
+        np.concatenate([p.losses for p in parts]),
+        sum(p.seconds for p in parts),
+    )
 
 
 def sample_blocks(available: int, n: int, longest: int) -> list[tuple[int, int]]:
@@ -137,16 +153,18 @@ def eval_lengths(train_length: int, factors: Any) -> list[int]:
     return sorted({int(f) * train_length for f in factors})
 
 
-def token_budget(n_ids: int, requested: int, lengths: list[int]) -> tuple[int, dict[str, str],
-                                                                          list[str]]:
+def token_budget(
+    n_ids: int, requested: int, lengths: list[int]
+) -> tuple[int, dict[str, str], list[str]]:
     """Targets to score (a multiple of the longest length that fits), skipped lengths, notes."""
     available = max(n_ids - 1, 0)
     usable = min(requested, available)
     skipped: dict[str, str] = {}
     for L in lengths:
         if L > available:
-            skipped[str(L)] = (f"held-out data has only {n_ids} tokens; one window of {L} "
-                               f"needs {L + 1}")
+            skipped[str(L)] = (
+                f"held-out data has only {n_ids} tokens; one window of {L} needs {L + 1}"
+            )
         elif L > requested:
             skipped[str(L)] = f"eval.tokens={requested} is less than one window of {L}"
     fit = [L for L in lengths if str(L) not in skipped]
@@ -173,10 +191,14 @@ def stride_for(ev: Any, length: int) -> int:
     return length // 2 if ev.stride is None else min(int(ev.stride), length)
 
 
-def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any, rt: Runtime,
-                  prepare: Callable[[int], None] = lambda length: None
-                  ) -> tuple[list[tuple[int, int]], dict[int, LengthResult], dict[str, str],
-                             list[str]]:
+def score_lengths(
+    model: nn.Module,
+    ids: np.ndarray,
+    train_length: int,
+    ev: Any,
+    rt: Runtime,
+    prepare: Callable[[int], None] = lambda length: None,
+) -> tuple[list[tuple[int, int]], dict[int, LengthResult], dict[str, str], list[str]]:
     """The sample's blocks, per-length results, skipped lengths (with reasons) and notes;
     ``prepare(L)`` readies the model for length L (eval.rope_scaling)."""
     lengths = eval_lengths(train_length, ev.factors)
@@ -184,11 +206,15 @@ def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
     fit = [L for L in lengths if str(L) not in skipped]
     blocks = sample_blocks(max(len(ids) - 1, 0), n, max(fit, default=1))
     if len(blocks) > 1:
-        notes.append(f"scored {n:,} of the {len(ids) - 1:,} held-out targets, in {len(blocks)} "
-                     "windows spread evenly over all of them (eval.tokens is the budget)")
+        notes.append(
+            f"scored {n:,} of the {len(ids) - 1:,} held-out targets, in {len(blocks)} "
+            "windows spread evenly over all of them (eval.tokens is the budget)"
+        )
     elif blocks:
-        notes.append(f"scored all {n:,} held-out targets that fill whole windows of "
-                     f"{max(fit)} (of {len(ids) - 1:,})")
+        notes.append(
+            f"scored all {n:,} held-out targets that fill whole windows of "
+            f"{max(fit)} (of {len(ids) - 1:,})"
+        )
     results: dict[int, LengthResult] = {}
     for L in lengths:
         if str(L) in skipped:
@@ -199,76 +225,9 @@ def score_lengths(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
             continue
         prepare(L)
         results[L] = score_sample(model, ids, L, blocks, stride_for(ev, L), rt)
-        console.print(f"  eval length {L}: ppl {math.exp(results[L].losses.mean()):.2f} "
-                      f"({n:,} tokens, {results[L].seconds:.1f} s)", highlight=False)
+        console.print(
+            f"  eval length {L}: ppl {math.exp(results[L].losses.mean()):.2f} "
+            f"({n:,} tokens, {results[L].seconds:.1f} s)",
+            highlight=False,
+        )
     return blocks, results, skipped, notes
-
-
-def position_curve(model: nn.Module, ids: np.ndarray, results: dict[int, LengthResult],
-                   blocks: list[tuple[int, int]], ev: Any, rt: Runtime,
-                   prepare: Callable[[int], None] = lambda length: None) -> dict[str, Any] | None:
-    """Mean loss by position inside disjoint windows of the longest scored length, bucketed.
-
-    Position i is the prediction made after seeing i + 1 tokens of the window."""
-    if not results:
-        return None
-    L = max(results)
-    losses = results[L].losses
-    if ev.mode != "nonoverlapping" or any(size % L for _, size in blocks):
-        prepare(L)
-        whole = [(start, size // L * L) for start, size in blocks if size >= L]
-        losses = score_sample(model, ids, L, whole, L, rt).losses
-    per_position = losses.reshape(-1, L).mean(axis=0)
-    k = min(max(int(ev.position_buckets), 1), L)
-    edges = np.linspace(0, L, k + 1).round().astype(int)
-    loss = [float(per_position[a:b].mean()) for a, b in itertools.pairwise(edges)]
-    return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
-
-
-def intervals(ids: np.ndarray, results: dict[int, LengthResult],
-              eot_id: int | None) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """The 95 % bootstrap interval of each length's perplexity, and how it was made."""
-    out, unit = {}, "documents"
-    for L, r in results.items():
-        order = np.argsort(r.targets, kind="stable")
-        groups, unit = target_groups(ids, r.targets[order], eot_id, L)
-        out[str(L)] = list(perplexity_interval(r.losses[order], groups))
-    how = {"method": f"bootstrap over {unit}", "level": 0.95, "resamples": RESAMPLES,
-           "seed": SEED}
-    return out, how
-
-
-def documents_scored(ids: np.ndarray, blocks: list[tuple[int, int]], eot_id: int | None
-                     ) -> int | None:
-    """How many documents the sample's targets fall in (None without an end-of-text id)."""
-    if eot_id is None or not blocks:
-        return None
-    targets = np.concatenate([np.arange(s, s + n) for s, n in blocks])
-    return int(np.unique(np.cumsum(np.asarray(ids[:targets[-1] + 1]) == eot_id)[targets]).size)
-
-
-def extrapolation(model: nn.Module, ids: np.ndarray, train_length: int, ev: Any,
-                  rt: Runtime, eot_id: int | None = None) -> dict[str, Any]:
-    """The JSON-ready result: ppl (with 95 % intervals) and mean loss by length (None where
-    not scored), and more."""
-    lengths = eval_lengths(train_length, ev.factors)
-    with context_extension(model, ev, train_length, max(lengths)) as prepare:
-        blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt, prepare)
-        curve = position_curve(model, ids, results, blocks, ev, rt, prepare)
-    n = sum(size for _, size in blocks)
-    ci, how = intervals(ids, results, eot_id)
-    loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
-    ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
-    factors = sorted({int(f) for f in ev.factors})
-    return {
-        "mode": str(ev.mode), "stride": None if ev.stride is None else int(ev.stride),
-        "strides": {str(L): r.stride for L, r in results.items()},
-        "train_length": train_length, "factors": factors, "lengths": lengths,
-        "tokens": n, "tokens_requested": int(ev.tokens), "val_tokens": len(ids),
-        "ppl": ppl, "ppl_ci95": ci, "interval": how, "loss": loss,
-        "ppl_by_factor": {str(f): ppl[str(f * train_length)] for f in factors},
-        "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
-        "skipped": skipped, "notes": notes,
-        "documents": documents_scored(ids, blocks, eot_id), "blocks": len(blocks),
-        "loss_by_position": curve, **rope_scaling_record(ev, train_length, lengths),
-    }

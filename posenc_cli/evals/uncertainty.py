@@ -15,12 +15,13 @@ RESAMPLES = 1000
 SEED = 0
 
 
-def target_groups(ids: np.ndarray, targets: np.ndarray, eot_id: int | None,
-                  length: int) -> tuple[np.ndarray, str]:
+def target_groups(
+    ids: np.ndarray, targets: np.ndarray, eot_id: int | None, length: int
+) -> tuple[np.ndarray, str]:
     """Group of each target t (the prediction of ids[t + 1]; ``targets`` sorted) and what the
     groups are: the document t predicts in, or its window of ``length`` in the sample."""
     if eot_id is not None and targets.size:
-        docs = np.cumsum(np.asarray(ids[:targets[-1] + 1]) == eot_id)[targets]
+        docs = np.cumsum(np.asarray(ids[: targets[-1] + 1]) == eot_id)[targets]
         if docs[-1] - docs[0] >= 1:
             return docs - docs[0], "documents"
     return np.arange(targets.size) // length, "windows"
@@ -32,8 +33,9 @@ def bootstrap_draws(n_groups: int, resamples: int = RESAMPLES, seed: int = SEED)
     return rng.multinomial(n_groups, np.full(n_groups, 1.0 / n_groups), size=resamples)
 
 
-def perplexity_interval(losses: np.ndarray, groups: np.ndarray, resamples: int = RESAMPLES,
-                        seed: int = SEED) -> tuple[float, float]:
+def perplexity_interval(
+    losses: np.ndarray, groups: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float]:
     """2.5th and 97.5th percentile of the bootstrapped perplexity."""
     sums = np.bincount(groups, weights=losses)
     counts = np.bincount(groups).astype(float)

@@ -26,8 +26,13 @@ from posenc_cli.engine import checkpoint
 from posenc_cli.hf.export_config import Shape, hf_config
 from posenc_cli.hf.layout import llama_state, phi3_state
 
-FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-         "special_tokens_map.json")
+FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
 
 
 def export_hf(run_dir: Path, out: Path, method: str = "none", factor: float = 1.0) -> list[Path]:
@@ -56,45 +61,70 @@ def export_hf(run_dir: Path, out: Path, method: str = "none", factor: float = 1.
 def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:
     name = str(cfg.encoding.name)
     if name != "rope":
-        raise PosencError(f"{run_dir} uses encoding '{name}', which transformers' Llama has no "
-                          "equivalent for", "export a run trained with encoding=rope")
+        raise PosencError(
+            f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
+            "export a run trained with encoding=rope",
+        )
     if float(cfg.encoding.get("p", 1.0)) != 1.0:
-        raise PosencError(f"{run_dir} uses p-RoPE (encoding.p={cfg.encoding.p}), which "
-                          "transformers' Llama has no equivalent for",
-                          "export a run trained with encoding.p=1")
+        raise PosencError(
+            f"{run_dir} uses p-RoPE (encoding.p={cfg.encoding.p}), which "
+            "transformers' Llama has no equivalent for",
+            "export a run trained with encoding.p=1",
+        )
     if cfg.model.get("logn_scaling", False):
-        raise PosencError(f"{run_dir} uses model.logn_scaling, which transformers' Llama has "
-                          "no equivalent for", "export a run trained without log-n scaling")
+        raise PosencError(
+            f"{run_dir} uses model.logn_scaling, which transformers' Llama has no equivalent for",
+            "export a run trained without log-n scaling",
+        )
 
 
 def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
     m, enc = cfg.model, cfg.encoding
     head_dim = int(m.d_model) // int(m.n_heads)
-    _, rotary_dims = rotary_frequencies(head_dim, float(enc.theta),
-                                        float(enc.get("rotary_fraction", 1.0)), 1.0)
+    _, rotary_dims = rotary_frequencies(
+        head_dim, float(enc.theta), float(enc.get("rotary_fraction", 1.0)), 1.0
+    )
     return Shape(
-        vocab_size=int(state["lm_head.weight"].shape[0]), d_model=int(m.d_model),
-        n_layers=int(m.n_layers), n_heads=int(m.n_heads),
+        vocab_size=int(state["lm_head.weight"].shape[0]),
+        d_model=int(m.d_model),
+        n_layers=int(m.n_layers),
+        n_heads=int(m.n_heads),
         n_kv_heads=int(m.get("n_kv_heads") or m.n_heads),
-        d_ff=int(m.d_ff or default_d_ff(int(m.d_model))), head_dim=head_dim,
-        rotary_dims=rotary_dims, theta=float(enc.theta),
+        d_ff=int(m.d_ff or default_d_ff(int(m.d_model))),
+        head_dim=head_dim,
+        rotary_dims=rotary_dims,
+        theta=float(enc.theta),
         train_length=int(cfg.train.context_length),
-        rms_norm_eps=float(m.get("rms_norm_eps", 1e-5)), eot=eot)
+        rms_norm_eps=float(m.get("rms_norm_eps", 1e-5)),
+        eot=eot,
+    )
 
 
-def _write_files(folder: Path, config: dict[str, Any], tensors: dict[str, Any],
-                 tok_path: Path) -> None:
+def _write_files(
+    folder: Path, config: dict[str, Any], tensors: dict[str, Any], tok_path: Path
+) -> None:
     from safetensors.torch import save_file
 
     write_json_atomic(folder / "config.json", config)
-    save_file({k: v.float().contiguous() for k, v in tensors.items()},
-              str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.float().contiguous() for k, v in tensors.items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     shutil.copyfile(tok_path, folder / "tokenizer.json")
     specials = {"bos_token": EOT, "eos_token": EOT, "pad_token": EOT}
-    write_json_atomic(folder / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast", **specials, "unk_token": None,
-        "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
-        "model_max_length": config["max_position_embeddings"]})
+    write_json_atomic(
+        folder / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            **specials,
+            "unk_token": None,
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": config["max_position_embeddings"],
+        },
+    )
     write_json_atomic(folder / "special_tokens_map.json", specials)
 
 
@@ -119,5 +149,7 @@ def require_safetensors() -> None:
     try:
         import safetensors  # noqa: F401
     except ImportError:
-        raise PosencError("Hugging Face interchange needs the safetensors package",
-                          'install the extra: pip install -e ".[hf]"') from None
+        raise PosencError(
+            "Hugging Face interchange needs the safetensors package",
+            'install the extra: pip install -e ".[hf]"',
+        ) from None

@@ -35,8 +35,13 @@ ROTATED = ("attn.q_proj.weight", "attn.k_proj.weight")
 
 def halves_order(head_dim: int, rotary_dims: int) -> Tensor:
     """For each dimension of the halves layout, the interleaved dimension it holds."""
-    return torch.cat([torch.arange(0, rotary_dims, 2), torch.arange(1, rotary_dims, 2),
-                      torch.arange(rotary_dims, head_dim)])
+    return torch.cat(
+        [
+            torch.arange(0, rotary_dims, 2),
+            torch.arange(1, rotary_dims, 2),
+            torch.arange(rotary_dims, head_dim),
+        ]
+    )
 
 
 def reorder_heads(weight: Tensor, head_dim: int, order: Tensor) -> Tensor:
@@ -53,8 +58,9 @@ def to_pairs(weight: Tensor, head_dim: int, rotary_dims: int) -> Tensor:
     return reorder_heads(weight, head_dim, torch.argsort(halves_order(head_dim, rotary_dims)))
 
 
-def llama_state(state: dict[str, Tensor], n_layers: int, head_dim: int,
-                rotary_dims: int) -> dict[str, Tensor]:
+def llama_state(
+    state: dict[str, Tensor], n_layers: int, head_dim: int, rotary_dims: int
+) -> dict[str, Tensor]:
     """posenc's state dict under Llama's names, q and k rows in the halves layout."""
     out = {hf: state[ours].contiguous() for ours, hf in OUTER_NAMES.items()}
     for i in range(n_layers):

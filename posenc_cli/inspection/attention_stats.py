@@ -42,8 +42,11 @@ class StatsAccumulator:
 
     def __init__(self, heads: int, length: int, train_length: int, biased: bool) -> None:
         z = torch.zeros
-        self.distance, self.entropy, self.beyond = z(heads, dtype=torch.float64), \
-            z(heads, dtype=torch.float64), z(heads, dtype=torch.float64)
+        self.distance, self.entropy, self.beyond = (
+            z(heads, dtype=torch.float64),
+            z(heads, dtype=torch.float64),
+            z(heads, dtype=torch.float64),
+        )
         self.qk, self.count = z(length, dtype=torch.float64), z(length, dtype=torch.float64)
         self.bias = z(heads, length, dtype=torch.float64) if biased else None
         self.queries = 0
@@ -98,17 +101,20 @@ def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionSta
 
 def summarise(accs: list[StatsAccumulator], T: int, L: int, B: int) -> AttentionStats:
     """The means of the layers' sums (``accs`` one per layer, B sequences of T tokens)."""
+
     def stack(rows: list[Tensor]) -> np.ndarray:
         return torch.stack(rows).numpy()
 
     far_queries = B * max(0, T - L)
     count = accs[0].count.clamp(min=1)
     return AttentionStats(
-        length=T, train_length=L,
+        length=T,
+        train_length=L,
         mean_distance=stack([a.distance / a.queries for a in accs]),
         entropy=stack([a.entropy / a.queries for a in accs]),
         beyond=stack([a.beyond / far_queries for a in accs]) if far_queries else None,
         qk_by_distance=stack([a.qk / count for a in accs]),
-        bias_by_distance=None if accs[0].bias is None else
-        stack([a.bias / (count / (B * a.bias.shape[0])) for a in accs]),
+        bias_by_distance=None
+        if accs[0].bias is None
+        else stack([a.bias / (count / (B * a.bias.shape[0])) for a in accs]),
     )

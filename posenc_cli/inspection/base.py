@@ -51,10 +51,9 @@ class Subject:
         length (the same tokens at every length), or seeded random ids for a config."""
         if self.text is None:
             gen = torch.Generator().manual_seed(int(self.cfg.seed))
-            return torch.randint(0, self.model.vocab_size, (CONFIG_WINDOWS, length),
-                                 generator=gen)
+            return torch.randint(0, self.model.vocab_size, (CONFIG_WINDOWS, length), generator=gen)
         T = self.text.shape[1]
-        return self.text[:, :T // length * length].reshape(-1, length)
+        return self.text[:, : T // length * length].reshape(-1, length)
 
     def computed(self, which: str, length: int) -> bool:
         """Whether a figure has already asked for these statistics."""
@@ -120,5 +119,6 @@ def figures() -> list[InspectFigure]:
     from posenc_cli.inspection import figures as package
 
     import_all(package)
-    return sorted((cls() for cls in subclasses(InspectFigure) if cls.name),
-                  key=lambda f: (f.order, f.name))
+    return sorted(
+        (cls() for cls in subclasses(InspectFigure) if cls.name), key=lambda f: (f.order, f.name)
+    )

@@ -49,7 +49,7 @@ def permutation_error(model: TransformerLM, x_BTD: Tensor) -> float:
 
     def f(x: Tensor) -> Tensor:
         q, k, v = heads(attn, x)
-        p = torch.softmax(q @ k.transpose(-1, -2) * attn.head_dim ** -0.5, dim=-1)
+        p = torch.softmax(q @ k.transpose(-1, -2) * attn.head_dim**-0.5, dim=-1)
         return p @ v
 
     return _rel(f(x_BTD[:, perm]), f(x_BTD)[:, :, perm])
@@ -90,25 +90,39 @@ def rotation_errors(enc: RotaryEncoding, longest: int) -> tuple[float, float]:
     return norm, relative
 
 
-def property_table(model: TransformerLM, ids_BT: Tensor, train_length: int,
-                   longest: int) -> list[Property]:
+def property_table(
+    model: TransformerLM, ids_BT: Tensor, train_length: int, longest: int
+) -> list[Property]:
     """Every row that applies to ``model`` (eval mode, no gradient)."""
     enc = model.encoding
     with torch.no_grad():
         x = model.token_embeddings(ids_BT).float()
         shift = shift_error(model, ids_BT, train_length)
         rows = [
-            Property("permutation equivariance (no encoding, no mask)",
-                     permutation_error(model, x), True, "layer 1's own weights"),
-            Property(f"shift invariance (positions + {train_length})", shift, enc.relative,
-                     "" if shift is not None else f"positions past encoding.max_len="
-                     f"{enc.max_len}"),
-            Property("causality (later tokens changed)",
-                     causality_error(model, ids_BT, model.vocab_size), True),
+            Property(
+                "permutation equivariance (no encoding, no mask)",
+                permutation_error(model, x),
+                True,
+                "layer 1's own weights",
+            ),
+            Property(
+                f"shift invariance (positions + {train_length})",
+                shift,
+                enc.relative,
+                "" if shift is not None else f"positions past encoding.max_len={enc.max_len}",
+            ),
+            Property(
+                "causality (later tokens changed)",
+                causality_error(model, ids_BT, model.vocab_size),
+                True,
+            ),
         ]
         if isinstance(enc, RotaryEncoding):
             norm, relative = rotation_errors(enc, longest)
-            rows += [Property("RoPE: ‖R_m x‖ = ‖x‖", norm, True, "the rotation alone"),
-                     Property("RoPE: ⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩", relative, True,
-                              "the rotation alone")]
+            rows += [
+                Property("RoPE: ‖R_m x‖ = ‖x‖", norm, True, "the rotation alone"),
+                Property(
+                    "RoPE: ⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩", relative, True, "the rotation alone"
+                ),
+            ]
     return rows

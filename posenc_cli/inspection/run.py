@@ -24,8 +24,7 @@ from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dir
 from posenc_cli.engine.memory import check_inspect_memory
 from posenc_cli.engine.metrics import read_metrics
 from posenc_cli.engine.runtime import make_runtime
-from posenc_cli.evals.run import (apply_overrides, eval_data, last_checkpoint,
-                                  model_from_checkpoint)
+from posenc_cli.evals.run import apply_overrides, eval_data, last_checkpoint, model_from_checkpoint
 from posenc_cli.inspection.base import InspectReport, Subject, figures
 from posenc_cli.inspection.properties import property_table
 from posenc_cli.inspection.style import png_bytes
@@ -45,8 +44,9 @@ def inspect_config(overrides: list[str], out: Path | None) -> InspectReport:
     L = int(cfg.train.context_length)
     longest, notes = _longest(model, cfg)
     subject = Subject(cfg, model, None, L, longest, None)
-    return _render(InspectReport(_config_out_dir(out, str(cfg.encoding.name)), subject,
-                                 notes=notes), t0)
+    return _render(
+        InspectReport(_config_out_dir(out, str(cfg.encoding.name)), subject, notes=notes), t0
+    )
 
 
 def _config_out_dir(out: Path | None, encoding: str) -> Path:
@@ -55,8 +55,10 @@ def _config_out_dir(out: Path | None, encoding: str) -> Path:
         stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
         return create_exclusive(Path("outputs/inspect") / f"{stamp}-{encoding}")
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
-        raise PosencError(f"'{out}' already exists (or is a link) and is not an empty folder",
-                          "choose a new --out folder (posenc never overwrites one)")
+        raise PosencError(
+            f"'{out}' already exists (or is a link) and is not an empty folder",
+            "choose a new --out folder (posenc never overwrites one)",
+        )
     make_dirs(out)
     return out
 
@@ -70,8 +72,10 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     path, state = last_checkpoint(run_dir)
     step = state.get("step", 0)
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise PosencError(f"checkpoint '{path}' has no valid step ({step!r})",
-                          "restore the run's checkpoint from its owner")
+        raise PosencError(
+            f"checkpoint '{path}' has no valid step ({step!r})",
+            "restore the run's checkpoint from its owner",
+        )
     model = model_from_checkpoint(path, state, cfg, make_runtime(cfg)).float().cpu().eval()
     metrics = read_metrics(run_dir)
     data, _, _ = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
@@ -107,18 +111,22 @@ def _longest(model: TransformerLM, cfg: DictConfig) -> tuple[int, list[str]]:
     longest = max(int(f) for f in cfg.eval.factors) * L
     limit = model.encoding.max_len
     if limit is not None and longest > limit:
-        return limit, [f"the longest length is {limit}, not {longest}: encoding "
-                       f"'{cfg.encoding.name}' has no position past encoding.max_len={limit}"]
+        return limit, [
+            f"the longest length is {limit}, not {longest}: encoding "
+            f"'{cfg.encoding.name}' has no position past encoding.max_len={limit}"
+        ]
     return longest, []
 
 
 def held_out_windows(ids: np.ndarray, length: int, count: int) -> torch.Tensor:
     """``count`` windows of ``length`` ids at evenly spaced starts over the held-out text."""
     if len(ids) < length:
-        raise PosencError(f"the held-out text has {len(ids)} tokens, fewer than the longest "
-                          f"length {length}", "lower eval.factors or evaluate on longer text")
+        raise PosencError(
+            f"the held-out text has {len(ids)} tokens, fewer than the longest length {length}",
+            "lower eval.factors or evaluate on longer text",
+        )
     starts = np.linspace(0, len(ids) - length, count).astype(np.int64)
-    return torch.from_numpy(np.stack([ids[s:s + length] for s in starts]).astype(np.int64))
+    return torch.from_numpy(np.stack([ids[s : s + length] for s in starts]).astype(np.int64))
 
 
 def _render(report: InspectReport, t0: float) -> InspectReport:
@@ -135,8 +143,7 @@ def _render(report: InspectReport, t0: float) -> InspectReport:
             report.files.append((name, output.caption, figure.derivation))
         report.scalars.update(figure.scalars(subject))
     ids = subject.windows(subject.train_length)[:2]
-    report.properties = property_table(subject.model, ids, subject.train_length,
-                                       subject.longest)
+    report.properties = property_table(subject.model, ids, subject.train_length, subject.longest)
     report.seconds = time.perf_counter() - t0
     _write(report.out_dir / "summary.md", summary_markdown(report).encode("utf-8"))
     return report
@@ -147,5 +154,7 @@ def _write(path: Path, data: bytes) -> None:
     try:
         write_atomic(path, lambda fh: fh.write(data))
     except OSError as exc:
-        raise PosencError(f"cannot write '{path}': {exc.strerror or exc}",
-                          "remove what is in the way, or free disk space") from None
+        raise PosencError(
+            f"cannot write '{path}': {exc.strerror or exc}",
+            "remove what is in the way, or free disk space",
+        ) from None

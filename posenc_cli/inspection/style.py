@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 
-def new_figure(nrows: int = 1, ncols: int = 1, width: float = 6.4,
-               height: float = 4.4, title: str = "") -> tuple[Any, np.ndarray]:
+def new_figure(
+    nrows: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.4, title: str = ""
+) -> tuple[Any, np.ndarray]:
     """A constrained-layout figure of nrows x ncols panels and its axes (always 2-D)."""
     from matplotlib.figure import Figure
 
@@ -26,8 +27,13 @@ def new_figure(nrows: int = 1, ncols: int = 1, width: float = 6.4,
 
 def mark_training_length(ax: Any, train_length: int) -> None:
     """A dashed vertical line at distance L, labelled in the legend."""
-    ax.axvline(train_length, color="0.4", linestyle="--", linewidth=1,
-               label=f"training length L = {train_length}")
+    ax.axvline(
+        train_length,
+        color="0.4",
+        linestyle="--",
+        linewidth=1,
+        label=f"training length L = {train_length}",
+    )
 
 
 def distance_axis(ax: Any, train_length: int, longest: int, what: str = "distance i − j") -> None:
@@ -46,8 +52,16 @@ def head_colors(n: int) -> list[Any]:
     return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]
 
 
-def heatmap(fig: Any, ax: Any, data: np.ndarray, title: str, label: str,
-            vmin: float, vmax: float, cmap: str = "viridis") -> None:
+def heatmap(
+    fig: Any,
+    ax: Any,
+    data: np.ndarray,
+    title: str,
+    label: str,
+    vmin: float,
+    vmax: float,
+    cmap: str = "viridis",
+) -> None:
     """Layers (rows) x heads (columns) with a colour bar and, when small, each value printed."""
     image = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     layers, heads = data.shape
@@ -59,8 +73,15 @@ def heatmap(fig: Any, ax: Any, data: np.ndarray, title: str, label: str,
     if layers * heads <= 64:
         middle = (vmin + vmax) / 2
         for (i, h), value in np.ndenumerate(data):
-            ax.text(h, i, _short(value), ha="center", va="center", fontsize=8,
-                    color="white" if value < middle else "black")
+            ax.text(
+                h,
+                i,
+                _short(value),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if value < middle else "black",
+            )
     fig.colorbar(image, ax=ax, label=label, shrink=0.9)
 
 

@@ -32,31 +32,64 @@ def summary_markdown(report: InspectReport) -> str:
     cfg, enc = s.cfg, s.encoding
     m = cfg.model
     what = f"step {s.step} of a trained run" if s.trained else "untrained (as configured)"
-    lines = [f"# posenc inspect: {cfg.encoding.name}", "",
-             f"{what}; model d_model {m.d_model} × {m.n_layers} layers × {m.n_heads} heads "
-             f"(head dim {enc.head_dim}), {s.model.num_parameters():,} parameters; training "
-             f"length L = {s.train_length}, longest length {s.longest}.", "",
-             f"Encoding: `{enc!r}`".replace("\n", " "), ""]
+    lines = [
+        f"# posenc inspect: {cfg.encoding.name}",
+        "",
+        f"{what}; model d_model {m.d_model} × {m.n_layers} layers × {m.n_heads} heads "
+        f"(head dim {enc.head_dim}), {s.model.num_parameters():,} parameters; training "
+        f"length L = {s.train_length}, longest length {s.longest}.",
+        "",
+        f"Encoding: `{enc!r}`".replace("\n", " "),
+        "",
+    ]
     lines += [*(f"Note: {n}" for n in report.notes), ""] if report.notes else []
-    lines += ["## Figures", "", "| file | what it shows | derivation (docs/encodings.md) |",
-              "|:---|:---|:---|"]
-    lines += [f"| [{name}]({name}) | {cell(caption)} | {cell(why)} |"
-              for name, caption, why in report.files]
+    lines += _figure_lines(report) + _property_lines(report)
+    lines += _attention_lines(report)
+    lines += [
+        "",
+        "How each figure follows from the derivations: docs/encodings.md, section "
+        '"What `posenc inspect` draws".',
+        "",
+        f"Computed in {report.seconds:.1f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _figure_lines(report: InspectReport) -> list[str]:
+    """The table of figures written, and those skipped with the reason."""
+    lines: list[str] = []
+    lines += [
+        "## Figures",
+        "",
+        "| file | what it shows | derivation (docs/encodings.md) |",
+        "|:---|:---|:---|",
+    ]
+    lines += [
+        f"| [{name}]({name}) | {cell(caption)} | {cell(why)} |"
+        for name, caption, why in report.files
+    ]
     if report.skipped:
         lines += ["", "Skipped:", ""]
         lines += [f"- {name}: {why}" for name, why in report.skipped]
-    lines += ["", f"## Properties of this model (relative error; holds below {HOLDS:g})", "",
-              "| property | error | measured | the encoding claims it | note |",
-              "|:---|---:|:---|:---|:---|"]
+    return lines
+
+
+def _property_lines(report: InspectReport) -> list[str]:
+    """The table of the encoding's properties measured on this model."""
+    lines: list[str] = []
+    lines += [
+        "",
+        f"## Properties of this model (relative error; holds below {HOLDS:g})",
+        "",
+        "| property | error | measured | the encoding claims it | note |",
+        "|:---|---:|:---|:---|:---|",
+    ]
     for p in report.properties:
         claim = "—" if p.expected is None else ("yes" if p.expected else "no")
         error = "—" if p.error is None else f"{p.error:.1e}"
         lines.append(f"| {cell(p.name)} | {error} | {verdict(p)} | {claim} | {cell(p.note)} |")
-    lines += _attention_lines(report)
-    lines += ["", "How each figure follows from the seeds: docs/encodings.md, section "
-              "\"What `posenc inspect` draws\".", "",
-              f"Computed in {report.seconds:.1f} s.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def _attention_lines(report: InspectReport) -> list[str]:
@@ -65,14 +98,21 @@ def _attention_lines(report: InspectReport) -> list[str]:
         return []
     short, long = s.stats("model", s.train_length), s.stats("model", s.longest)
     factor = s.longest // s.train_length
-    lines = ["", "## Attention per layer (mean over heads, held-out text)", "",
-             f"| layer | distance 1x | distance {factor}x | entropy 1x | entropy {factor}x "
-             f"| mass beyond L at {factor}x |", "|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "",
+        "## Attention per layer (mean over heads, held-out text)",
+        "",
+        f"| layer | distance 1x | distance {factor}x | entropy 1x | entropy {factor}x "
+        f"| mass beyond L at {factor}x |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for i in range(short.mean_distance.shape[0]):
         beyond = "—" if long.beyond is None else f"{long.beyond[i].mean():.3f}"
-        lines.append(f"| {i + 1} | {short.mean_distance[i].mean():.1f} | "
-                     f"{long.mean_distance[i].mean():.1f} | {short.entropy[i].mean():.2f} | "
-                     f"{long.entropy[i].mean():.2f} | {beyond} |")
+        lines.append(
+            f"| {i + 1} | {short.mean_distance[i].mean():.1f} | "
+            f"{long.mean_distance[i].mean():.1f} | {short.entropy[i].mean():.2f} | "
+            f"{long.entropy[i].mean():.2f} | {beyond} |"
+        )
     return lines
 
 
@@ -94,8 +134,12 @@ def log_tensorboard(run_dir: Path, report: InspectReport) -> None:
     try:
         for name, _, _ in report.files:
             image = imread(io.BytesIO((report.out_dir / name).read_bytes()), format="png")
-            writer.add_image(f"inspect/{Path(name).stem}", np.ascontiguousarray(image[..., :3]),
-                             step, dataformats="HWC")
+            writer.add_image(
+                f"inspect/{Path(name).stem}",
+                np.ascontiguousarray(image[..., :3]),
+                step,
+                dataformats="HWC",
+            )
         for tag, value in report.scalars.items():
             writer.add_scalar(f"inspect/{tag}", value, step)
         for p in report.properties:

@@ -52,8 +52,10 @@ def absolute_dependence(scores: Tensor) -> float:
     """Largest spread (max - min) of ``scores`` along any line of constant m - n, relative to
     the largest |score|: 0 for a function of m - n alone."""
     n = scores.shape[0]
-    spread = max(float(d.max() - d.min()) for d in
-                 (torch.diagonal(scores, offset) for offset in range(-(n - 1), n)))
+    spread = max(
+        float(d.max() - d.min())
+        for d in (torch.diagonal(scores, offset) for offset in range(-(n - 1), n))
+    )
     return spread / max(float(scores.abs().max()), 1e-300)
 
 

@@ -49,8 +49,7 @@ class BiasedAttention(torch.autograd.Function):
         grad_s = _wide(torch.matmul(grad_out, v.transpose(-1, -2))).sub_(delta).mul_(p)
         grad_bias = None
         if ctx.needs_input_grad[3]:
-            grad_bias = grad_s if ctx.bias_batch == grad_s.shape[0] else \
-                grad_s.sum(0, keepdim=True)
+            grad_bias = grad_s if ctx.bias_batch == grad_s.shape[0] else grad_s.sum(0, keepdim=True)
         grad_s_c = grad_s.to(q.dtype)
         grad_q = torch.matmul(grad_s_c, k).mul_(ctx.scale)
         grad_k = torch.matmul(grad_s_c.transpose(-1, -2), q).mul_(ctx.scale)
@@ -98,8 +97,11 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x_BTD: Tensor, ctx: AttentionContext) -> Tensor:
         enc = ctx.encoding
-        q, k, v = self._heads(self.q_proj(x_BTD)), self._heads(self.k_proj(x_BTD)), \
-            self._heads(self.v_proj(x_BTD))
+        q, k, v = (
+            self._heads(self.q_proj(x_BTD)),
+            self._heads(self.k_proj(x_BTD)),
+            self._heads(self.v_proj(x_BTD)),
+        )
         scale = enc.softmax_scale(self.head_dim)
         qt, kt = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)
         if (query_scale := ctx.query_scale()) is not None:
@@ -119,33 +121,59 @@ class CausalSelfAttention(nn.Module):
         B, H, T, E = y.shape
         return self.output_proj(y.transpose(1, 2).reshape(B, T, H * E))
 
-    def _toeplitz(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext,
-                  scale: float) -> Tensor:
+    def _toeplitz(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, scale: float
+    ) -> Tensor:
         """A bias of i - j alone: with the keys reversed it is a view of one row per distance."""
         T = q.shape[2]
         k_rev, v_rev = k.flip(2), v.flip(2)
-        parts = [_attend(q[:, :, s:e], k_rev[:, :, T - e:], v_rev[:, :, T - e:],
-                         ctx.toeplitz_mask(s, e), scale)
-                 for s, e in ctx.chunks(self.n_heads, q.shape[0])]
+        parts = [
+            _attend(
+                q[:, :, s:e],
+                k_rev[:, :, T - e :],
+                v_rev[:, :, T - e :],
+                ctx.toeplitz_mask(s, e),
+                scale,
+            )
+            for s, e in ctx.chunks(self.n_heads, q.shape[0])
+        ]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
-    def _shared(self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext,
-                scale: float) -> Tensor:
+    def _shared(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, scale: float
+    ) -> Tensor:
         """A materialised position bias per query chunk, shared by the layers (context.py)."""
-        parts = [_attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], ctx.shared_bias(s, e), scale)
-                 for s, e in ctx.chunks(self.n_heads, q.shape[0])]
+        parts = [
+            _attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], ctx.shared_bias(s, e), scale)
+            for s, e in ctx.chunks(self.n_heads, q.shape[0])
+        ]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
-    def _chunked(self, q: Tensor, k: Tensor, qt: Tensor, kt: Tensor, v: Tensor,
-                 ctx: AttentionContext, scale: float, x_BTD: Tensor) -> Tensor:
+    def _chunked(
+        self,
+        q: Tensor,
+        k: Tensor,
+        qt: Tensor,
+        kt: Tensor,
+        v: Tensor,
+        ctx: AttentionContext,
+        scale: float,
+        x_BTD: Tensor,
+    ) -> Tensor:
         """Queries [s, e) over keys [0, e), each chunk with its bias (from q, k before
         ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
         keys) goes first, so a key-indexed term computed there serves the shorter chunks as a
         slice (DeBERTa's p2c); any order gives the same result."""
-        parts = [_attend(qt[:, :, s:e], kt[:, :, :e], v[:, :, :e],
-                         ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer,
-                                          x_BTD[:, :e]), scale)
-                 for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))]
+        parts = [
+            _attend(
+                qt[:, :, s:e],
+                kt[:, :, :e],
+                v[:, :, :e],
+                ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer, x_BTD[:, :e]),
+                scale,
+            )
+            for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))
+        ]
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=2)
 
 

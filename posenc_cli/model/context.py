@@ -41,9 +41,14 @@ SHARED_BIAS_BUDGET = 512 * 2**20
 class AttentionContext:
     """Positions of this forward, its query chunks and the biases every layer shares."""
 
-    def __init__(self, encoding: PositionalEncoding, span: Span,
-                 bias_budget_bytes: int = DEFAULT_BIAS_BUDGET, batch: int = 1,
-                 logn_length: int | None = None) -> None:
+    def __init__(
+        self,
+        encoding: PositionalEncoding,
+        span: Span,
+        bias_budget_bytes: int = DEFAULT_BIAS_BUDGET,
+        batch: int = 1,
+        logn_length: int | None = None,
+    ) -> None:
         self.encoding = encoding
         self.span = span
         self.pos_T = span.positions()
@@ -135,11 +140,19 @@ class AttentionContext:
             self._shared_bytes += size
         return bias
 
-    def content_bias(self, start: int, end: int, q_BHtE: Tensor, k_BHsE: Tensor,
-                     layer: int, inputs_BsD: Tensor | None = None) -> Tensor:
+    def content_bias(
+        self,
+        start: int,
+        end: int,
+        q_BHtE: Tensor,
+        k_BHsE: Tensor,
+        layer: int,
+        inputs_BsD: Tensor | None = None,
+    ) -> Tensor:
         """The encoding's content bias (causal mask folded in) for queries [start, end)."""
-        site = BiasSite(self.span.part(start, end), self.span.part(0, end), layer, self.cache,
-                        inputs_BsD)
+        site = BiasSite(
+            self.span.part(start, end), self.span.part(0, end), layer, self.cache, inputs_BsD
+        )
         bias = self.encoding.content_bias(q_BHtE, k_BHsE, site)
         assert bias.dim() == 4, "content_bias must return a 4-D (B, H, T, S) bias"
         return bias if bias.dtype == torch.float32 else bias.float()

@@ -32,11 +32,18 @@ class LayerProbe:
         after ``transform_qk`` (and log-n scaling), (B, H, t, end); bias the encoding's logit
         bias with the causal mask folded in, (1 | B, H, t, end), -inf where j > i."""
         ctx, enc = self.ctx, self.ctx.encoding
-        raw = torch.matmul(self.qt[:, :, start:end].float(),
-                           self.kt[:, :, :end].float().transpose(-1, -2))
+        raw = torch.matmul(
+            self.qt[:, :, start:end].float(), self.kt[:, :, :end].float().transpose(-1, -2)
+        )
         if enc.has_content_bias:
-            bias = ctx.content_bias(start, end, self.q[:, :, start:end], self.k[:, :, :end],
-                                    self.attn.layer, self.x_BTD[:, :end])
+            bias = ctx.content_bias(
+                start,
+                end,
+                self.q[:, :, start:end],
+                self.k[:, :, :end],
+                self.attn.layer,
+                self.x_BTD[:, :end],
+            )
         elif enc.has_bias:
             bias = enc.position_bias(ctx.pos_T[start:end], ctx.pos_T[:end]).float()
         else:

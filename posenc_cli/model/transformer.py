@@ -6,10 +6,10 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
 from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
-from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 
 
@@ -31,9 +31,16 @@ class TransformerBlock(nn.Module):
 class TransformerLM(nn.Module):
     """Token embedding -> encoding.embed -> blocks -> RMSNorm -> untied LM head."""
 
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int,
-                 d_ff: int | None, encoding: PositionalEncoding,
-                 logn_length: int | None = None) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        n_layers: int,
+        n_heads: int,
+        d_ff: int | None,
+        encoding: PositionalEncoding,
+        logn_length: int | None = None,
+    ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.d_model = d_model
@@ -41,23 +48,29 @@ class TransformerLM(nn.Module):
         self.encoding = encoding
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, i) for i in range(n_layers))
+            TransformerBlock(d_model, n_heads, d_ff, i) for i in range(n_layers)
+        )
         self.ln_final = RMSNorm(d_model)
         self.lm_head = Linear(d_model, vocab_size)
         self.bias_budget_bytes = DEFAULT_BIAS_BUDGET
         #: The training length when model.logn_scaling is on (queries past it are scaled up).
         self.logn_length = logn_length
 
-    def forward(self, ids_BT: Tensor, pos_offset: int = 0,
-                positions: Tensor | None = None) -> Tensor:
+    def forward(
+        self, ids_BT: Tensor, pos_offset: int = 0, positions: Tensor | None = None
+    ) -> Tensor:
         """Logits (B, T, vocab). ``pos_offset`` shifts every position (tests of relativity);
         ``positions`` (T,) sorted distinct positions replace 0 … T-1 (randomized positions)."""
         T = ids_BT.shape[1]
-        span = Span(pos_offset, T, ids_BT.device) if positions is None else \
-            Span.of(positions.to(ids_BT.device))
+        span = (
+            Span(pos_offset, T, ids_BT.device)
+            if positions is None
+            else Span.of(positions.to(ids_BT.device))
+        )
         self.encoding.check_length(span.stop)
-        ctx = AttentionContext(self.encoding, span, self.bias_budget_bytes, ids_BT.shape[0],
-                               self.logn_length)
+        ctx = AttentionContext(
+            self.encoding, span, self.bias_budget_bytes, ids_BT.shape[0], self.logn_length
+        )
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         for block in self.layers:
             x = block(x, ctx)

@@ -8,14 +8,17 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.result_tables import report_results, result_tables
-from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
+from posenc_cli.report.runs import Group, Stat, group_runs, load_runs
+from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
-CAPTION = ("perplexity, mean ± std over n seeds, or [95 % bootstrap interval] for one run (lower "
-           "is better); best per column in bold; ≈ = its interval overlaps the best's (not a "
-           "significant difference); n/a = not applicable (e.g. beyond a learned position table)")
+CAPTION = (
+    "perplexity, mean ± std over n seeds, or [95 % bootstrap interval] for one run (lower "
+    "is better); best per column in bold; ≈ = its interval overlaps the best's (not a "
+    "significant difference); n/a = not applicable (e.g. beyond a learned position table)"
+)
 
 
 def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True) -> str:
@@ -33,17 +36,23 @@ def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True
 def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Header and (text, is best) cells, shared by the terminal and the markdown table."""
     tl = group.train_length
-    header = ["encoding", "n", *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths),
-              "val loss", "tokens/s"]
+    header = [
+        "encoding",
+        "n",
+        *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths),
+        "val loss",
+        "tokens/s",
+    ]
     columns = [([r.ppl[n] for r in group.rows], min, None, True) for n in group.lengths]
-    columns += [([r.val_loss for r in group.rows], min, 3, True),
-                ([r.tokens_per_s for r in group.rows], max, 0, False)]
+    columns += [
+        ([r.val_loss for r in group.rows], min, 3, True),
+        ([r.tokens_per_s for r in group.rows], max, 0, False),
+    ]
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
     for i, (stats, pick, digits, spread) in enumerate(columns):
         means = [s.mean for s in stats if s is not None]
         best = pick(means) if len(means) > 1 else None
-        cis = [r.ci.get(group.lengths[i]) if i < len(group.lengths) else None
-               for r in group.rows]
+        cis = [r.ci.get(group.lengths[i]) if i < len(group.lengths) else None for r in group.rows]
         best_ci = next((c for s, c in zip(stats, cis) if s is not None and s.mean == best), None)
         for row, r, s, ci in zip(body, group.rows, stats, cis):
             is_best = s is not None and s.mean == best
@@ -52,8 +61,12 @@ def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     return header, body
 
 
-def _interval(ci: tuple[float, float] | None, best: tuple[float, float] | None, is_best: bool,
-              stat: Stat | None) -> str:
+def _interval(
+    ci: tuple[float, float] | None,
+    best: tuple[float, float] | None,
+    is_best: bool,
+    stat: Stat | None,
+) -> str:
     """' [lo–hi]' for a single run, with ' ≈' when it overlaps the best run's interval."""
     if ci is None or stat is None:
         return ""
@@ -77,10 +90,15 @@ def markdown(groups: list[Group]) -> str:
     parts = []
     for g in groups:
         header, body = cells(g)
-        lines = [f"**{_title(g).capitalize()}**", "", "| " + " | ".join(header) + " |",
-                 "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
-        lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
-                  for row in body]
+        lines = [
+            f"**{_title(g).capitalize()}**",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+        ]
+        lines += [
+            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |" for row in body
+        ]
         parts.append("\n".join(lines))
     common = describe(groups[0].settings, split_keys(groups)[0])
     return "\n\n".join([*parts, f"_{CAPTION}._  \n_Settings: {common}._"]) + "\n"
@@ -92,17 +110,29 @@ def write_csv(groups: list[Group], path: Path) -> None:
 
     lengths = sorted({n for g in groups for n in g.lengths})
     stats = ["final_val_loss", "tokens_per_s", *(f"ppl_{n}" for n in lengths)]
-    fields = ["encoding", *dict.fromkeys(k for g in groups for k in g.settings), "n_seeds",
-              "seeds", *(f"{s}_{part}" for s in stats for part in ("mean", "std"))]
+    fields = [
+        "encoding",
+        *dict.fromkeys(k for g in groups for k in g.settings),
+        "n_seeds",
+        "seeds",
+        *(f"{s}_{part}" for s in stats for part in ("mean", "std")),
+    ]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fields)
         writer.writeheader()
         for g in groups:
             for r in g.rows:
-                rec = {"encoding": r.label, **g.settings, "n_seeds": len(r.runs),
-                       "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs)}
-                values = {"final_val_loss": r.val_loss, "tokens_per_s": r.tokens_per_s,
-                          **{f"ppl_{n}": s for n, s in r.ppl.items()}}
+                rec = {
+                    "encoding": r.label,
+                    **g.settings,
+                    "n_seeds": len(r.runs),
+                    "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs),
+                }
+                values = {
+                    "final_val_loss": r.val_loss,
+                    "tokens_per_s": r.tokens_per_s,
+                    **{f"ppl_{n}": s for n, s in r.ppl.items()},
+                }
                 for name, s in values.items():
                     rec[f"{name}_mean"] = f"{s.mean:.6g}" if s else None
                     rec[f"{name}_std"] = f"{s.std:.6g}" if s and s.std is not None else None
@@ -123,8 +153,10 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
                 path.unlink(missing_ok=True)
                 notes.append(f"{path.name} not written: no run has the data for it")
     except OSError as exc:
-        raise PosencError(f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
-                          "choose a writable directory with --out DIR") from exc
+        raise PosencError(
+            f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
+            "choose a writable directory with --out DIR",
+        ) from exc
     return [p for p in paths if p.exists()]
 
 
@@ -143,8 +175,11 @@ def compare(dirs: list[Path], out: Path | None) -> None:
 
         console = Console(highlight=False, width=240)  # piped: wrapped cells help no one
     if groups:
-        console.print(f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
-                      style="dim", soft_wrap=True)
+        console.print(
+            f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
+            style="dim",
+            soft_wrap=True,
+        )
         for g in groups:
             console.print(render(g))
         console.print(CAPTION, style="dim", soft_wrap=True)

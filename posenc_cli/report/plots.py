@@ -25,13 +25,13 @@ def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, 
     nrows = math.ceil(len(groups) / ncols)
     fig = Figure(figsize=(6.4 * ncols + 1.8, 4.6 * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    for ax in axes.flat[len(groups):]:
+    for ax in axes.flat[len(groups) :]:
         ax.set_visible(False)
     labels = sorted({r.label for g in groups for r in g.rows})
     palette = colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
     colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
     fig.suptitle(title, fontsize=13)
-    return fig, list(axes.flat[:len(groups)]), colors
+    return fig, list(axes.flat[: len(groups)]), colors
 
 
 def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
@@ -51,8 +51,9 @@ def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
 
 def _train_line(ax: Any, group: Group) -> None:
     if group.train_length:
-        ax.axvline(group.train_length, color="0.35", linestyle="--", linewidth=1,
-                   label="training length")
+        ax.axvline(
+            group.train_length, color="0.35", linestyle="--", linewidth=1, label="training length"
+        )
 
 
 def plot_ppl_vs_length(groups: list[Group], path: Path) -> bool:
@@ -100,21 +101,31 @@ def _log_y_labels(ax: Any) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
         return
     shown = range(1, 10) if math.log10(high / low) < 1 else (2, 3, 5)
-    ax.yaxis.set_minor_formatter(FuncFormatter(
-        lambda v, _: _short(v) if round(v / 10 ** math.floor(math.log10(v) + 1e-9)) in shown
-        else ""))
+    ax.yaxis.set_minor_formatter(
+        FuncFormatter(
+            lambda v, _: (
+                _short(v) if round(v / 10 ** math.floor(math.log10(v) + 1e-9)) in shown else ""
+            )
+        )
+    )
 
 
 def _ppl_line(ax: Any, group: Group, row: Row, color: Any) -> None:
     nan = float("nan")
     stats = [row.ppl.get(n) for n in group.lengths]
     mean = [s.mean if s else nan for s in stats]
-    ax.plot(group.lengths, mean, marker="o", markersize=4, linewidth=1.6, color=color,
-            label=row.label)
+    ax.plot(
+        group.lengths, mean, marker="o", markersize=4, linewidth=1.6, color=color, label=row.label
+    )
     if len(row.runs) > 1:
-        ax.fill_between(group.lengths, [s.lo if s else nan for s in stats],
-                        [s.hi if s else nan for s in stats], color=color, alpha=0.15,
-                        linewidth=0)
+        ax.fill_between(
+            group.lengths,
+            [s.lo if s else nan for s in stats],
+            [s.hi if s else nan for s in stats],
+            color=color,
+            alpha=0.15,
+            linewidth=0,
+        )
 
 
 def mean_loss_by_position(row: Row) -> tuple[list[float], list[float]] | None:
@@ -127,9 +138,11 @@ def mean_loss_by_position(row: Row) -> tuple[list[float], list[float]] | None:
     same = [c["loss"] for c in curves if c["bucket_edges"] == edges and len(c["loss"]) == n]
     if len(edges) == n:
         edges = [*edges, edges[-1] + (edges[-1] - edges[-2] if n > 1 else 1)]
-    centres = [(a + b) / 2 for a, b in zip(edges, edges[1:n + 1])]
-    loss = [sum(c[i] for c in same) / len(same) if all(c[i] is not None for c in same)
-            else float("nan") for i in range(n)]
+    centres = [(a + b) / 2 for a, b in zip(edges, edges[1 : n + 1])]
+    loss = [
+        sum(c[i] for c in same) / len(same) if all(c[i] is not None for c in same) else float("nan")
+        for i in range(n)
+    ]
     return centres, loss
 
 
@@ -156,8 +169,14 @@ def plot_loss_by_position(groups: list[Group], path: Path) -> bool:
         for row in g.rows:
             curve = curves[id(row)]
             if curve:
-                ax.plot(*curve, marker="o", markersize=2.5, linewidth=1.4,
-                        color=colors[row.label], label=row.label)
+                ax.plot(
+                    *curve,
+                    marker="o",
+                    markersize=2.5,
+                    linewidth=1.4,
+                    color=colors[row.label],
+                    label=row.label,
+                )
         _train_line(ax, g)
         drawn = [c for r in g.rows if (c := curves[id(r)])]
         uniform = math.log(g.settings.get("vocab_size") or 1)

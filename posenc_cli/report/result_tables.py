@@ -29,8 +29,11 @@ class ResultTable:
 def _spec(run: Run, key: str) -> dict[str, Any] | None:
     result = run.metrics.get(key)
     spec = result.get("compare") if isinstance(result, dict) else None
-    return spec if isinstance(spec, dict) and isinstance(result.get(spec.get("metric")), dict) \
+    return (
+        spec
+        if isinstance(spec, dict) and isinstance(result.get(spec.get("metric")), dict)
         else None
+    )
 
 
 def result_tables(runs: list[Run]) -> list[ResultTable]:
@@ -49,8 +52,9 @@ def result_tables(runs: list[Run]) -> list[ResultTable]:
         for run, v in zip(group, values, strict=True):
             by_label.setdefault(labels[id(run)], []).append(v)
         for label, seeds in sorted(by_label.items()):
-            table.rows.append((label, len(seeds),
-                               {n: Stat.of([s.get(str(n)) for s in seeds]) for n in lengths}))
+            table.rows.append(
+                (label, len(seeds), {n: Stat.of([s.get(str(n)) for s in seeds]) for n in lengths})
+            )
         tables.append(table)
     return tables
 
@@ -64,20 +68,38 @@ def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
         best = max(means) if len(means) > 1 and max(means) > min(means) else None
         for row, s in zip(body, stats, strict=True):
             digits = 1 if t.percent else 3
-            text = "n/a" if s is None else f"{scale * s.mean:.{digits}f}" + (
-                f" ± {scale * s.std:.{digits}f}" if s.std is not None else "")
+            text = (
+                "n/a"
+                if s is None
+                else f"{scale * s.mean:.{digits}f}"
+                + (f" ± {scale * s.std:.{digits}f}" if s.std is not None else "")
+            )
             row.append((text, s is not None and s.mean == best))
     return ["encoding", "n", *map(str, t.lengths)], body
 
 
 def markdown(t: ResultTable) -> str:
     header, body = cells(t)
-    lines = [f"**{t.title}**", "", "| " + " | ".join(header) + " |",
-             "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
-    lines += ["| " + " | ".join(f"**{x}**" if best else x for x, best in row) + " |"
-              for row in body]
-    return "\n".join([*lines, "", "_mean ± std over n seeds; best per column in bold; n/a = "
-                                  "not applicable at that length._"]) + "\n"
+    lines = [
+        f"**{t.title}**",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(f"**{x}**" if best else x for x, best in row) + " |" for row in body
+    ]
+    return (
+        "\n".join(
+            [
+                *lines,
+                "",
+                "_mean ± std over n seeds; best per column in bold; n/a = "
+                "not applicable at that length._",
+            ]
+        )
+        + "\n"
+    )
 
 
 def report_results(tables: list[ResultTable], out_dir: Path, console: Any) -> list[Path]:
@@ -90,8 +112,9 @@ def report_results(tables: list[ResultTable], out_dir: Path, console: Any) -> li
             out_dir.mkdir(parents=True, exist_ok=True)
             path.write_text(markdown(t), encoding="utf-8")
         except OSError as exc:
-            raise PosencError(f"cannot write the comparison to '{out_dir}': "
-                              f"{exc.strerror or exc}",
-                              "choose a writable directory with --out DIR") from exc
+            raise PosencError(
+                f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
+                "choose a writable directory with --out DIR",
+            ) from exc
         paths.append(path)
     return paths

@@ -9,18 +9,25 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.report.settings import describe, setting_key, split_keys
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
-TRAIN_KEYS = ("data", "vocab_size", "train_length", "steps", "train_tokens", "precision",
-              "position_range")
+TRAIN_KEYS = (
+    "data",
+    "vocab_size",
+    "train_length",
+    "steps",
+    "train_tokens",
+    "precision",
+    "position_range",
+)
 EVAL_KEYS = ("mode", "stride", "tokens")
 
 
@@ -55,8 +62,12 @@ def scaling_variants(run: Run) -> list[Run]:
     out = []
     for key, result in run.metrics.items():
         suffix = key.removeprefix("extrapolation_")
-        if key != suffix and isinstance(result, dict) and result.get("rope_scaling") \
-                and re.fullmatch(rf"{result['rope_scaling']}[0-9.]*", suffix):
+        if (
+            key != suffix
+            and isinstance(result, dict)
+            and result.get("rope_scaling")
+            and re.fullmatch(rf"{result['rope_scaling']}[0-9.]*", suffix)
+        ):
             out.append(Run(run.path, run.metrics, run.params, suffix))
     return out
 
@@ -115,9 +126,11 @@ def find_metrics(dirs: list[Path]) -> list[Path]:
     for d in dirs:
         paths = sorted(d.rglob("metrics.json")) if d.is_dir() else []
         if not paths:
-            raise PosencError(f"no metrics.json in or below '{d}'",
-                              "pass a run directory (it gets metrics.json when training ends) "
-                              "or a directory that contains run directories")
+            raise PosencError(
+                f"no metrics.json in or below '{d}'",
+                "pass a run directory (it gets metrics.json when training ends) "
+                "or a directory that contains run directories",
+            )
         for p in paths:
             found.setdefault(p.resolve(), p)
     return list(found.values())
@@ -136,12 +149,15 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         if not isinstance(metrics, dict) or "encoding" not in metrics:
             notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
             continue
-        run = Run(path.parent, metrics,
-                  saved_params(path.parent, "encoding", str(metrics["encoding"])))
+        run = Run(
+            path.parent, metrics, saved_params(path.parent, "encoding", str(metrics["encoding"]))
+        )
         runs += [run, *scaling_variants(run)]
     if not runs:
-        raise PosencError(f"none of the {len(paths)} metrics.json files could be read",
-                          "pass other run directories, or rerun `posenc eval` on these")
+        raise PosencError(
+            f"none of the {len(paths)} metrics.json files could be read",
+            "pass other run directories, or rerun `posenc eval` on these",
+        )
     return runs
 
 
@@ -156,14 +172,15 @@ def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
         try:
-            section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {},
-                                             resolve=False)
+            section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {}, resolve=False)
         except Exception:  # a damaged optional file must not stop the comparison
             section = {}
     if not isinstance(section, dict):
         section = {}
-    return {**group_defaults(group, name),
-            **{k: v for k, v in section.items() if k not in META_KEYS}}
+    return {
+        **group_defaults(group, name),
+        **{k: v for k, v in section.items() if k not in META_KEYS},
+    }
 
 
 def group_defaults(group: str, name: str) -> dict[str, Any]:
@@ -178,12 +195,11 @@ def settings_of(run: Run) -> dict[str, Any]:
     m, ex = run.metrics, run.extrapolation
     model = m.get("model") if isinstance(m.get("model"), dict) else {}
     model = {k: v for k, v in model.items() if v is not False}  # off = absent (older runs)
-    return {**{k: m.get(k) for k in TRAIN_KEYS}, **model,
-            **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {})}
-
-
-def _key(d: Any) -> str:
-    return json.dumps(d, sort_keys=True, default=str)
+    return {
+        **{k: m.get(k) for k in TRAIN_KEYS},
+        **model,
+        **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {}),
+    }
 
 
 def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
@@ -192,15 +208,20 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     for run in sorted(runs, key=lambda r: r.extrapolation is None):
         s = settings_of(run)
         if run.extrapolation is None:
-            notes.append(f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
-                         "extrapolation results (eval.at_end=false or evaluation unfinished)")
-            same = [g for g in groups.values()
-                    if _key({k: g.settings.get(k) for k in s}) == _key(s)]
+            notes.append(
+                f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
+                "extrapolation results (eval.at_end=false or evaluation unfinished)"
+            )
+            same = [
+                g
+                for g in groups.values()
+                if setting_key({k: g.settings.get(k) for k in s}) == setting_key(s)
+            ]
             if len(same) == 1:
                 same[0].runs.append(run)
                 continue
-        groups.setdefault(_key(s), Group(s, [])).runs.append(run)
-    ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, _key(g.settings)))
+        groups.setdefault(setting_key(s), Group(s, [])).runs.append(run)
+    ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, setting_key(g.settings)))
     labels = row_labels(runs)
     for g in ordered:
         _fill_rows(g, labels, notes)
@@ -208,8 +229,11 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     for g in ordered:
         g.title = describe(g.settings, differ)
     if differ:
-        notes.insert(0, f"the runs differ in {', '.join(differ)}: {len(ordered)} tables, one per "
-                        "setting (runs are never averaged across settings)")
+        notes.insert(
+            0,
+            f"the runs differ in {', '.join(differ)}: {len(ordered)} tables, one per "
+            "setting (runs are never averaged across settings)",
+        )
     return ordered
 
 
@@ -217,7 +241,7 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
     """Row label per run: the encoding name, plus the parameters where variants of it differ."""
     variants: dict[str, dict[str, dict[str, Any]]] = {}
     for r in runs:
-        variants.setdefault(r.encoding, {})[_key(r.params)] = r.params
+        variants.setdefault(r.encoding, {})[setting_key(r.params)] = r.params
     labels = {}
     for r in runs:
         params = list(variants[r.encoding].values())
@@ -240,36 +264,28 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
         if len({str(s) for s in seeds}) < len(seeds):
             notes.append(f"{label}: a seed appears more than once ({seeds}); all are averaged")
         ppl = {n: Stat.of([ppls[id(r)].get(str(n)) for r in runs]) for n in group.lengths}
-        group.rows.append(Row(
-            label, runs, ppl, Stat.of([r.metrics.get("final_val_loss") for r in runs]),
-            Stat.of([r.metrics.get("tokens_per_s") for r in runs]), _intervals(runs, group)))
+        group.rows.append(
+            Row(
+                label,
+                runs,
+                ppl,
+                Stat.of([r.metrics.get("final_val_loss") for r in runs]),
+                Stat.of([r.metrics.get("tokens_per_s") for r in runs]),
+                _intervals(runs, group),
+            )
+        )
 
 
 def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] | None]:
     if len(runs) != 1:
         return {}
     ci = (runs[0].extrapolation or {}).get("ppl_ci95") or {}
-    return {n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2
-            else None for n in group.lengths}  # type: ignore[misc]
+    return {
+        n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2 else None
+        for n in group.lengths
+    }  # type: ignore[misc]
 
 
 def _seed_order(run: Run) -> tuple[bool, int, str]:
     seed = run.metrics.get("seed")
     return (not isinstance(seed, int), seed if isinstance(seed, int) else 0, str(seed))
-
-
-def describe(settings: dict[str, Any], keys: list[str]) -> str:
-    """'train_length=128, steps=2000' for the given keys."""
-    return ", ".join(f"{k}={settings.get(k)}" for k in keys)
-
-
-class HasSettings(Protocol):
-    settings: dict[str, Any]
-
-
-def split_keys(groups: Sequence[HasSettings]) -> tuple[list[str], list[str]]:
-    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart
-    (of perplexity tables and of task tables alike)."""
-    keys = list(dict.fromkeys(k for g in groups for k in g.settings))
-    differ = [k for k in keys if len({_key(g.settings.get(k)) for g in groups}) > 1]
-    return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ

@@ -15,9 +15,11 @@ from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 SIDES = ("beyond", "within")
-CAPTION = ("_a seed's score on a task: its mean exact match over those sizes; mean ± std over "
-           "seeds; mean over tasks only for rows with a score on every task; best per column "
-           "in bold; — = no run of that task; n/a = a size not applicable._")
+CAPTION = (
+    "_a seed's score on a task: its mean exact match over those sizes; mean ± std over "
+    "seeds; mean over tasks only for rows with a score on every task; best per column "
+    "in bold; — = no run of that task; n/a = a size not applicable._"
+)
 
 
 def _sizes(g: TaskGroup, side: str) -> list[int]:
@@ -31,8 +33,11 @@ def score(row: TaskRow, g: TaskGroup, side: str) -> Stat | None:
     per_seed = []
     for exact in row.by_seed:
         values = [exact.get(n) for n in sizes]
-        per_seed.append(None if not values or None in values
-                        else sum(v for v in values if v is not None) / len(values))
+        per_seed.append(
+            None
+            if not values or None in values
+            else sum(v for v in values if v is not None) / len(values)
+        )
     return Stat.of(per_seed)
 
 
@@ -44,22 +49,31 @@ def overview_rows(groups: list[TaskGroup], side: str) -> list[list[tuple[str, bo
     """(text, is best) cells: label, one per task, mean over tasks; best = highest mean;
     '—' where the encoding has no run of that task."""
     labels = sorted({r.label for g in groups for r in g.rows})
-    rows = {label: [next((r for r in g.rows if r.label == label), None) for g in groups]
-            for label in labels}
-    stats = {label: [None if r is None else score(r, g, side) for r, g in zip(row, groups)]
-             for label, row in rows.items()}
-    table = [[*row, Stat.of([s.mean for s in row]) if all(s is not None for s in row) else None]
-             for row in stats.values()]
-    best = [max((row[i].mean for row in table if row[i] is not None), default=None)
-            for i in range(len(groups) + 1)]
+    rows = {
+        label: [next((r for r in g.rows if r.label == label), None) for g in groups]
+        for label in labels
+    }
+    stats = {
+        label: [None if r is None else score(r, g, side) for r, g in zip(row, groups)]
+        for label, row in rows.items()
+    }
+    table = [
+        [*row, Stat.of([s.mean for s in row]) if all(s is not None for s in row) else None]
+        for row in stats.values()
+    ]
+    best = [
+        max((row[i].mean for row in table if row[i] is not None), default=None)
+        for i in range(len(groups) + 1)
+    ]
     out = []
     for label, row in zip(labels, table):
         cells = [(label, False)]
         for i, s in enumerate(row):
             missing = i < len(groups) and rows[label][i] is None
             text = "—" if missing else _cell(s, i == len(groups))
-            cells.append((text, s is not None and s.mean == best[i] and len(labels) > 1
-                          and s.mean > 0))
+            cells.append(
+                (text, s is not None and s.mean == best[i] and len(labels) > 1 and s.mean > 0)
+            )
         out.append(cells)
     return out
 
@@ -74,8 +88,9 @@ def _cell(stat: Stat | None, over_tasks: bool) -> str:
 def heading(groups: list[TaskGroup], side: str) -> str:
     where = "beyond" if side == "beyond" else "inside"
     sizes = {tuple(_sizes(g, side)) for g in groups}
-    which = f"sizes {', '.join(map(str, sizes.pop()))}" if len(sizes) == 1 else \
-        "each task's own sizes"
+    which = (
+        f"sizes {', '.join(map(str, sizes.pop()))}" if len(sizes) == 1 else "each task's own sizes"
+    )
     return f"All tasks, {where} the training range ({which}): mean exact match (%)"
 
 
@@ -83,14 +98,24 @@ def markdown(groups: list[TaskGroup]) -> str:
     parts = []
     for side in SIDES:
         head = ["encoding", *columns(groups), "mean over tasks"]
-        lines = [f"**{heading(groups, side)}**", "", "| " + " | ".join(head) + " |",
-                 "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
-        lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
-                  for row in overview_rows(groups, side)]
+        lines = [
+            f"**{heading(groups, side)}**",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
+        ]
+        lines += [
+            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
+            for row in overview_rows(groups, side)
+        ]
         parts.append("\n".join(lines))
     return "\n\n".join([*parts, CAPTION])
 
 
 def render(groups: list[TaskGroup], side: str) -> Any:
-    return rich_table(heading(groups, side), ["encoding", *columns(groups), "mean"],
-                      overview_rows(groups, side), fixed=1)
+    return rich_table(
+        heading(groups, side),
+        ["encoding", *columns(groups), "mean"],
+        overview_rows(groups, side),
+        fixed=1,
+    )

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.report.runs import Run, Stat, describe, row_labels, saved_params, split_keys
+from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
+from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
@@ -35,10 +36,17 @@ def _settings(run: Run) -> dict[str, Any]:
     two experiments, not two seeds)."""
     m = run.metrics
     model = m.get("model") if isinstance(m.get("model"), dict) else {}
-    task = {f"task.{k}": v for k, v in saved_params(run.path, "task", str(m.get("task"))).items()
-            if k not in ("train_lengths", "test_lengths", "test_instances")}
-    return {**{k: m.get(k) for k in TASK_KEYS}, **model, **task,
-            **{k: _result(run).get(k) for k in RESULT_KEYS}}
+    task = {
+        f"task.{k}": v
+        for k, v in saved_params(run.path, "task", str(m.get("task"))).items()
+        if k not in ("train_lengths", "test_lengths", "test_instances")
+    }
+    return {
+        **{k: m.get(k) for k in TASK_KEYS},
+        **model,
+        **task,
+        **{k: _result(run).get(k) for k in RESULT_KEYS},
+    }
 
 
 def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
@@ -51,8 +59,7 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
         s = _settings(run)
         key = json.dumps(s, sort_keys=True, default=str)
         groups.setdefault(key, TaskGroup(str(s["task"]), s, [])).runs.append(run)
-    ordered = sorted(groups.values(), key=lambda g: (g.task, json.dumps(g.settings,
-                                                                        default=str)))
+    ordered = sorted(groups.values(), key=lambda g: (g.task, json.dumps(g.settings, default=str)))
     labels = row_labels(runs)
     for g in ordered:
         _fill(g, labels)
@@ -62,8 +69,10 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
         for g in same:
             g.setting = describe(g.settings, differ)
         if differ:
-            notes.append(f"task {task}: runs differ in {', '.join(differ)} — {len(same)} "
-                         "tables (runs are never averaged across settings)")
+            notes.append(
+                f"task {task}: runs differ in {', '.join(differ)} — {len(same)} "
+                "tables (runs are never averaged across settings)"
+            )
     return ordered
 
 
@@ -76,8 +85,9 @@ def _fill(g: TaskGroup, labels: dict[int, str]) -> None:
     for run in sorted(g.runs, key=lambda r: int(r.metrics.get("seed", 0))):
         by_label.setdefault(labels[id(run)], []).append(run)
     for name, runs in sorted(by_label.items()):
-        by_seed = [{n: _number(_result(r)["exact_match"].get(str(n))) for n in g.lengths}
-                   for r in runs]
+        by_seed = [
+            {n: _number(_result(r)["exact_match"].get(str(n))) for n in g.lengths} for r in runs
+        ]
         exact = {n: Stat.of([s[n] for s in by_seed]) for n in g.lengths}
         g.rows.append(TaskRow(name, runs, exact, by_seed))
 
@@ -123,15 +133,23 @@ def markdown(groups: list[TaskGroup]) -> str:
     parts = [task_overview.markdown(groups)] if len(groups) > 1 else []
     for g in groups:
         head = header(g)
-        lines = [f"**{title(g)}**", "", "| " + " | ".join(head) + " |",
-                 "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|"]
-        lines += ["| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
-                  for row in table_rows(g)]
+        lines = [
+            f"**{title(g)}**",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
+        ]
+        lines += [
+            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
+            for row in table_rows(g)
+        ]
         parts.append("\n".join(lines))
-    caption = ("_exact match: every answer token right (greedy = teacher-forced argmax), on "
-               "the same fixed test instances for every run; mean ± std over n seeds; "
-               "* = a size inside the training range; best per column in bold; n/a = not "
-               "applicable (positions beyond a learned table)._")
+    caption = (
+        "_exact match: every answer token right (greedy = teacher-forced argmax), on "
+        "the same fixed test instances for every run; mean ± std over n seeds; "
+        "* = a size inside the training range; best per column in bold; n/a = not "
+        "applicable (positions beyond a learned table)._"
+    )
     return "\n\n".join([*parts, caption]) + "\n"
 
 
@@ -144,16 +162,33 @@ def write_csv(groups: list[TaskGroup], path: Path) -> None:
 
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["task", "encoding", "n_seeds", "size", "in_training_range",
-                         "exact_match_mean", "exact_match_std"])
+        writer.writerow(
+            [
+                "task",
+                "encoding",
+                "n_seeds",
+                "size",
+                "in_training_range",
+                "exact_match_mean",
+                "exact_match_std",
+            ]
+        )
         for g in groups:
             lo, hi = g.train_lengths
             for r in g.rows:
                 for n in g.lengths:
                     s = r.exact[n]
-                    writer.writerow([g.task, r.label, len(r.runs), n, lo <= n <= hi,
-                                     None if s is None else f"{s.mean:.6g}",
-                                     None if s is None or s.std is None else f"{s.std:.6g}"])
+                    writer.writerow(
+                        [
+                            g.task,
+                            r.label,
+                            len(r.runs),
+                            n,
+                            lo <= n <= hi,
+                            None if s is None else f"{s.mean:.6g}",
+                            None if s is None or s.std is None else f"{s.std:.6g}",
+                        ]
+                    )
 
 
 def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
@@ -179,6 +214,8 @@ def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[P
             if plot_task(g, png, title(g)):
                 paths.append(png)
     except OSError as exc:
-        raise PosencError(f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
-                          "choose a writable directory with --out DIR") from exc
+        raise PosencError(
+            f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
+            "choose a writable directory with --out DIR",
+        ) from exc
     return paths

@@ -36,7 +36,7 @@ class Instance:
         """A prompt followed by its answer (the common, contiguous case)."""
         tokens = np.asarray([*prompt, *answer], dtype=np.int64)
         mask = np.zeros(len(tokens), dtype=bool)
-        mask[len(prompt):] = True
+        mask[len(prompt) :] = True
         return cls(tokens, mask)
 
 
@@ -78,8 +78,9 @@ class SyntheticTask:
 def need(value: int, minimum: int, key: str, why: str) -> None:
     """One line when task.<key> is too small for the task."""
     if value < minimum:
-        raise PosencError(f"task.{key}={value} is too small: {why}",
-                          f"set task.{key}={minimum} or more")
+        raise PosencError(
+            f"task.{key}={value} is too small: {why}", f"set task.{key}={minimum} or more"
+        )
 
 
 def registry() -> dict[str, type[SyntheticTask]]:
@@ -95,8 +96,10 @@ def build_task(task_cfg: Any) -> SyntheticTask:
     tasks = registry()
     name = str(task_cfg.name)
     if name not in tasks:
-        raise PosencError(f"unknown synthetic task '{name}'",
-                          f"choose task=lm or one of: {', '.join(sorted(tasks))}")
+        raise PosencError(
+            f"unknown synthetic task '{name}'",
+            f"choose task=lm or one of: {', '.join(sorted(tasks))}",
+        )
     task = tasks[name](task_cfg)
     task.check(max(int(n) for n in [*task_cfg.train_lengths, *task_cfg.test_lengths]))
     return task

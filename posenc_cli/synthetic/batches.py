@@ -20,16 +20,18 @@ IGNORE = -100
 VALIDATION_SEED, TEST_SEED, TRAINING_STREAM = 10_007, 20_011, 0
 
 
-def draw(task: SyntheticTask, sizes: tuple[int, int], count: int,
-         seed: tuple[int, ...]) -> list[Instance]:
+def draw(
+    task: SyntheticTask, sizes: tuple[int, int], count: int, seed: tuple[int, ...]
+) -> list[Instance]:
     """``count`` instances with sizes uniform in [lo, hi], from default_rng(seed)."""
     rng = np.random.default_rng(list(seed))
     lo, hi = sizes
     return [task.make(int(n), rng) for n in rng.integers(lo, hi + 1, count)]
 
 
-def collate(instances: list[Instance], device: torch.device | str = "cpu",
-            width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def collate(
+    instances: list[Instance], device: torch.device | str = "cpu", width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(x, y), both (B, N - 1): inputs padded on the right with PAD to ``width`` tokens (the
     longest instance's by default); y[t] = token t + 1 where that token is an answer, IGNORE
     elsewhere (prompt and padding carry no loss)."""
@@ -37,26 +39,34 @@ def collate(instances: list[Instance], device: torch.device | str = "cpu",
     tokens = np.full((len(instances), width), PAD, dtype=np.int64)
     answer = np.zeros((len(instances), width), dtype=bool)
     for row, inst in enumerate(instances):
-        tokens[row, :len(inst.tokens)] = inst.tokens
-        answer[row, :len(inst.answer)] = inst.answer
+        tokens[row, : len(inst.tokens)] = inst.tokens
+        answer[row, : len(inst.answer)] = inst.answer
     targets = np.where(answer[:, 1:], tokens[:, 1:], IGNORE)
     x, y = torch.from_numpy(tokens[:, :-1]), torch.from_numpy(targets)
     if str(device).startswith("cuda"):
-        return x.pin_memory().to(device, non_blocking=True), \
-            y.pin_memory().to(device, non_blocking=True)
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
+            device, non_blocking=True
+        )
     return x.to(device), y.to(device)
 
 
-def training_batch(task: SyntheticTask, sizes: tuple[int, int], batch_size: int, seed: int,
-                   step: int, rank: int = 0, world_size: int = 1,
-                   device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def training_batch(
+    task: SyntheticTask,
+    sizes: tuple[int, int],
+    batch_size: int,
+    seed: int,
+    step: int,
+    rank: int = 0,
+    world_size: int = 1,
+    device: torch.device | str = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's slice of step ``step``'s global batch of world_size x batch_size instances,
     a function of (seed, step) only — so N ranks of batch B train on exactly the instances one
     process of batch N x B does — padded to the longest training instance so every step has one
     shape (on CPU a new shape costs new kernels: ~30 shapes of a variable width made the first
     few hundred steps 2-3x slower)."""
     every = draw(task, sizes, batch_size * world_size, (seed, step, TRAINING_STREAM))
-    mine = every[rank * batch_size:(rank + 1) * batch_size]
+    mine = every[rank * batch_size : (rank + 1) * batch_size]
     return collate(mine, device, task.sequence_length(sizes[1]))
 
 

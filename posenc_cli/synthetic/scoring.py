@@ -37,14 +37,16 @@ class AnswerScore:
 def _chunks(instances: list[Instance]) -> list[list[Instance]]:
     width = max(len(i.tokens) for i in instances)
     step = max(1, BATCH_TOKENS // width)
-    return [instances[a:a + step] for a in range(0, len(instances), step)]
+    return [instances[a : a + step] for a in range(0, len(instances), step)]
 
 
 @torch.no_grad()
-def score_answers(model: Callable[[Tensor], Tensor], instances: list[Instance],
-                  device: torch.device | str = "cpu",
-                  autocast: Callable[[], AbstractContextManager[Any]] = nullcontext
-                  ) -> AnswerScore:
+def score_answers(
+    model: Callable[[Tensor], Tensor],
+    instances: list[Instance],
+    device: torch.device | str = "cpu",
+    autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> AnswerScore:
     """Teacher-forced argmax at every answer position, counted per instance and per token."""
     exact = tokens = correct = 0
     for part in _chunks(instances):
@@ -60,17 +62,18 @@ def score_answers(model: Callable[[Tensor], Tensor], instances: list[Instance],
 
 
 @torch.no_grad()
-def answer_loss(model: Callable[[Tensor], Tensor], instances: list[Instance],
-                device: torch.device | str = "cpu",
-                autocast: Callable[[], AbstractContextManager[Any]] = nullcontext) -> float:
+def answer_loss(
+    model: Callable[[Tensor], Tensor],
+    instances: list[Instance],
+    device: torch.device | str = "cpu",
+    autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> float:
     """Mean cross-entropy over the answer tokens of ``instances``."""
     total, count = 0.0, 0
     for part in _chunks(instances):
         x, y = collate(part, device)
         with autocast():
             logits = model(x)
-        total += float(F.cross_entropy(logits.float().flatten(0, 1), y.flatten(),
-                                       reduction="sum"))
+        total += float(F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum"))
         count += int((y != IGNORE).sum())
     return total / max(count, 1)
-

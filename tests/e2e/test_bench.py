@@ -12,12 +12,31 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-TINY_BENCH = ["model=tiny", "bench.encodings=[none,alibi]", "bench.context_length=16",
-              "bench.batch_size=2", "bench.warmup_steps=1", "bench.timed_steps=2",
-              "bench.eval_steps=1", "bench.eval_factors=[1,2]", "bench.matmul_size=64", "bench.repeats=1",
-              "data.vocab_size=300"]
-RECORD_KEYS = {"encoding", "mode", "length", "batch", "precision", "tokens_per_s", "peak_rss_mb",
-               "rss_growth_mb", "mfu", "step_time_ratio_vs_none"}
+TINY_BENCH = [
+    "model=tiny",
+    "bench.encodings=[none,alibi]",
+    "bench.context_length=16",
+    "bench.batch_size=2",
+    "bench.warmup_steps=1",
+    "bench.timed_steps=2",
+    "bench.eval_steps=1",
+    "bench.eval_factors=[1,2]",
+    "bench.matmul_size=64",
+    "bench.repeats=1",
+    "data.vocab_size=300",
+]
+RECORD_KEYS = {
+    "encoding",
+    "mode",
+    "length",
+    "batch",
+    "precision",
+    "tokens_per_s",
+    "peak_rss_mb",
+    "rss_growth_mb",
+    "mfu",
+    "step_time_ratio_vs_none",
+}
 AB = [sys.executable, "-m", "posenc_cli.bench.ab"]
 
 
@@ -29,8 +48,9 @@ def test_bench_writes_bench_json(tmp_path: Path, run_cli) -> None:
     assert {"machine", "matmul_peak_gflops", "records"} <= set(report)
     assert set(report["matmul_peak_gflops"]) == {"fp32", "bf16"}
     records = report["records"]
-    expected = [(e, m, n) for e in ("none", "alibi")
-                for m, n in (("train", 16), ("eval", 16), ("eval", 32))]
+    expected = [
+        (e, m, n) for e in ("none", "alibi") for m, n in (("train", 16), ("eval", 16), ("eval", 32))
+    ]
     assert [(r["encoding"], r["mode"], r["length"]) for r in records] == expected
     for r in records:
         assert RECORD_KEYS <= set(r) and "error" not in r, r
@@ -43,23 +63,60 @@ def test_bench_writes_bench_json(tmp_path: Path, run_cli) -> None:
 def test_ab_train_script_times_every_variant(tmp_path: Path, tiny_args: list[str]) -> None:
     """posenc_cli.bench.ab: one row per variant, the first is the 1.0x reference."""
     out = tmp_path / "ab.json"
-    res = subprocess.run([*AB, "--variants", "fp32,bf16", "--rounds", "2", "--steps", "1",
-                          "--warmup", "0", "--json", str(out), *tiny_args, "encoding=rope"],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    res = subprocess.run(
+        [
+            *AB,
+            "--variants",
+            "fp32,bf16",
+            "--rounds",
+            "2",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+            *tiny_args,
+            "encoding=rope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     rows = json.loads(out.read_text())["variants"]
     assert [r["variant"] for r in rows] == ["fp32", "bf16"]
     assert rows[0]["speedup_vs_first"] == 1.0
     assert all(r["median_step_s"] > 0 and r["tokens_per_s"] > 0 for r in rows)
     assert "bf16" in res.stdout and "x vs fp32" in res.stdout
-    evaluation = subprocess.run([*AB, "--variants", "none:fp32,alibi:fp32", "--eval", "48",
-                                 "--rounds", "1", "--steps", "1", "--warmup", "0",
-                                 "--json", str(out), *tiny_args], capture_output=True, text=True,
-                                timeout=300, cwd=tmp_path)
+    evaluation = subprocess.run(
+        [
+            *AB,
+            "--variants",
+            "none:fp32,alibi:fp32",
+            "--eval",
+            "48",
+            "--rounds",
+            "1",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+            *tiny_args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert evaluation.returncode == 0, evaluation.stderr
     rows = json.loads(out.read_text())["variants"]
     assert [r["variant"] for r in rows] == ["none:fp32", "alibi:fp32"]
     assert "evaluation (no grad), batch 1 x 48" in evaluation.stdout
-    bad = subprocess.run([*AB, "--variants", "fp16"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
+    bad = subprocess.run(
+        [*AB, "--variants", "fp16"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert bad.returncode == 2 and "unknown variant 'fp16'" in bad.stderr

@@ -11,8 +11,12 @@ pytestmark = pytest.mark.slow
 
 def test_cli_without_metrics_exits_2_with_one_line(tmp_path: Path, run_cli) -> None:
     (tmp_path / "empty").mkdir()
-    res = run_cli(["compare", str(tmp_path / "empty"), "--out", str(tmp_path / "out")],
-                  tmp_path, tmp_path / "cache", timeout=120)
+    res = run_cli(
+        ["compare", str(tmp_path / "empty"), "--out", str(tmp_path / "out")],
+        tmp_path,
+        tmp_path / "cache",
+        timeout=120,
+    )
     assert res.returncode == 2
     assert res.stderr.startswith("posenc: error: no metrics.json")
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr

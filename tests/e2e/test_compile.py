@@ -11,15 +11,27 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def test_posenc_train_compiled_matches_eager_end_to_end(tmp_path: Path, corpus: Path, run_cli,
-                                                        tiny_args: list[str]) -> None:
+def test_posenc_train_compiled_matches_eager_end_to_end(
+    tmp_path: Path, corpus: Path, run_cli, tiny_args: list[str]
+) -> None:
     """TorchInductor really compiles (C++ on CPU), and the run ends where the eager one does."""
-    args = [*tiny_args, "encoding=rope", "train.steps=10", "train.precision=fp32",
-            "train.threads=1", "data=text", f"data.path={corpus}"]
+    args = [
+        *tiny_args,
+        "encoding=rope",
+        "train.steps=10",
+        "train.precision=fp32",
+        "train.threads=1",
+        "data=text",
+        f"data.path={corpus}",
+    ]
     losses = {}
     for flag in ("false", "true"):
-        res = run_cli(["train", *args, f"train.compile={flag}", f"hydra.run.dir=run-{flag}"],
-                      tmp_path, tmp_path / "cache", timeout=600)
+        res = run_cli(
+            ["train", *args, f"train.compile={flag}", f"hydra.run.dir=run-{flag}"],
+            tmp_path,
+            tmp_path / "cache",
+            timeout=600,
+        )
         assert res.returncode == 0, res.stderr[-2000:]
         metrics = json.loads((tmp_path / f"run-{flag}" / "metrics.json").read_text())
         assert metrics["steps"] == 10
@@ -27,17 +39,17 @@ def test_posenc_train_compiled_matches_eager_end_to_end(tmp_path: Path, corpus: 
     assert losses["true"] == pytest.approx(losses["false"], abs=2e-3)
 
 
-def test_a_failing_compiler_is_one_line_and_resumable(tmp_path: Path, corpus: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, run_cli,
-                                                      tiny_args: list[str]) -> None:
+def test_a_failing_compiler_is_one_line_and_resumable(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, run_cli, tiny_args: list[str]
+) -> None:
     """Inductor with a C++ compiler that does not work: exit 2, one line naming the fix, no
     traceback; after a checkpoint the fix is resuming with train.compile=false, which works."""
     monkeypatch.setenv("CXX", "false")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    args = [*tiny_args, "encoding=none", "train.precision=fp32", "data=text",
-            f"data.path={corpus}"]
-    res = run_cli(["train", *args, "train.compile=true", "hydra.run.dir=run"], tmp_path,
-                  tmp_path / "cache")
+    args = [*tiny_args, "encoding=none", "train.precision=fp32", "data=text", f"data.path={corpus}"]
+    res = run_cli(
+        ["train", *args, "train.compile=true", "hydra.run.dir=run"], tmp_path, tmp_path / "cache"
+    )
     assert res.returncode == 2, res.stderr[-2000:]
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
@@ -46,6 +58,5 @@ def test_a_failing_compiler_is_one_line_and_resumable(tmp_path: Path, corpus: Pa
     monkeypatch.delenv("CXX")
     done = run_cli(["train", *args, "hydra.run.dir=run2"], tmp_path, tmp_path / "cache")
     assert done.returncode == 0, done.stderr[-2000:]
-    switched = run_cli(["train", "resume=run2", "train.compile=true"], tmp_path,
-                       tmp_path / "cache")
+    switched = run_cli(["train", "resume=run2", "train.compile=true"], tmp_path, tmp_path / "cache")
     assert switched.returncode == 0, switched.stderr[-2000:]  # compile may change on resume

@@ -11,19 +11,44 @@ import torch
 pytestmark = pytest.mark.slow
 
 
-def test_import_then_eval_then_export(tmp_path: Path, corpus: Path, cache_dir: Path,
-                                      run_cli, tiny_args: list[str]) -> None:
+def test_import_then_eval_then_export(
+    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args: list[str]
+) -> None:
     trained = tmp_path / "trained"
-    res = run_cli(["train", *tiny_args, "train.precision=fp32", "data=text",
-                   f"data.path={corpus}", f"hydra.run.dir={trained}"], tmp_path, cache_dir)
+    res = run_cli(
+        [
+            "train",
+            *tiny_args,
+            "train.precision=fp32",
+            "data=text",
+            f"data.path={corpus}",
+            f"hydra.run.dir={trained}",
+        ],
+        tmp_path,
+        cache_dir,
+    )
     assert res.returncode == 0, res.stderr
     res = run_cli(["export-cs336", str(trained), str(tmp_path / "out")], tmp_path, cache_dir)
     assert res.returncode == 0, res.stderr
     out = tmp_path / "out"
-    res = run_cli(["import-cs336", str(out / "checkpoint.pt"), "--vocab", str(out / "vocab.json"),
-                   "--merges", str(out / "merges.txt"), *tiny_args, "model.n_heads=2",
-                   "encoding.theta=10000", "data=text", f"data.path={corpus}",
-                   f"hydra.run.dir={tmp_path / 'mine'}"], tmp_path, cache_dir)
+    res = run_cli(
+        [
+            "import-cs336",
+            str(out / "checkpoint.pt"),
+            "--vocab",
+            str(out / "vocab.json"),
+            "--merges",
+            str(out / "merges.txt"),
+            *tiny_args,
+            "model.n_heads=2",
+            "encoding.theta=10000",
+            "data=text",
+            f"data.path={corpus}",
+            f"hydra.run.dir={tmp_path / 'mine'}",
+        ],
+        tmp_path,
+        cache_dir,
+    )
     assert res.returncode == 0, res.stderr
     res = run_cli(["eval", str(tmp_path / "mine")], tmp_path, cache_dir)
     assert res.returncode == 0, res.stderr

@@ -32,7 +32,7 @@ TOLERANCE = 1e-5
 
 #: Loaded into every Python process of the run (PYTHONPATH): logs each file opened, created,
 #: renamed or removed under AUDIT_ROOT, with the RANK of the process at that moment.
-AUDIT_HOOK = '''
+AUDIT_HOOK = """
 import os, sys
 _log = os.open(os.environ["AUDIT_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 _root = os.environ["AUDIT_ROOT"]
@@ -56,7 +56,7 @@ def _hook(event, args):
     os.write(_log, line.encode())
 
 sys.addaudithook(_hook)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,14 @@ def work(tmp_path_factory: pytest.TempPathFactory, make_corpus) -> Path:
 
 @pytest.fixture(scope="module")
 def args(tiny_args: list[str], work: Path) -> list[str]:
-    return [*tiny_args, "train.threads=1", "train.precision=fp32", "eval.tokens=4096",
-            "data=text", f"data.path={work / 'corpus.txt'}"]
+    return [
+        *tiny_args,
+        "train.threads=1",
+        "train.precision=fp32",
+        "eval.tokens=4096",
+        "data=text",
+        f"data.path={work / 'corpus.txt'}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +85,17 @@ def two_ranks(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
     hook = work / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(AUDIT_HOOK)
-    env = {"PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]),
-           "AUDIT_LOG": str(work / "audit.tsv"), "AUDIT_ROOT": str(work / "ddp")}
-    res = run_cli(["train", *args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=ddp"],
-                  work, cache_dir, env=env)
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]),
+        "AUDIT_LOG": str(work / "audit.tsv"),
+        "AUDIT_ROOT": str(work / "ddp"),
+    }
+    res = run_cli(
+        ["train", *args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=ddp"],
+        work,
+        cache_dir,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     return work / "ddp"
 
@@ -110,8 +123,9 @@ def sha256_of(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def test_two_ranks_train_as_one_process_with_their_global_batch(two_ranks: Path,
-                                                                one_process: Path) -> None:
+def test_two_ranks_train_as_one_process_with_their_global_batch(
+    two_ranks: Path, one_process: Path
+) -> None:
     ddp, one = metrics(two_ranks), metrics(one_process)
     assert (ddp["world_size"], ddp["global_batch_size"]) == (2, 8)
     assert (one["world_size"], one["global_batch_size"]) == (1, 8)
@@ -130,14 +144,16 @@ def test_rank_zero_alone_wrote_files(two_ranks: Path, work: Path) -> None:
     assert any(r == "1" and path.endswith("tokenizer.json") for r, _, _, _, path in rows)
     writers = {rank for rank, _, _, writes, _ in rows if writes == "1"}
     assert writers == {"-", "0"}  # the launching process (.hydra/, lock) and rank 0
-    written = {Path(p).relative_to(two_ranks).parts[:1] for r, _, _, w, p in rows
-               if w == "1" and r == "0"}
+    written = {
+        Path(p).relative_to(two_ranks).parts[:1] for r, _, _, w, p in rows if w == "1" and r == "0"
+    }
     assert {("checkpoints",), ("metrics.json",), ("tokenizer.json",)} <= written
     assert len(list(two_ranks.glob("events.out.tfevents.*"))) == 1
 
 
-def test_evaluation_split_over_two_ranks_equals_one_process(two_ranks: Path, cache_dir: Path,
-                                                            run_cli) -> None:
+def test_evaluation_split_over_two_ranks_equals_one_process(
+    two_ranks: Path, cache_dir: Path, run_cli
+) -> None:
     trained = metrics(two_ranks)
     cfg = load_run_config(two_ranks)
     assert trained["extrapolation"]["tokens"] == 4096  # several batches per length and rank
@@ -154,11 +170,16 @@ def test_evaluation_split_over_two_ranks_equals_one_process(two_ranks: Path, cac
     assert again["loss_by_position"] == trained["extrapolation"]["loss_by_position"]
 
 
-def start(cli: list[str], args: list[str], cwd: Path, cache: Path,
-          fault: str) -> subprocess.Popen:
+def start(cli: list[str], args: list[str], cwd: Path, cache: Path, fault: str) -> subprocess.Popen:
     env = {**os.environ, "POSENC_CACHE": str(cache), "POSENC_FAULT": fault}
-    return subprocess.Popen([*cli, "train", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [*cli, "train", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -170,10 +191,15 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
 
 
 def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
-        two_ranks: Path, work: Path, cache_dir: Path, cli_command, run_cli,
-        args: list[str]) -> None:
-    proc = start(cli_command, [*args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=kill"],
-                 work, cache_dir, "after_save:10")
+    two_ranks: Path, work: Path, cache_dir: Path, cli_command, run_cli, args: list[str]
+) -> None:
+    proc = start(
+        cli_command,
+        [*args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=kill"],
+        work,
+        cache_dir,
+        "after_save:10",
+    )
     marker = work / "kill" / "checkpoints" / ".paused-after_save-rank1"
     wait_for(marker, proc)
     os.kill(int(marker.read_text()), signal.SIGKILL)
@@ -181,19 +207,27 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
     assert proc.returncode == 2
     assert err.strip().splitlines() == [
         f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was stopped — continue "
-        f"from the last checkpoint with: posenc resume {work / 'kill'}"]
+        f"from the last checkpoint with: posenc resume {work / 'kill'}"
+    ]
     res = run_cli(["resume", "kill"], work, cache_dir)
     assert res.returncode == 0, res.stderr
-    assert all(torch.equal(a, b) for a, b in zip(weights(work / "kill").values(),
-                                                 weights(two_ranks).values(), strict=True))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(weights(work / "kill").values(), weights(two_ranks).values(), strict=True)
+    )
     assert metrics(work / "kill")["final_val_loss"] == metrics(two_ranks)["final_val_loss"]
 
 
-def test_a_run_resumes_with_another_number_of_processes(work: Path, cache_dir: Path,
-                                                        cli_command, run_cli,
-                                                        args: list[str]) -> None:
-    proc = start(cli_command, [*args, "train.batch_size=4", "hydra.run.dir=grow"], work,
-                 cache_dir, "after_save:10")
+def test_a_run_resumes_with_another_number_of_processes(
+    work: Path, cache_dir: Path, cli_command, run_cli, args: list[str]
+) -> None:
+    proc = start(
+        cli_command,
+        [*args, "train.batch_size=4", "hydra.run.dir=grow"],
+        work,
+        cache_dir,
+        "after_save:10",
+    )
     marker = work / "grow" / "checkpoints" / ".paused-after_save"
     wait_for(marker, proc)
     saved = torch.load(work / "grow" / "checkpoints" / "last.pt", weights_only=True)

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.slow
 
 def write_text(path: Path, n_docs: int, seed: int) -> Path:
     rng = random.Random(seed)
-    words = [rng.choice("abcdefghij") * rng.randint(1, 4) + rng.choice("klmnopq")
-             for _ in range(200)]
+    words = [
+        rng.choice("abcdefghij") * rng.randint(1, 4) + rng.choice("klmnopq") for _ in range(200)
+    ]
     docs = [" ".join(rng.choices(words, weights=range(200, 0, -1), k=500)) for _ in range(n_docs)]
     path.write_text("\n<|endoftext|>\n".join(docs))
     return path
@@ -31,9 +32,19 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     corpus = write_text(tmp_path / "corpus.txt", 40, seed=0)
     other = write_text(tmp_path / "other.txt", 6, seed=1)
     run_dir = tmp_path / "run"
-    posenc("train", "model=tiny", "train.steps=20", "train.context_length=16",
-           "data.vocab_size=300", "eval.tokens=512", f"hydra.run.dir={run_dir}", "data=text",
-           f"data.path={corpus}", "device=cpu", "train.threads=1")
+    posenc(
+        "train",
+        "model=tiny",
+        "train.steps=20",
+        "train.context_length=16",
+        "data.vocab_size=300",
+        "eval.tokens=512",
+        f"hydra.run.dir={run_dir}",
+        "data=text",
+        f"data.path={corpus}",
+        "device=cpu",
+        "train.threads=1",
+    )
     first = json.loads((run_dir / "metrics.json").read_text())
     assert first["extrapolation"]["tokens"] == 512 and (run_dir / "tokenizer.json").is_file()
     proc = posenc("eval", str(run_dir), "eval.mode=sliding", "eval.stride=8")
@@ -52,6 +63,7 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     assert ood["data"] == ood_key.removeprefix("extrapolation_")
     assert len(ood["source"]["hash"]) == 8 and ood["source"]["path"] == str(other)
     assert all(v is not None for v in ood["ppl"].values())
+
     def tags(folder: Path) -> set[str]:
         acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
         acc.Reload()
@@ -76,10 +88,19 @@ def test_results_are_keyed_by_content_and_precision(tmp_path: Path, run_cli) -> 
         return proc
 
     run_dir = tmp_path / "run"
-    posenc("train", "model=tiny", "train.steps=10", "train.context_length=16",
-           "data.vocab_size=300", "eval.tokens=256", "eval.factors=[1,2]", "data=text",
-           f"data.path={write_text(tmp_path / 'corpus.txt', 40, seed=0)}",
-           f"hydra.run.dir={run_dir}", "train.precision=bf16")
+    posenc(
+        "train",
+        "model=tiny",
+        "train.steps=10",
+        "train.context_length=16",
+        "data.vocab_size=300",
+        "eval.tokens=256",
+        "eval.factors=[1,2]",
+        "data=text",
+        f"data.path={write_text(tmp_path / 'corpus.txt', 40, seed=0)}",
+        f"hydra.run.dir={run_dir}",
+        "train.precision=bf16",
+    )
     first = json.loads((run_dir / "metrics.json").read_text())["extrapolation"]
     keys = []
     for folder, seed in (("a", 1), ("b", 2)):  # same file name, different text

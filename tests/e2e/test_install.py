@@ -24,9 +24,23 @@ pytestmark = pytest.mark.slow
 
 
 def _build_wheel(repo: Path, out: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(repo)], check=True, capture_output=True, text=True,
-                   timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(repo),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return next(out.glob("posenc-*.whl"))
 
 
@@ -35,8 +49,12 @@ def _fresh_env(env_dir: Path) -> Path:
     site-packages; its python."""
     venv.create(env_dir, system_site_packages=False, with_pip=False)
     py = env_dir / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
     (Path(site) / "_posenc_test_deps.pth").write_text("".join(f"{p}\n" for p in ours))
     return py
@@ -53,27 +71,63 @@ def test_wheel_ships_every_config(wheel: Path, repo: Path) -> None:
         assert f"posenc_cli/configs/{cfg.relative_to(repo / 'configs').as_posix()}" in names
 
 
-def test_installed_wheel_trains_from_another_directory(wheel: Path, tmp_path: Path,
-                                                       corpus: Path, cache_dir: Path,
-                                                       tiny_args: list[str]) -> None:
+def test_installed_wheel_trains_from_another_directory(
+    wheel: Path, tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+) -> None:
     env_dir = tmp_path / "venv"
     py = _fresh_env(env_dir)
     # --ignore-installed: the editable posenc seen through the .pth file is neither replaced
     # nor uninstalled; the wheel goes into the new environment only.
-    subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index",
-                    "--ignore-installed", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "POSENC_CACHE": str(cache_dir), "PYTHONPATH": ""}
-    where = subprocess.run([str(py), "-c", "import posenc_cli, posenc_cli.config.groups as c;"
-                            "print(posenc_cli.__file__); print(c.config_dir())"],
-                           cwd=elsewhere, env=env, capture_output=True, text=True, check=True)
+    where = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import posenc_cli, posenc_cli.config.groups as c;"
+            "print(posenc_cli.__file__); print(c.config_dir())",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     module_file, cfg_dir = where.stdout.split()
     assert str(env_dir) in module_file and str(env_dir) in cfg_dir
-    res = subprocess.run([str(env_dir / "bin" / "posenc"), "train", *tiny_args, "train.steps=3",
-                          "eval.at_end=false", "data=text", f"data.path={corpus}",
-                          "hydra.run.dir=run"], cwd=elsewhere, env=env, capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run(
+        [
+            str(env_dir / "bin" / "posenc"),
+            "train",
+            *tiny_args,
+            "train.steps=3",
+            "eval.at_end=false",
+            "data=text",
+            f"data.path={corpus}",
+            "hydra.run.dir=run",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert (elsewhere / "run" / "metrics.json").is_file()

@@ -10,14 +10,25 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def test_bf16_run_ends_close_to_the_fp32_run(tmp_path: Path, corpus: Path, run_cli,
-                                             tiny_args: list[str]) -> None:
+def test_bf16_run_ends_close_to_the_fp32_run(
+    tmp_path: Path, corpus: Path, run_cli, tiny_args: list[str]
+) -> None:
     """The reason bf16 may be the default: same data, same seed, nearly the same loss."""
     losses = {}
     for precision in ("fp32", "bf16"):
-        res = run_cli(["train", *tiny_args, "encoding=rope", "data=text", f"data.path={corpus}",
-                       f"train.precision={precision}", f"hydra.run.dir={precision}"],
-                      tmp_path, tmp_path / "cache")
+        res = run_cli(
+            [
+                "train",
+                *tiny_args,
+                "encoding=rope",
+                "data=text",
+                f"data.path={corpus}",
+                f"train.precision={precision}",
+                f"hydra.run.dir={precision}",
+            ],
+            tmp_path,
+            tmp_path / "cache",
+        )
         assert res.returncode == 0, res.stderr[-2000:]
         metrics = json.loads((tmp_path / precision / "metrics.json").read_text())
         assert metrics["precision"] == precision

@@ -28,13 +28,20 @@ def start(cli_command: list[str]):  # type: ignore[no-untyped-def]
     """start(args, cwd, cache, fault=None): `posenc ARGS` running in the background, with
     the fault injection POSENC_FAULT=fault (posenc_cli/common/faults.py)."""
 
-    def popen(args: list[str], cwd: Path, cache: Path,
-              fault: str | None = None) -> subprocess.Popen:
+    def popen(
+        args: list[str], cwd: Path, cache: Path, fault: str | None = None
+    ) -> subprocess.Popen:
         env = {**os.environ, "POSENC_CACHE": str(cache)}
         if fault:
             env["POSENC_FAULT"] = fault
-        return subprocess.Popen([*cli_command, *args], cwd=cwd, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [*cli_command, *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     return popen
 
@@ -52,11 +59,17 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli,
-              args: list[str]) -> Path:
+def reference(
+    tmp_path_factory: pytest.TempPathFactory,
+    corpus: Path,
+    cache_dir: Path,
+    run_cli,
+    args: list[str],
+) -> Path:
     work = tmp_path_factory.mktemp("ref")
-    res = run_cli(["train", *args, "data=text", f"data.path={corpus}", "hydra.run.dir=ref"],
-                  work, cache_dir)
+    res = run_cli(
+        ["train", *args, "data=text", f"data.path={corpus}", "hydra.run.dir=ref"], work, cache_dir
+    )
     assert res.returncode == 0, res.stderr
     return work / "ref"
 
@@ -71,11 +84,23 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 
 @pytest.mark.parametrize("fault,kept_step", [("after_save:10", 10), ("in_save_last:20", 10)])
-def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path, corpus: Path,
-                                              cache_dir: Path, fault: str, kept_step: int,
-                                              start, run_cli, args: list[str]) -> None:
-    proc = start(["train", *args, "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
-                 tmp_path, cache_dir, fault)
+def test_sigkill_then_resume_is_bit_identical(
+    reference: Path,
+    tmp_path: Path,
+    corpus: Path,
+    cache_dir: Path,
+    fault: str,
+    kept_step: int,
+    start,
+    run_cli,
+    args: list[str],
+) -> None:
+    proc = start(
+        ["train", *args, "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
+        tmp_path,
+        cache_dir,
+        fault,
+    )
     ckpt = tmp_path / "run" / "checkpoints"
     wait_for(ckpt / f".paused-{fault.split(':')[0]}", proc)
     proc.send_signal(signal.SIGKILL)
@@ -92,11 +117,28 @@ def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path, c
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_signal_stops_cleanly_with_a_checkpoint(tmp_path: Path, corpus: Path, cache_dir: Path,
-                                                sig: signal.Signals, code: int, start,
-                                                tiny_args: list[str]) -> None:
-    proc = start(["train", *tiny_args, "train.steps=100000", "train.checkpoint_every=100000",
-                  "data=text", f"data.path={corpus}", "hydra.run.dir=run"], tmp_path, cache_dir)
+def test_signal_stops_cleanly_with_a_checkpoint(
+    tmp_path: Path,
+    corpus: Path,
+    cache_dir: Path,
+    sig: signal.Signals,
+    code: int,
+    start,
+    tiny_args: list[str],
+) -> None:
+    proc = start(
+        [
+            "train",
+            *tiny_args,
+            "train.steps=100000",
+            "train.checkpoint_every=100000",
+            "data=text",
+            f"data.path={corpus}",
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        cache_dir,
+    )
     wait_for(tmp_path / "run" / "checkpoints" / "best.pt", proc)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
@@ -107,22 +149,22 @@ def test_signal_stops_cleanly_with_a_checkpoint(tmp_path: Path, corpus: Path, ca
     assert ck["step"] >= 10
 
 
-def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path,
-                                               run_cli) -> None:
-    res = run_cli(["train", f"resume={reference}", "model.d_model=64"], reference.parent,
-                  cache_dir)
+def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path, run_cli) -> None:
+    res = run_cli(["train", f"resume={reference}", "model.d_model=64"], reference.parent, cache_dir)
     assert res.returncode == 2
     assert "model.d_model is 32 in the checkpoint's config but 64 was asked" in res.stderr
 
 
-def test_resume_from_missing_or_damaged_checkpoint(tmp_path: Path, reference: Path,
-                                                   cache_dir: Path, run_cli) -> None:
+def test_resume_from_missing_or_damaged_checkpoint(
+    tmp_path: Path, reference: Path, cache_dir: Path, run_cli
+) -> None:
     res = run_cli(["resume", str(tmp_path)], tmp_path, cache_dir)
     assert res.returncode == 2 and "not a posenc run directory" in res.stderr
     broken = tmp_path / "broken"
     (broken / ".hydra").mkdir(parents=True)
-    (broken / ".hydra" / "config.yaml").write_text((reference / ".hydra" / "config.yaml")
-                                                  .read_text())
+    (broken / ".hydra" / "config.yaml").write_text(
+        (reference / ".hydra" / "config.yaml").read_text()
+    )
     res = run_cli(["resume", str(broken)], tmp_path, cache_dir)  # stopped before a checkpoint
     assert res.returncode == 0 and "training it from step 0" in res.stdout, res.stderr
     assert (broken / "metrics.json").exists()
@@ -132,18 +174,29 @@ def test_resume_from_missing_or_damaged_checkpoint(tmp_path: Path, reference: Pa
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path: Path, corpus: Path,
-                                                            cache_dir: Path, run_cli,
-                                                            args: list[str]) -> None:
-    res = run_cli(["train", *args, "train.lr=1e30", "train.min_lr=0", "train.warmup_steps=0",
-                   "train.log_every=1", "data=text", f"data.path={corpus}", "hydra.run.dir=run"],
-                  tmp_path, cache_dir)
+def test_divergence_names_the_step_and_keeps_the_checkpoint(
+    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, args: list[str]
+) -> None:
+    res = run_cli(
+        [
+            "train",
+            *args,
+            "train.lr=1e30",
+            "train.min_lr=0",
+            "train.warmup_steps=0",
+            "train.log_every=1",
+            "data=text",
+            f"data.path={corpus}",
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        cache_dir,
+    )
     assert res.returncode == 2
     assert "training diverged at step" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path,
-                                              run_cli) -> None:
+def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path, run_cli) -> None:
     (tmp_path / "afile").write_text("x")
     res = run_cli(["train", "hydra.run.dir=afile/run"], tmp_path, cache_dir)
     assert res.returncode == 2 and "is a file" in res.stderr

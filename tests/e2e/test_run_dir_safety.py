@@ -19,15 +19,25 @@ def _train_args(tiny_args: list[str], corpus: Path) -> list[str]:
     return ["train", *tiny_args, "data=text", f"data.path={corpus}"]
 
 
-def test_two_trains_started_together_get_two_directories(tmp_path: Path, corpus: Path,
-                                                         cache_dir: Path,
-                                                         tiny_args: list[str]) -> None:
+def test_two_trains_started_together_get_two_directories(
+    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir)}
     cmd = [sys.executable, "-m", "posenc_cli", *_train_args(tiny_args, corpus)]
-    subprocess.run([*cmd, f"hydra.run.dir={tmp_path / 'warm'}"], cwd=tmp_path, env=env,
-                   capture_output=True, check=True, timeout=300)  # the data cache, built once
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    subprocess.run(
+        [*cmd, f"hydra.run.dir={tmp_path / 'warm'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )  # the data cache, built once
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     runs = [d for d in (tmp_path / "outputs").rglob("*-rope*") if d.is_dir()]
@@ -35,14 +45,24 @@ def test_two_trains_started_together_get_two_directories(tmp_path: Path, corpus:
     assert all(len(list(d.glob("events.out.tfevents.*"))) == 1 for d in runs)
 
 
-def test_resume_of_a_run_still_training_is_refused(tmp_path: Path, corpus: Path,
-                                                   cache_dir: Path, tiny_args: list[str],
-                                                   run_cli: object) -> None:
+def test_resume_of_a_run_still_training_is_refused(
+    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str], run_cli: object
+) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "after_save:10"}
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "posenc_cli", *_train_args(tiny_args, corpus),
-                             f"hydra.run.dir={run_dir}"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "posenc_cli",
+            *_train_args(tiny_args, corpus),
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 120
         while not (run_dir / "checkpoints" / ".paused-after_save").exists():
@@ -52,21 +72,31 @@ def test_resume_of_a_run_still_training_is_refused(tmp_path: Path, corpus: Path,
         assert res.returncode == 2
         assert res.stderr.strip().splitlines() == [
             f"posenc: error: run directory '{run_dir}' is in use by another posenc process — "
-            "wait for it to finish (or stop it), then try again"]
+            "wait for it to finish (or stop it), then try again"
+        ]
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
 
 def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
-        tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str],
-        run_cli: object) -> None:
+    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str], run_cli: object
+) -> None:
     run_dir = tmp_path / "run"
     env = {"POSENC_FAULT": "in_save_last:10"}
-    proc = subprocess.Popen([sys.executable, "-m", "posenc_cli", *_train_args(tiny_args, corpus),
-                             f"hydra.run.dir={run_dir}"], cwd=tmp_path,
-                            env={**os.environ, "POSENC_CACHE": str(cache_dir), **env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "posenc_cli",
+            *_train_args(tiny_args, corpus),
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "POSENC_CACHE": str(cache_dir), **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while not (run_dir / "checkpoints" / ".paused-in_save_last").exists():
         assert time.time() < deadline and proc.poll() is None
@@ -88,14 +118,25 @@ def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_during_the_final_evaluation_is_one_line(sig: int, code: int, tmp_path: Path,
-                                                          corpus: Path, cache_dir: Path,
-                                                          tiny_args: list[str]) -> None:
+def test_a_signal_during_the_final_evaluation_is_one_line(
+    sig: int, code: int, tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+) -> None:
     run_dir = tmp_path / "run"
     env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "in_eval:20"}
-    proc = subprocess.Popen([sys.executable, "-m", "posenc_cli", *_train_args(tiny_args, corpus),
-                             f"hydra.run.dir={run_dir}"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "posenc_cli",
+            *_train_args(tiny_args, corpus),
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while not (run_dir / "checkpoints" / ".paused-in_eval").exists():
         assert time.time() < deadline and proc.poll() is None
@@ -105,20 +146,35 @@ def test_a_signal_during_the_final_evaluation_is_one_line(sig: int, code: int, t
     assert proc.returncode == code
     assert err.strip().splitlines() == [
         f"posenc: stopped by {signal.Signals(sig).name}; the trained model is saved — "
-        f"evaluate it with: posenc eval {run_dir}"]
+        f"evaluate it with: posenc eval {run_dir}"
+    ]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["steps"] == 20 and "extrapolation" not in metrics
     assert (run_dir / "checkpoints" / "last.pt").exists()
 
 
-def test_two_sweeps_started_together_keep_every_job(tmp_path: Path, corpus: Path,
-                                                    cache_dir: Path,
-                                                    tiny_args: list[str]) -> None:
+def test_two_sweeps_started_together_keep_every_job(
+    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir)}
-    cmd = [sys.executable, "-m", "posenc_cli", "sweep", *tiny_args, "train.steps=4",
-           "eval.at_end=false", "data=text", f"data.path={corpus}", "encoding=none,rope"]
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "posenc_cli",
+        "sweep",
+        *tiny_args,
+        "train.steps=4",
+        "eval.at_end=false",
+        "data=text",
+        f"data.path={corpus}",
+        "encoding=none,rope",
+    ]
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     roots = {Path(o.split(" jobs in ", 1)[1].splitlines()[0]) for o, _ in outs}

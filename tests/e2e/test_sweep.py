@@ -10,18 +10,33 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def test_sweep_runs_every_job_and_reports_failures(tmp_path: Path, corpus: Path,
-                                                   cache_dir: Path, run_cli, tiny_args) -> None:
-    res = run_cli(["sweep", *tiny_args, "train.steps=4", "eval.at_end=false", "data=text",
-                   f"data.path={corpus}", "encoding=none,rope", "train.context_length=16,99999",
-                   "hydra.sweep.dir=sweep"], tmp_path, cache_dir)
+def test_sweep_runs_every_job_and_reports_failures(
+    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+) -> None:
+    res = run_cli(
+        [
+            "sweep",
+            *tiny_args,
+            "train.steps=4",
+            "eval.at_end=false",
+            "data=text",
+            f"data.path={corpus}",
+            "encoding=none,rope",
+            "train.context_length=16,99999",
+            "hydra.sweep.dir=sweep",
+        ],
+        tmp_path,
+        cache_dir,
+    )
     assert res.returncode == 1, res.stderr
     root = tmp_path / "sweep"
     names = sorted(p.name for p in root.iterdir() if p.is_dir())
-    assert names == ["encoding=none,train.context_length=16",
-                     "encoding=none,train.context_length=99999",
-                     "encoding=rope,train.context_length=16",
-                     "encoding=rope,train.context_length=99999"]
+    assert names == [
+        "encoding=none,train.context_length=16",
+        "encoding=none,train.context_length=99999",
+        "encoding=rope,train.context_length=16",
+        "encoding=rope,train.context_length=99999",
+    ]
     assert len(list(root.rglob("metrics.json"))) == 2
     assert "2 of 4 jobs finished" in res.stdout
     assert res.stdout.count("failed: encoding=") == 2 and "corpus is too short" in res.stdout
@@ -34,27 +49,38 @@ def test_bad_sweep_value_fails_before_any_job(tmp_path: Path, cache_dir: Path, r
     assert not (tmp_path / "outputs").exists()
 
 
-def test_sweep_through_submitit_runs_jobs_as_separate_processes(tmp_path: Path, corpus: Path,
-                                                                cache_dir: Path, run_cli,
-                                                                tiny_args) -> None:
+def test_sweep_through_submitit_runs_jobs_as_separate_processes(
+    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+) -> None:
     """submitit's local executor runs each job as its own process, exactly as SLURM would
     (the code path of hydra/launcher=submitit_slurm)."""
-    res = run_cli(["sweep", *tiny_args, "train.steps=4", "eval.at_end=false", "data=text",
-                   f"data.path={corpus}", "train.context_length=16,8,99999",
-                   "hydra/launcher=submitit_local", "hydra.sweep.dir=sweep"], tmp_path, cache_dir)
+    res = run_cli(
+        [
+            "sweep",
+            *tiny_args,
+            "train.steps=4",
+            "eval.at_end=false",
+            "data=text",
+            f"data.path={corpus}",
+            "train.context_length=16,8,99999",
+            "hydra/launcher=submitit_local",
+            "hydra.sweep.dir=sweep",
+        ],
+        tmp_path,
+        cache_dir,
+    )
     assert res.returncode == 1, res.stderr
     root = tmp_path / "sweep"
     finished = sorted(p.parent.name for p in root.rglob("metrics.json"))
     assert finished == ["train.context_length=16", "train.context_length=8"]
-    assert {json.loads((root / n / "metrics.json").read_text())["steps"]
-            for n in finished} == {4}
+    assert {json.loads((root / n / "metrics.json").read_text())["steps"] for n in finished} == {4}
     failed = (root / "train.context_length=99999" / "FAILED.txt").read_text()
     assert failed.startswith("posenc: error: the corpus is too short")
     assert "2 of 3 jobs finished" in res.stdout
-    assert "failed: train.context_length=99999: posenc: error: the corpus is too short" \
-        in res.stdout
+    assert (
+        "failed: train.context_length=99999: posenc: error: the corpus is too short" in res.stdout
+    )
     logs = {p.name.split("_", 1)[1] for p in (root / ".submitit").rglob("*_log.*")}
     assert logs == {"0_log.out", "0_log.err"}  # where a job's own output goes
     pids = {p.name.split(".")[-2] for n in finished for p in (root / n).glob("events.*")}
     assert len(pids) == 2  # each job its own process (the basic launcher: one for all)
-

@@ -15,11 +15,22 @@ TAGS = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli,
-            tiny_args) -> Path:
+def trained(
+    tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli, tiny_args
+) -> Path:
     work = tmp_path_factory.mktemp("work")
-    res = run_cli(["train", *tiny_args, "encoding=rope", "data=text", f"data.path={corpus}",
-                   "hydra.run.dir=runs/first"], work, cache_dir)
+    res = run_cli(
+        [
+            "train",
+            *tiny_args,
+            "encoding=rope",
+            "data=text",
+            f"data.path={corpus}",
+            "hydra.run.dir=runs/first",
+        ],
+        work,
+        cache_dir,
+    )
     assert res.returncode == 0, res.stderr + res.stdout
     return work / "runs" / "first"
 
@@ -31,8 +42,15 @@ def test_train_writes_a_complete_run_directory(trained: Path) -> None:
     assert ckpt["step"] == 20 and "model" in ckpt and "optimizer" in ckpt
     assert {"batch_rng", "torch_rng", "config"} <= set(ckpt)
     metrics = json.loads((trained / "metrics.json").read_text())
-    for key in ("encoding", "seed", "train_length", "final_val_loss", "tokens_per_s",
-                "n_params", "wall_time_s"):
+    for key in (
+        "encoding",
+        "seed",
+        "train_length",
+        "final_val_loss",
+        "tokens_per_s",
+        "n_params",
+        "wall_time_s",
+    ):
         assert key in metrics
     assert metrics["encoding"] == "rope" and metrics["train_length"] == 16
 
@@ -47,33 +65,48 @@ def test_event_file_holds_the_documented_tags(trained: Path) -> None:
     assert loss[-1] < loss[0]
 
 
-def test_existing_run_directory_is_never_overwritten(trained: Path, corpus: Path,
-                                                     cache_dir: Path, run_cli, tiny_args) -> None:
+def test_existing_run_directory_is_never_overwritten(
+    trained: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+) -> None:
     before = (trained / "metrics.json").read_bytes()
-    res = run_cli(["train", *tiny_args, "data=text", f"data.path={corpus}",
-                   "hydra.run.dir=runs/first"], trained.parent.parent, cache_dir)
+    res = run_cli(
+        ["train", *tiny_args, "data=text", f"data.path={corpus}", "hydra.run.dir=runs/first"],
+        trained.parent.parent,
+        cache_dir,
+    )
     assert res.returncode == 2
     assert "already exists" in res.stderr
     assert (trained / "metrics.json").read_bytes() == before
 
 
-def test_default_run_directories_are_unique(tmp_path: Path, corpus: Path,
-                                            cache_dir: Path, run_cli, tiny_args) -> None:
-    args = ["train", *tiny_args, "train.steps=2", "data=text", f"data.path={corpus}",
-            "eval.at_end=false"]
+def test_default_run_directories_are_unique(
+    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+) -> None:
+    args = [
+        "train",
+        *tiny_args,
+        "train.steps=2",
+        "data=text",
+        f"data.path={corpus}",
+        "eval.at_end=false",
+    ]
     for _ in range(2):
         assert run_cli(args, tmp_path, cache_dir).returncode == 0
     runs = sorted((tmp_path / "outputs").glob("*/*"))
     assert len(runs) == 2 and all(r.name.split("-")[3].startswith("rope") for r in runs)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["encoding=ropee"], "unknown encoding 'ropee' (did you mean 'rope'?)"),
-    (["train.steps=many"], "wrong type for 'train.steps'"),
-    (["nonsense"], "cannot parse override"),
-])  # through the installed entry point; the other messages in-process (tests/unit/cli/)
-def test_bad_input_is_one_line_exit_2(tmp_path: Path, cache_dir: Path, args: list[str],
-                                      needle: str, run_cli) -> None:
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["encoding=ropee"], "unknown encoding 'ropee' (did you mean 'rope'?)"),
+        (["train.steps=many"], "wrong type for 'train.steps'"),
+        (["nonsense"], "cannot parse override"),
+    ],
+)  # through the installed entry point; the other messages in-process (tests/unit/cli/)
+def test_bad_input_is_one_line_exit_2(
+    tmp_path: Path, cache_dir: Path, args: list[str], needle: str, run_cli
+) -> None:
     res = run_cli(["train", *args], tmp_path, cache_dir)
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
@@ -85,8 +118,9 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, cache_dir: Path, args: lis
 
 
 @pytest.mark.parametrize("content", [b"", b"\x80\x81\x82 not utf8"])
-def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: bytes,
-                                     run_cli) -> None:
+def test_bad_data_files_are_one_line(
+    tmp_path: Path, cache_dir: Path, content: bytes, run_cli
+) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
     res = run_cli(["train", "data=text", f"data.path={bad}"], tmp_path, cache_dir)
@@ -95,11 +129,14 @@ def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: b
     assert not (tmp_path / "outputs").exists()
 
 
-def test_corpus_shorter_than_a_window_fails_before_the_run(tmp_path: Path, corpus: Path,
-                                                          cache_dir: Path, run_cli,
-                                                          tiny_args) -> None:
-    res = run_cli(["train", *tiny_args, "train.context_length=100000", "data=text",
-                   f"data.path={corpus}"], tmp_path, cache_dir)
+def test_corpus_shorter_than_a_window_fails_before_the_run(
+    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+) -> None:
+    res = run_cli(
+        ["train", *tiny_args, "train.context_length=100000", "data=text", f"data.path={corpus}"],
+        tmp_path,
+        cache_dir,
+    )
     assert res.returncode == 2
     assert "posenc: error: the corpus is too short" in res.stderr
     assert not (tmp_path / "outputs").exists()

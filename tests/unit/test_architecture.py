@@ -9,8 +9,18 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "posenc_cli"
 #: Which packages each package may import (besides itself and common), from docs/design.md.
 ALLOWED = {
-    "cli": {"bench", "report", "evals", "engine", "config", "data", "cs336", "encodings",
-            "inspection", "hf"},
+    "cli": {
+        "bench",
+        "report",
+        "evals",
+        "engine",
+        "config",
+        "data",
+        "cs336",
+        "encodings",
+        "inspection",
+        "hf",
+    },
     "hf": {"engine", "config", "data", "model", "encodings"},
     "inspection": {"evals", "engine", "config", "model", "encodings"},
     "bench": {"engine", "config", "model", "nn"},
@@ -21,7 +31,10 @@ ALLOWED = {
     "config": {"encodings", "synthetic"},
     "model": {"encodings", "nn"},
     "encodings": {"nn"},
-    "data": set(), "nn": set(), "common": set(), "synthetic": set(),
+    "data": set(),
+    "nn": set(),
+    "common": set(),
+    "synthetic": set(),
 }
 
 
@@ -34,8 +47,11 @@ def modules() -> dict[str, ast.Module]:
 
 
 def imports(tree: ast.Module) -> list[ast.ImportFrom]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
-            and n.module.startswith("posenc_cli")]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("posenc_cli")
+    ]
 
 
 def package(module: str) -> str:
@@ -46,8 +62,9 @@ def package(module: str) -> str:
 def test_the_top_level_holds_only_the_entry_points() -> None:
     loose = {p.name for p in PACKAGE.glob("*.py")}
     assert loose == {"__init__.py", "__main__.py"}
-    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} \
-        == set(ALLOWED)
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(
+        ALLOWED
+    )
 
 
 def test_imports_point_one_way_and_name_nothing_private() -> None:
@@ -58,8 +75,9 @@ def test_imports_point_one_way_and_name_nothing_private() -> None:
             if src and dst and dst != src and dst != "common":
                 assert dst in ALLOWED[src], f"{name} imports {node.module}"
             if dst != src:
-                assert not any(a.name.startswith("_") for a in node.names), \
+                assert not any(a.name.startswith("_") for a in node.names), (
                     f"{name} imports a private name of {node.module}"
+                )
 
 
 def test_no_import_cycles_between_modules() -> None:

@@ -27,11 +27,17 @@ class Extrapolation(EvalTask):
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         import torch
 
-        from posenc_cli.evals.scoring import extrapolation
+        from posenc_cli.evals.extrapolation_result import extrapolation
 
         with torch.no_grad():
-            return extrapolation(model, data.val, int(cfg.train.context_length),
-                                 self.settings(cfg), rt, data.meta.get("eot_id"))
+            return extrapolation(
+                model,
+                data.val,
+                int(cfg.train.context_length),
+                self.settings(cfg),
+                rt,
+                data.meta.get("eot_id"),
+            )
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """ppl and loss with global_step = length (runs overlay); loss by bucket start."""
@@ -49,41 +55,69 @@ class Extrapolation(EvalTask):
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         ppl = result.get("ppl") or {}
-        return [("ppl by length", "  ".join(f"{k}: {v:.1f}" if v is not None else f"{k}: n/a"
-                                            for k, v in ppl.items()))] if ppl else []
+        return (
+            [
+                (
+                    "ppl by length",
+                    "  ".join(
+                        f"{k}: {v:.1f}" if v is not None else f"{k}: n/a" for k, v in ppl.items()
+                    ),
+                )
+            ]
+            if ppl
+            else []
+        )
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
-        table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} "
-                            f"— {result['tokens']:,} tokens, {protocol(self.settings(cfg))}")
+        table = Table(
+            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} "
+            f"— {result['tokens']:,} tokens, {protocol(self.settings(cfg))}"
+        )
         for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
             table.add_column(col, justify="left" if col == "note" else "right")
         train_length = int(result["train_length"])
         for length in result["lengths"]:
             k = str(length)
             ppl, loss, ci = result["ppl"][k], result["loss"][k], result.get("ppl_ci95", {}).get(k)
-            table.add_row(k, f"x{length // train_length}",
-                          f"{ppl:.2f}" if ppl is not None else "n/a",
-                          f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
-                          f"{loss:.4f}" if loss is not None else "-",
-                          f"{result['seconds'][k]:.1f}" if k in result["seconds"] else "-",
-                          result["skipped"].get(k, ""))
+            table.add_row(
+                k,
+                f"x{length // train_length}",
+                f"{ppl:.2f}" if ppl is not None else "n/a",
+                f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
+                f"{loss:.4f}" if loss is not None else "-",
+                f"{result['seconds'][k]:.1f}" if k in result["seconds"] else "-",
+                result["skipped"].get(k, ""),
+            )
         lines: list[Any] = [table, *(f"note: {note}" for note in result["notes"])]
         if result.get("replaced_earlier"):
-            lines.append(f"note: the same evaluation was in metrics.json under \"{key}\"; "
-                         "replaced by this one")
+            lines.append(
+                f'note: the same evaluation was in metrics.json under "{key}"; replaced by this one'
+            )
         how = result.get("interval", {}).get("method")
-        lines.append((f"intervals: 95 % {how}; " if how else "") + f"written to "
-                     f"{run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
-                     f"({run_dir / 'eval' / key})")
+        lines.append(
+            (f"intervals: 95 % {how}; " if how else "") + f"written to "
+            f'{run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f"({run_dir / 'eval' / key})"
+        )
         return lines
 
 
 def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
     """The run's settings with hparams/ppl_x<factor> (and the final val/loss) as its metrics."""
-    hp = {"encoding": str(cfg.encoding.name), "seed": int(cfg.seed),
-          "d_model": int(cfg.model.d_model), "n_layers": int(cfg.model.n_layers),
-          "n_heads": int(cfg.model.n_heads), "context_length": int(cfg.train.context_length),
-          "steps": int(cfg.train.steps), "lr": float(cfg.train.lr)}
-    log_hparams(writer, hp, {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()},
-                int(cfg.train.steps))
+    hp = {
+        "encoding": str(cfg.encoding.name),
+        "seed": int(cfg.seed),
+        "d_model": int(cfg.model.d_model),
+        "n_layers": int(cfg.model.n_layers),
+        "n_heads": int(cfg.model.n_heads),
+        "context_length": int(cfg.train.context_length),
+        "steps": int(cfg.train.steps),
+        "lr": float(cfg.train.lr),
+    }
+    log_hparams(
+        writer,
+        hp,
+        {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()},
+        int(cfg.train.steps),
+    )

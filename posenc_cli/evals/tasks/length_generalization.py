@@ -31,8 +31,9 @@ class LengthGeneralization(EvalTask):
     name = "length_generalization"
     for_synthetic_tasks = True
 
-    def run(self, model: nn.Module, data: TokenData | None, cfg: Any,
-            rt: Runtime) -> dict[str, Any]:
+    def run(
+        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+    ) -> dict[str, Any]:
         """The test set is the synthetic task's (task.test_lengths, task.test_instances)."""
         from posenc_cli.synthetic.batches import evaluation_set
         from posenc_cli.synthetic.scoring import score_answers
@@ -48,16 +49,25 @@ class LengthGeneralization(EvalTask):
             need = task.sequence_length(n) - 1
             if limit is not None and need > limit:
                 exact[str(n)] = accuracy[str(n)] = None
-                skipped[str(n)] = (f"needs {need} positions; encoding '{cfg.encoding.name}' "
-                                   f"has {limit} (encoding.max_len)")
+                skipped[str(n)] = (
+                    f"needs {need} positions; encoding '{cfg.encoding.name}' "
+                    f"has {limit} (encoding.max_len)"
+                )
                 continue
             score = score_answers(model, evaluation_set(task, n, count), rt.device, rt.autocast)
             exact[str(n)], accuracy[str(n)] = score.exact_match, score.token_accuracy
         lo, hi = (int(n) for n in cfg.task.train_lengths)
-        return {"task": task.name, "size_unit": task.size_unit, "train_lengths": [lo, hi],
-                "lengths": lengths, "instances": count, "exact_match": exact,
-                "token_accuracy": accuracy, "skipped": skipped,
-                "sequence_tokens": {str(n): task.sequence_length(n) for n in lengths}}
+        return {
+            "task": task.name,
+            "size_unit": task.size_unit,
+            "train_lengths": [lo, hi],
+            "lengths": lengths,
+            "instances": count,
+            "exact_match": exact,
+            "token_accuracy": accuracy,
+            "skipped": skipped,
+            "sequence_tokens": {str(n): task.sequence_length(n) for n in lengths},
+        }
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """Exact match and token accuracy with global_step = length, so runs overlay."""
@@ -69,36 +79,58 @@ class LengthGeneralization(EvalTask):
 
     def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
         """An HParams entry with exact match at each test length (in the run's own folder)."""
-        hp = {"task": str(cfg.task.name), "encoding": str(cfg.encoding.name),
-              "seed": int(cfg.seed), "d_model": int(cfg.model.d_model),
-              "n_layers": int(cfg.model.n_layers), "steps": int(cfg.train.steps)}
-        log_hparams(writer, hp, {f"hparams/exact_match_{n}": v
-                                 for n, v in result["exact_match"].items()},
-                    int(cfg.train.steps))
+        hp = {
+            "task": str(cfg.task.name),
+            "encoding": str(cfg.encoding.name),
+            "seed": int(cfg.seed),
+            "d_model": int(cfg.model.d_model),
+            "n_layers": int(cfg.model.n_layers),
+            "steps": int(cfg.train.steps),
+        }
+        log_hparams(
+            writer,
+            hp,
+            {f"hparams/exact_match_{n}": v for n, v in result["exact_match"].items()},
+            int(cfg.train.steps),
+        )
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         if not result.get("exact_match"):
             return []
         lo, hi = result["train_lengths"]
-        return [(f"exact match by {result['size_unit']} (trained {lo}–{hi})",
-                 "  ".join(f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
-                           for k, v in result["exact_match"].items()))]
+        return [
+            (
+                f"exact match by {result['size_unit']} (trained {lo}–{hi})",
+                "  ".join(
+                    f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
+                    for k, v in result["exact_match"].items()
+                ),
+            )
+        ]
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         """Exact match and token accuracy by size, and where they went."""
         lo, hi = result["train_lengths"]
-        table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
-                            f"{result['task']}, {result['instances']} instances per size, "
-                            f"trained on {lo}–{hi} {result['size_unit']}")
+        table = Table(
+            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
+            f"{result['task']}, {result['instances']} instances per size, "
+            f"trained on {lo}–{hi} {result['size_unit']}"
+        )
         for col in ("size", "tokens", "exact match", "token accuracy", "note"):
             table.add_column(col, justify="left" if col == "note" else "right")
         for n in result["lengths"]:
             k = str(n)
             em, acc = result["exact_match"][k], result["token_accuracy"][k]
-            table.add_row(k + ("*" if lo <= n <= hi else ""), str(result["sequence_tokens"][k]),
-                          "n/a" if em is None else f"{em:.3f}",
-                          "n/a" if acc is None else f"{acc:.3f}",
-                          escape(result["skipped"].get(k, "")))
+            table.add_row(
+                k + ("*" if lo <= n <= hi else ""),
+                str(result["sequence_tokens"][k]),
+                "n/a" if em is None else f"{em:.3f}",
+                "n/a" if acc is None else f"{acc:.3f}",
+                escape(result["skipped"].get(k, "")),
+            )
         prefix = TAG if key == self.name else key
-        return [table, f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
-                       f"({prefix}/exact_match, step = size)"]
+        return [
+            table,
+            f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f"({prefix}/exact_match, step = size)",
+        ]

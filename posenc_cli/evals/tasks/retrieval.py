@@ -51,8 +51,9 @@ def key_tokens(encode: Any, key: int) -> tuple[list[int], list[int], list[int]]:
     return [*question, *answer, *encode(REMEMBER)], question, answer
 
 
-def instances(val: np.ndarray, encode: Any, length: int, depths: list[float], keys: int,
-              seed: int) -> list[Instance]:
+def instances(
+    val: np.ndarray, encode: Any, length: int, depths: list[float], keys: int, seed: int
+) -> list[Instance]:
     """``keys`` instances of ``length`` tokens (question and answer included) each."""
     rng = np.random.default_rng([seed, length])
     out = []
@@ -63,16 +64,18 @@ def instances(val: np.ndarray, encode: Any, length: int, depths: list[float], ke
         if room < 1:
             return []
         start = int(rng.integers(0, len(val) - room - len(sentence) + 1))
-        text = [int(t) for t in val[start:start + room]]
+        text = [int(t) for t in val[start : start + room]]
         tail = [*question, *answer]
-        with_key = [[*text[:at], *sentence, *text[at:], *tail]
-                    for at in (round(d * room) for d in depths)]
+        with_key = [
+            [*text[:at], *sentence, *text[at:], *tail] for at in (round(d * room) for d in depths)
+        ]
         out.append(Instance(key, answer, with_key, [*text, *tail]))
     return out
 
 
-def answer_scores(model: nn.Module, rows: list[list[int]], answer: int, rt: Runtime
-                  ) -> tuple[Tensor, Tensor]:
+def answer_scores(
+    model: nn.Module, rows: list[list[int]], answer: int, rt: Runtime
+) -> tuple[Tensor, Tensor]:
     """Per row: whether every one of the last ``answer`` tokens is the argmax, and their
     summed log probability (teacher-forced)."""
     import torch
@@ -81,7 +84,7 @@ def answer_scores(model: nn.Module, rows: list[list[int]], answer: int, rt: Runt
     x = torch.zeros(len(rows), width - 1, dtype=torch.long)
     y = torch.zeros(len(rows), answer, dtype=torch.long)
     for i, r in enumerate(rows):  # left-aligned; each row's answer ends its own sequence
-        x[i, :len(r) - 1] = torch.tensor(r[:-1])
+        x[i, : len(r) - 1] = torch.tensor(r[:-1])
         y[i] = torch.tensor(r[-answer:])
     with rt.autocast():
         logits = model(x.to(rt.device)).float()
@@ -101,8 +104,9 @@ class Retrieval(EvalTask):
         _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "4")
         _require(_whole([s.seed], 0), "eval.retrieval.seed", s.seed, "0")
         depths = list(s.depths) if isinstance(s.depths, ListConfig) else None
-        ok = bool(depths) and all(isinstance(d, (int, float)) and not isinstance(d, bool)
-                                  and 0 <= d <= 1 for d in depths)
+        ok = bool(depths) and all(
+            isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d <= 1 for d in depths
+        )
         _require(ok, "eval.retrieval.depths", s.depths, "[0,0.5,1] (fractions from 0 to 1)")
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
@@ -113,17 +117,28 @@ class Retrieval(EvalTask):
         train_length = int(cfg.train.context_length)
         depths = [float(d) for d in s.depths]
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
-        out: dict[str, Any] = {"train_length": train_length, "depths": depths,
-                               "keys": int(s.passkeys), "seed": int(s.seed), "lengths": [],
-                               "exact_match": {}, "exact_match_without": {}, "p_key": {},
-                               "p_key_without": {}, "lift": {}, "by_depth": {}, "skipped": {}}
+        out: dict[str, Any] = {
+            "train_length": train_length,
+            "depths": depths,
+            "keys": int(s.passkeys),
+            "seed": int(s.seed),
+            "lengths": [],
+            "exact_match": {},
+            "exact_match_without": {},
+            "p_key": {},
+            "p_key_without": {},
+            "lift": {},
+            "by_depth": {},
+            "skipped": {},
+        }
         for length in sorted({int(f) * train_length for f in s.factors}):
             out["lengths"].append(length)
             if limit is not None and length > limit:
                 out["skipped"][str(length)] = f"needs {length} positions; the encoding has {limit}"
                 continue
-            cases = instances(data.val, lambda t: tok.encode(t).ids, length, depths,
-                              int(s.passkeys), int(s.seed))
+            cases = instances(
+                data.val, lambda t: tok.encode(t).ids, length, depths, int(s.passkeys), int(s.seed)
+            )
             if not cases:
                 out["skipped"][str(length)] = "too short for the sentence and the question"
                 continue
@@ -133,11 +148,16 @@ class Retrieval(EvalTask):
         return out
 
     @staticmethod
-    def _score(model: nn.Module, case: Instance, rt: Runtime) -> tuple[list[bool], list[float],
-                                                                        bool, float]:
+    def _score(
+        model: nn.Module, case: Instance, rt: Runtime
+    ) -> tuple[list[bool], list[float], bool, float]:
         hit, logp = answer_scores(model, [*case.with_key, case.without], len(case.answer), rt)
-        return ([bool(h) for h in hit[:-1]], [float(p) for p in logp[:-1]], bool(hit[-1]),
-                float(logp[-1]))
+        return (
+            [bool(h) for h in hit[:-1]],
+            [float(p) for p in logp[:-1]],
+            bool(hit[-1]),
+            float(logp[-1]),
+        )
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """Exact match and lift with global_step = length; the length x depth heatmap."""
@@ -152,13 +172,24 @@ class Retrieval(EvalTask):
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         em = result.get("exact_match") or {}
-        return [("passkey exact match", "  ".join(
-            f"{k}: {v:.2f}" if v is not None else f"{k}: n/a" for k, v in em.items()))] if em \
+        return (
+            [
+                (
+                    "passkey exact match",
+                    "  ".join(
+                        f"{k}: {v:.2f}" if v is not None else f"{k}: n/a" for k, v in em.items()
+                    ),
+                )
+            ]
+            if em
             else []
+        )
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
-        table = Table(title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}), {result['keys']} "
-                            f"keys x {len(result['depths'])} depths per length")
+        table = Table(
+            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}), {result['keys']} "
+            f"keys x {len(result['depths'])} depths per length"
+        )
         for col in ("length", "exact match", "(no key)", "p(key)", "(no key) ", "lift (nats)"):
             table.add_column(col, justify="right")
         for length in result["lengths"]:
@@ -166,18 +197,26 @@ class Retrieval(EvalTask):
             if k in result["skipped"]:
                 table.add_row(k, "n/a", "", "", "", result["skipped"][k])
                 continue
-            table.add_row(k, *(f"{result[m][k]:.3f}" for m in ("exact_match",
-                                                                 "exact_match_without")),
-                          *(f"{result[m][k]:.2e}" for m in ("p_key", "p_key_without")),
-                          f"{result['lift'][k]:+.3f}")
-        return [table, f"written to {run_dir / 'metrics.json'} under \"{key}\" and TensorBoard "
-                       f"({run_dir / 'eval' / key})"]
+            table.add_row(
+                k,
+                *(f"{result[m][k]:.3f}" for m in ("exact_match", "exact_match_without")),
+                *(f"{result[m][k]:.2e}" for m in ("p_key", "p_key_without")),
+                f"{result['lift'][k]:+.3f}",
+            )
+        return [
+            table,
+            f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f"({run_dir / 'eval' / key})",
+        ]
 
 
 def _whole(values: Any, low: int) -> bool:
     """A non-empty list of whole numbers >= ``low``."""
-    return isinstance(values, (list, ListConfig)) and len(values) > 0 and all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= low for v in values)
+    return (
+        isinstance(values, (list, ListConfig))
+        and len(values) > 0
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in values)
+    )
 
 
 def _require(ok: bool, key: str, value: Any, example: str) -> None:
@@ -185,9 +224,13 @@ def _require(ok: bool, key: str, value: Any, example: str) -> None:
         raise PosencError(f"{key}={value} is not a valid setting", f"e.g. {key}={example}")
 
 
-def _record(out: dict[str, Any], k: str, scores: list[tuple[list[bool], list[float], bool,
-                                                              float]], depths: list[float]) -> None:
-    hits = np.array([s[0] for s in scores], dtype=float)      # (keys, depths)
+def _record(
+    out: dict[str, Any],
+    k: str,
+    scores: list[tuple[list[bool], list[float], bool, float]],
+    depths: list[float],
+) -> None:
+    hits = np.array([s[0] for s in scores], dtype=float)  # (keys, depths)
     logp = np.array([s[1] for s in scores])
     base_hit = np.array([s[2] for s in scores], dtype=float)
     base_logp = np.array([s[3] for s in scores])
@@ -197,8 +240,14 @@ def _record(out: dict[str, Any], k: str, scores: list[tuple[list[bool], list[flo
     out["p_key_without"][k] = float(np.exp(base_logp).mean())
     out["lift"][k] = float((logp - base_logp[:, None]).mean())
     out["by_depth"][k] = {f"{d:g}": float(v) for d, v in zip(depths, hits.mean(0), strict=True)}
-    out.setdefault("compare", {"metric": "lift", "title": "passkey retrieval: lift (nats) of the "
-                               "key's log probability from the sentence, by evaluation length"})
+    out.setdefault(
+        "compare",
+        {
+            "metric": "lift",
+            "title": "passkey retrieval: lift (nats) of the "
+            "key's log probability from the sentence, by evaluation length",
+        },
+    )
 
 
 def heatmap(result: dict[str, Any], title: str) -> np.ndarray | None:
@@ -227,4 +276,3 @@ def heatmap(result: dict[str, Any], title: str) -> np.ndarray | None:
     plt.close(fig)
     buf.seek(0)
     return np.asarray(plt.imread(buf, format="png")[..., :3] * 255, dtype=np.uint8)
-

@@ -6,6 +6,8 @@ seed) beside after training, on the same held-out windows."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from posenc_cli.inspection.base import InspectFigure, Output, Subject
@@ -23,31 +25,53 @@ class BiasFigure(InspectFigure):
     def draw(self, subject: Subject) -> list[Output]:
         enc = subject.encoding
         per_layer = enc.has_content_bias  # distance and pair biases are shared by the layers
-        columns = [("initialisation", "initial"), (f"after training (step {subject.step})",
-                                                   "model")] if subject.trained \
+        columns = (
+            [("initialisation", "initial"), (f"after training (step {subject.step})", "model")]
+            if subject.trained
             else [("as configured (untrained)", "model")]
-        curves = [subject.stats(which, subject.longest).bias_by_distance
-                  for _, which in columns]
+        )
+        curves = [subject.stats(which, subject.longest).bias_by_distance for _, which in columns]
         layers = curves[0].shape[0] if per_layer else 1
         what = "mean over the text" if per_layer else "shared by every layer"
         text = "held-out text" if subject.trained else "random tokens"
-        fig, axes = new_figure(layers, len(columns), width=5.6, height=3.4,
-                               title=f"{enc.config_name}: logit bias by distance per head "
-                                     f"({what}; {text}, {subject.longest} tokens)")
+        fig, axes = new_figure(
+            layers,
+            len(columns),
+            width=5.6,
+            height=3.4,
+            title=f"{enc.config_name}: logit bias by distance per head "
+            f"({what}; {text}, {subject.longest} tokens)",
+        )
         colors = head_colors(enc.n_heads)
         for col, ((label, _), bias) in enumerate(zip(columns, curves)):
             for layer in range(layers):
                 ax = axes[layer, col]
-                for h, row in enumerate(bias[layer]):
-                    ax.plot(np.arange(row.size), row, color=colors[h], linewidth=1.0,
-                            label=f"head {h + 1}" if layer == 0 and col == 0 else None)
+                _plot_heads(ax, bias[layer], colors, labelled=layer == 0 and col == 0)
                 distance_axis(ax, subject.train_length, subject.longest)
                 ax.set_title(label + (f", layer {layer + 1}" if per_layer else ""), fontsize=9)
                 ax.set_ylabel("logit bias")
             _share_y(axes[:, col])
         axes[0, 0].legend(fontsize=7, ncol=2)
-        return [Output("position_bias", fig, "The bias each head adds to its logits by "
-                       "distance; past the dashed line L it is extrapolated.")]
+        return [
+            Output(
+                "position_bias",
+                fig,
+                "The bias each head adds to its logits by "
+                "distance; past the dashed line L it is extrapolated.",
+            )
+        ]
+
+
+def _plot_heads(ax: Any, rows: np.ndarray, colors: list[Any], labelled: bool) -> None:
+    """One curve per head; only the first panel labels them, for one legend."""
+    for h, row in enumerate(rows):
+        ax.plot(
+            np.arange(row.size),
+            row,
+            color=colors[h],
+            linewidth=1.0,
+            label=f"head {h + 1}" if labelled else None,
+        )
 
 
 def _share_y(column: np.ndarray) -> None:

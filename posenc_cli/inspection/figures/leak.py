@@ -13,8 +13,7 @@ from posenc_cli.encodings.absolute import LearnedSinusoidalEncoding, SinusoidalE
 from posenc_cli.encodings.rope import RotaryEncoding
 from posenc_cli.inspection.base import InspectFigure, Output, Subject
 from posenc_cli.inspection.style import new_figure
-from posenc_cli.inspection.theory import (absolute_dependence, hessian_scores,
-                                          sinusoidal_frequencies)
+from posenc_cli.inspection.theory import absolute_dependence, hessian_scores, sinusoidal_frequencies
 
 #: Positions shown: the training range, at most this many.
 MAX_POSITIONS = 256
@@ -28,16 +27,19 @@ def frequencies(subject: Subject) -> tuple[torch.Tensor, str]:
         what = "learned θ_j" if subject.trained else f"base {enc.base:g}"
         return theta, f"{what}, d = {enc.d_model}"
     if isinstance(enc, SinusoidalEncoding):
-        return sinusoidal_frequencies(enc.d_model, enc.base), \
-            f"base {enc.base:g}, d = {enc.d_model}"
+        return sinusoidal_frequencies(
+            enc.d_model, enc.base
+        ), f"base {enc.base:g}, d = {enc.d_model}"
     inv = enc.trained_inv_freq.double()
     return inv, f"θ = {enc.theta:g}, head dim {enc.head_dim}"
 
 
 def diagonal(size: int) -> torch.Tensor:
     """A random diagonal H with unequal entries, the same for every run (seed 0)."""
-    return torch.rand(size, generator=torch.Generator().manual_seed(0), dtype=torch.float64) \
-        * 1.5 + 0.25
+    return (
+        torch.rand(size, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 1.5
+        + 0.25
+    )
 
 
 def relative_part_removed(scores: torch.Tensor) -> torch.Tensor:
@@ -50,8 +52,9 @@ def relative_part_removed(scores: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _panel(fig: Any, ax: Any, data: torch.Tensor, title: str, label: str, cmap: str,
-           span: float | None) -> None:
+def _panel(
+    fig: Any, ax: Any, data: torch.Tensor, title: str, label: str, cmap: str, span: float | None
+) -> None:
     low, high = (-span, span) if span is not None else (float(data.min()), float(data.max()))
     image = ax.imshow(data.numpy(), origin="lower", cmap=cmap, vmin=low, vmax=high)
     ax.set_title(title, fontsize=9)
@@ -66,8 +69,9 @@ class LeakFigure(InspectFigure):
     derivation = "2. the m + n leak (seed 000, diagonal Hessian)"
 
     def skip_reason(self, subject: Subject) -> str | None:
-        if isinstance(subject.encoding, (SinusoidalEncoding, LearnedSinusoidalEncoding,
-                                         RotaryEncoding)):
+        if isinstance(
+            subject.encoding, (SinusoidalEncoding, LearnedSinusoidalEncoding, RotaryEncoding)
+        ):
             return None
         return "the argument is about sinusoidal frequencies (sinusoidal encodings and RoPE)"
 
@@ -75,25 +79,47 @@ class LeakFigure(InspectFigure):
         inv, what = frequencies(subject)
         n = min(subject.train_length, MAX_POSITIONS)
         sinusoidal, rope = hessian_scores(torch.arange(n), inv, diagonal(2 * inv.numel()))
-        fig, axes = new_figure(2, 2, width=5.0, height=4.2,
-                               title=f"Scores of positions m, n for a random diagonal H ({what})")
+        fig, axes = new_figure(
+            2,
+            2,
+            width=5.0,
+            height=4.2,
+            title=f"Scores of positions m, n for a random diagonal H ({what})",
+        )
         residuals = [relative_part_removed(x) for x in (sinusoidal, rope)]
         span = max(float(r.abs().max()) for r in residuals) or 1.0
         for col, (scores, residual, label) in enumerate(
-                ((sinusoidal, residuals[0], "sinusoidal: p_mᵀ H p_n"),
-                 (rope, residuals[1], "RoPE: (R_m H·1)ᵀ (R_n 1)"))):
+            (
+                (sinusoidal, residuals[0], "sinusoidal: p_mᵀ H p_n"),
+                (rope, residuals[1], "RoPE: (R_m H·1)ᵀ (R_n 1)"),
+            )
+        ):
             _panel(fig, axes[0, col], scores, label, "score", "viridis", None)
-            _panel(fig, axes[1, col], residual,
-                   f"{label.split(':')[0]} minus its mean along m − n = const\n(max spread "
-                   f"{absolute_dependence(scores):.1e} of the largest score)",
-                   "absolute part of the score", "RdBu_r", span)
-        return [Output("hessian_leak", fig, "Bottom row: what is left after removing each "
-                       "score's dependence on m − n; the sinusoidal score keeps stripes along "
-                       "m + n (the Hessian argument's absolute leak), RoPE's is zero.")]
+            _panel(
+                fig,
+                axes[1, col],
+                residual,
+                f"{label.split(':')[0]} minus its mean along m − n = const\n(max spread "
+                f"{absolute_dependence(scores):.1e} of the largest score)",
+                "absolute part of the score",
+                "RdBu_r",
+                span,
+            )
+        return [
+            Output(
+                "hessian_leak",
+                fig,
+                "Bottom row: what is left after removing each "
+                "score's dependence on m − n; the sinusoidal score keeps stripes along "
+                "m + n (the Hessian argument's absolute leak), RoPE's is zero.",
+            )
+        ]
 
     def scalars(self, subject: Subject) -> dict[str, float]:
         inv, _ = frequencies(subject)
         n = min(subject.train_length, MAX_POSITIONS)
         sinusoidal, rope = hessian_scores(torch.arange(n), inv, diagonal(2 * inv.numel()))
-        return {"m_plus_n_dependence/sinusoidal": absolute_dependence(sinusoidal),
-                "m_plus_n_dependence/rope": absolute_dependence(rope)}
+        return {
+            "m_plus_n_dependence/sinusoidal": absolute_dependence(sinusoidal),
+            "m_plus_n_dependence/rope": absolute_dependence(rope),
+        }

@@ -18,9 +18,13 @@ class AssociativeRecallTask(SyntheticTask):
         return int(self.cfg.key_symbols) + int(self.cfg.value_symbols)
 
     def check(self, largest: int) -> None:
-        need(int(self.cfg.key_symbols), largest, "key_symbols",
-             f"{largest} pairs need {largest} distinct keys (the longest of task.train_lengths "
-             "and task.test_lengths)")
+        need(
+            int(self.cfg.key_symbols),
+            largest,
+            "key_symbols",
+            f"{largest} pairs need {largest} distinct keys (the longest of task.train_lengths "
+            "and task.test_lengths)",
+        )
         need(int(self.cfg.value_symbols), 2, "value_symbols", "recall needs at least two values")
         need(int(self.cfg.queries), 1, "queries", "an instance asks at least one key")
 

@@ -11,8 +11,9 @@ from posenc_cli.bench.suite import compose_bench
 from posenc_cli.common.errors import PosencError
 
 
-def test_bench_rejects_bad_settings_before_any_run_directory(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_rejects_bad_settings_before_any_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PosencError, match="unknown encoding 'ropee'"):
         compose_bench(["bench.encodings=[ropee]"])

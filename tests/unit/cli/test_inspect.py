@@ -36,25 +36,29 @@ def expected_figures(enc: PositionalEncoding, trained: bool) -> set[str]:
     out |= {"4_position_bias.png"} if enc.has_bias else set()
     if trained:
         out |= {"3_qk_by_distance.png"} if rotary else set()
-        out |= {"1_learned_frequencies.png"} if isinstance(enc, LearnedSinusoidalEncoding) \
-            else set()
-        out |= {"5_attention_distance.png", "5_attention_entropy.png",
-                "5_attention_beyond.png"}
+        out |= (
+            {"1_learned_frequencies.png"} if isinstance(enc, LearnedSinusoidalEncoding) else set()
+        )
+        out |= {"5_attention_distance.png", "5_attention_entropy.png", "5_attention_beyond.png"}
     return out
 
 
 @pytest.mark.encodings
-def test_a_config_gets_the_figures_of_its_encoding(name: str, tmp_path: Path, repo: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_config_gets_the_figures_of_its_encoding(
+    name: str, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from posenc_cli.encodings import build_encoding
 
     monkeypatch.chdir(tmp_path)
     code, output = invoke(["inspect", f"encoding={name}", *SMALL])
     assert code == 0, output
     [out] = list((tmp_path / "outputs" / "inspect").glob("*/*"))
-    own = OmegaConf.create({"train": {"context_length": 16},  # what ${train.…} reads
-                            "encoding": OmegaConf.load(repo / "configs" / "encoding" /
-                                                       f"{name}.yaml")})
+    own = OmegaConf.create(
+        {
+            "train": {"context_length": 16},  # what ${train.…} reads
+            "encoding": OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml"),
+        }
+    )
     enc = build_encoding(own.encoding, 32, 2, 2)
     assert {p.name for p in out.glob("*.png")} == expected_figures(enc, trained=False)
     summary = (out / "summary.md").read_text()
@@ -63,8 +67,9 @@ def test_a_config_gets_the_figures_of_its_encoding(name: str, tmp_path: Path, re
 
 
 @pytest.fixture(scope="module")
-def trained_runs(tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str],
-                 cache_dir: Path) -> dict[str, Path]:
+def trained_runs(
+    tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str], cache_dir: Path
+) -> dict[str, Path]:
     """Tiny trained runs, one per figure family (rotary, distance bias, learned sinusoids)."""
     import os
 
@@ -73,17 +78,26 @@ def trained_runs(tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str],
     runs = {}
     for name in ("rope", "t5", "sinusoidal_learned"):
         run = root / f"encoding={name},seed=0"  # as a sweep names its runs
-        code, output = invoke(["train", f"encoding={name}", *tiny_args, "eval.factors=[1,4]",
-                               "eval.at_end=false", "train.checkpoint_every=20",
-                               f"hydra.run.dir='{run}'"])  # inspect needs the checkpoint only
+        code, output = invoke(
+            [
+                "train",
+                f"encoding={name}",
+                *tiny_args,
+                "eval.factors=[1,4]",
+                "eval.at_end=false",
+                "train.checkpoint_every=20",
+                f"hydra.run.dir='{run}'",
+            ]
+        )  # inspect needs the checkpoint only
         assert code == 0, output
         runs[name] = run
     return runs
 
 
 @pytest.mark.parametrize("name", ["rope", "t5", "sinusoidal_learned"])
-def test_a_trained_run_gets_its_figures_and_tensorboard(name: str,
-                                                        trained_runs: dict[str, Path]) -> None:
+def test_a_trained_run_gets_its_figures_and_tensorboard(
+    name: str, trained_runs: dict[str, Path]
+) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from posenc_cli.config.rundir import load_run_config
@@ -101,8 +115,9 @@ def test_a_trained_run_gets_its_figures_and_tensorboard(name: str,
     assert len(events) == 1
     acc = EventAccumulator(str(events[0]), size_guidance={"images": 0})
     acc.Reload()
-    assert set(acc.Tags()["images"]) == {f"inspect/{Path(f).stem}"
-                                         for f in expected_figures(enc, True)}
+    assert set(acc.Tags()["images"]) == {
+        f"inspect/{Path(f).stem}" for f in expected_figures(enc, True)
+    }
     scalars = set(acc.Tags()["scalars"])
     assert "inspect/attention/mean_distance_4x" in scalars
     assert any(t.startswith("inspect/property/causality") for t in scalars)
@@ -116,15 +131,15 @@ def one_line(args: list[str]) -> str:
     return lines[0]
 
 
-def test_bad_runs_and_arguments_are_one_line(trained_runs: dict[str, Path], tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_runs_and_arguments_are_one_line(
+    trained_runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
 
     monkeypatch.chdir(tmp_path)
     assert "not a run directory" in one_line(["inspect", str(tmp_path / "missing")])
     assert "drop --out" in one_line(["inspect", str(trained_runs["rope"]), "--out", "x"])
-    assert "cannot change" in one_line(["inspect", str(trained_runs["rope"]),
-                                        "model.d_model=64"])
+    assert "cannot change" in one_line(["inspect", str(trained_runs["rope"]), "model.d_model=64"])
     bare = tmp_path / "bare"
     shutil.copytree(trained_runs["t5"], bare)
     shutil.rmtree(bare / "checkpoints")
@@ -138,8 +153,9 @@ def test_bad_runs_and_arguments_are_one_line(trained_runs: dict[str, Path], tmp_
     assert not (tmp_path / "outputs").exists()
 
 
-def test_an_explicit_out_folder_is_never_overwritten(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_explicit_out_folder_is_never_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     taken = tmp_path / "taken"
     taken.mkdir()
@@ -151,7 +167,8 @@ def test_an_explicit_out_folder_is_never_overwritten(tmp_path: Path,
 
 
 def test_hostile_run_folders_are_one_line_and_write_nothing_outside(
-        trained_runs: dict[str, Path], tmp_path: Path) -> None:
+    trained_runs: dict[str, Path], tmp_path: Path
+) -> None:
     import shutil
 
     import torch

@@ -12,21 +12,60 @@ from typer.testing import CliRunner
 
 from posenc_cli.cli import app
 
-KEYS = ["encoding", "model", "train.steps", "train.lr", "model.d_model", "seed", "device",
-        "data", "data.path", "eval.factors", "hydra.run.dir", "train.stepz", "+x", "~train",
-        "model.n_heads", "train.context_length", "data.vocab_size", "experiment"]
-VALUES = st.one_of(st.sampled_from(["rope", "alibi", "ropee", "0", "-1", "1e9", "null", "[1,2]",
-                                    "${oc.env:NOPE}", "'", "a,b", "", "quick", "tiny", "true"]),
-                   st.text(max_size=12))
-OVERRIDE = st.one_of(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(KEYS), VALUES),
-                     st.text(max_size=20))
+KEYS = [
+    "encoding",
+    "model",
+    "train.steps",
+    "train.lr",
+    "model.d_model",
+    "seed",
+    "device",
+    "data",
+    "data.path",
+    "eval.factors",
+    "hydra.run.dir",
+    "train.stepz",
+    "+x",
+    "~train",
+    "model.n_heads",
+    "train.context_length",
+    "data.vocab_size",
+    "experiment",
+]
+VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "rope",
+            "alibi",
+            "ropee",
+            "0",
+            "-1",
+            "1e9",
+            "null",
+            "[1,2]",
+            "${oc.env:NOPE}",
+            "'",
+            "a,b",
+            "",
+            "quick",
+            "tiny",
+            "true",
+        ]
+    ),
+    st.text(max_size=12),
+)
+OVERRIDE = st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", st.sampled_from(KEYS), VALUES), st.text(max_size=20)
+)
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(OVERRIDE, min_size=1, max_size=3))
-def test_random_overrides_never_show_a_traceback(monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: Path, overrides: list[str]) -> None:
+def test_random_overrides_never_show_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, overrides: list[str]
+) -> None:
     """Valid configs stop before training (launch and data are stubbed): only the CLI's
     parsing and validation are under test."""
     monkeypatch.setattr("posenc_cli.cli.launch.launch", lambda *a, **k: None)

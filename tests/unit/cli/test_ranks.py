@@ -25,8 +25,10 @@ def test_nproc_is_refused_under_torchrun_and_beyond_the_visible_gpus(monkeypatch
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(PosencError) as exc:
         ranks.check_nproc(cfg)
-    assert str(exc.value) == ("train.nproc=2 but 1 CUDA GPU(s) are visible — use train.nproc "
-                              "<= 1 (one process per GPU), or device=cpu")
+    assert str(exc.value) == (
+        "train.nproc=2 but 1 CUDA GPU(s) are visible — use train.nproc "
+        "<= 1 (one process per GPU), or device=cpu"
+    )
     ranks.check_nproc(compose(["train.nproc=2", "device=cpu"]))  # CPU ranks: any number
 
 
@@ -62,31 +64,44 @@ def reported(line: str, code: int = 2) -> dict[str, object]:
 
 
 def test_the_failed_rank_is_reported_as_it_said_or_as_what_killed_it(tmp_path) -> None:
-    out = ranks.first_failure(failed(r1=FakeFailure(reported("posenc: error: x — y"), 1)), 2,
-                              tmp_path)
+    out = ranks.first_failure(
+        failed(r1=FakeFailure(reported("posenc: error: x — y"), 1)), 2, tmp_path
+    )
     assert (out.code, out.line) == (2, "posenc: error: x — y")
     killed = failed(r1=FakeFailure("Signal 9 (SIGKILL) received", -9))
     out = ranks.first_failure(killed, 2, tmp_path)
     assert isinstance(out, RankFailure) and out.code == 2
-    assert out.line == ("posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
-                        "stopped — no checkpoint was written yet; start the run again")
+    assert out.line == (
+        "posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was "
+        "stopped — no checkpoint was written yet; start the run again"
+    )
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.pt").write_bytes(b"")
     assert ranks.first_failure(killed, 2, tmp_path).line == (
         f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was stopped — continue "
-        f"from the last checkpoint with: posenc resume {tmp_path}")
+        f"from the last checkpoint with: posenc resume {tmp_path}"
+    )
 
 
 def test_the_cause_wins_over_the_peer_that_failed_because_of_it(tmp_path) -> None:
     """A rank waiting in a collective fails as an internal error when its peer dies."""
-    peer = FakeFailure(reported("posenc: internal error on rank 1 of 2 (RuntimeError: "
-                                "Connection closed by peer)", 1), 1, timestamp=5)
-    cause = FakeFailure(reported("posenc: error: the corpus is too short (rank 0 of 2)"), 1,
-                        timestamp=6)
+    peer = FakeFailure(
+        reported(
+            "posenc: internal error on rank 1 of 2 (RuntimeError: Connection closed by peer)", 1
+        ),
+        1,
+        timestamp=5,
+    )
+    cause = FakeFailure(
+        reported("posenc: error: the corpus is too short (rank 0 of 2)"), 1, timestamp=6
+    )
     assert ranks.first_failure(failed(r0=cause, r1=peer), 2, tmp_path).code == 2
     killed = FakeFailure("Signal 9 (SIGKILL) received", -9, timestamp=7)
-    assert "rank 0 of 2 stopped (SIGKILL)" in \
-        ranks.first_failure(failed(r0=killed, r1=peer), 2, tmp_path).line
+    assert (
+        "rank 0 of 2 stopped (SIGKILL)"
+        in ranks.first_failure(failed(r0=killed, r1=peer), 2, tmp_path).line
+    )
     first = FakeFailure(reported("posenc: error: a (rank 1 of 2)"), 1, timestamp=3)
     assert ranks.first_failure(failed(r0=cause, r1=first), 2, tmp_path).line.endswith(
-        "a (rank 1 of 2)")
+        "a (rank 1 of 2)"
+    )

@@ -32,15 +32,26 @@ def one_line_exit_2(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyP
     return lines[0]
 
 
-@pytest.mark.parametrize("args", [
-    ["train", "train.lr=inf"], ["train", "train.weight_decay=nan"], ["train", "train.beta1=nan"],
-    ["train", "train.grad_clip=nan"], ["bench", "bench.case_timeout_s=inf"],
-    ["train", "encoding.theta=0"], ["train", "encoding.theta=abc"], ["train", "~encoding.theta"],
-    ["train", "encoding=sinusoidal", "encoding.base=-1"], ["train", "hydra.run.dir="],
-    ["bench", "bench.encodings=5"], ["bench", "bench.encodings=[]"],
-    ["sweep", "encoding=rope,alibi", "hydra.sweep.subdir=/tmp/elsewhere"],
-    ["train", "hydra.run.dir=/proc/posenc-test"], ["train", "~train"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "train.lr=inf"],
+        ["train", "train.weight_decay=nan"],
+        ["train", "train.beta1=nan"],
+        ["train", "train.grad_clip=nan"],
+        ["bench", "bench.case_timeout_s=inf"],
+        ["train", "encoding.theta=0"],
+        ["train", "encoding.theta=abc"],
+        ["train", "~encoding.theta"],
+        ["train", "encoding=sinusoidal", "encoding.base=-1"],
+        ["train", "hydra.run.dir="],
+        ["bench", "bench.encodings=5"],
+        ["bench", "bench.encodings=[]"],
+        ["sweep", "encoding=rope,alibi", "hydra.sweep.subdir=/tmp/elsewhere"],
+        ["train", "hydra.run.dir=/proc/posenc-test"],
+        ["train", "~train"],
+    ],
+)
 def test_refused_up_front(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     one_line_exit_2(args, tmp_path, monkeypatch)
 
@@ -67,12 +78,20 @@ def test_links_where_posenc_writes_are_refused(where: str, tmp_path: Path) -> No
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["resume"], "Missing argument"), (["bogus"], "No such command 'bogus'"),
-    (["train", "--foo"], "No such option: --foo")])
-def test_usage_errors_are_one_line(argv: list[str], expected: str,
-                                   monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["resume"], "Missing argument"),
+        (["bogus"], "No such command 'bogus'"),
+        (["train", "--foo"], "No such option: --foo"),
+    ],
+)
+def test_usage_errors_are_one_line(
+    argv: list[str],
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setattr(sys, "argv", ["posenc", *argv])
     with pytest.raises(SystemExit) as info:
         main()
@@ -110,8 +129,18 @@ def test_a_resumed_run_must_see_its_own_tokenizer(tmp_path: Path) -> None:
     assert (run / "tokenizer.json").read_text() == '{"model": 1}'
 
 
-def test_an_uncreatable_sweep_folder_is_one_line(tmp_path: Path, corpus: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    one_line_exit_2(["sweep", "encoding=none,rope", "data=text", f"data.path={corpus}",
-                     "data.vocab_size=300", "hydra.sweep.dir=/proc/posenc-test"],
-                    tmp_path, monkeypatch)
+def test_an_uncreatable_sweep_folder_is_one_line(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_line_exit_2(
+        [
+            "sweep",
+            "encoding=none,rope",
+            "data=text",
+            f"data.path={corpus}",
+            "data.vocab_size=300",
+            "hydra.sweep.dir=/proc/posenc-test",
+        ],
+        tmp_path,
+        monkeypatch,
+    )

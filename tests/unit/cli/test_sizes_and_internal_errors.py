@@ -31,18 +31,23 @@ def refused(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     return lines[0]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["train", "train.batch_size=100000000"], "train.batch_size: a training batch needs"),
-    (["train", "train.eval_batches=100000000"], "train.eval_batches: the validation windows"),
-    (["train", "eval.factors=[1,100000000]"], "eval.factors: the evaluation's longest forward"),
-    (["inspect", "encoding=rope", "train.context_length=100000000"],
-     "train.context_length: a forward of 100000000 tokens needs at least"),
-    (["train", "train.nproc=1000", "device=cpu"], "train.nproc=1000 but this machine has"),
-    (["train", "seed=18446744073709551616"], "seed=18446744073709551616 is too large"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["train", "train.batch_size=100000000"], "train.batch_size: a training batch needs"),
+        (["train", "train.eval_batches=100000000"], "train.eval_batches: the validation windows"),
+        (["train", "eval.factors=[1,100000000]"], "eval.factors: the evaluation's longest forward"),
+        (
+            ["inspect", "encoding=rope", "train.context_length=100000000"],
+            "train.context_length: a forward of 100000000 tokens needs at least",
+        ),
+        (["train", "train.nproc=1000", "device=cpu"], "train.nproc=1000 but this machine has"),
+        (["train", "seed=18446744073709551616"], "seed=18446744073709551616 is too large"),
+    ],
+)
 def test_a_size_the_machine_cannot_hold_is_refused_before_anything_exists(
-        args: list[str], expected: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    args: list[str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert expected in refused(args, tmp_path, monkeypatch)
 
 
@@ -75,9 +80,16 @@ def test_a_tokenizer_without_endoftext_is_a_user_error() -> None:
         eot_id(Tokenizer(models.BPE(vocab={"a": 0}, merges=[])))
 
 
-@pytest.mark.parametrize("exc", [MemoryError(), RuntimeError(
-    "[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory: you tried "
-    "to allocate 12800000000 bytes.")])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        MemoryError(),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory: you tried "
+            "to allocate 12800000000 bytes."
+        ),
+    ],
+)
 def test_running_out_of_memory_is_one_line_not_a_bug(exc: Exception) -> None:
     line = crash.out_of_memory(exc)
     assert line is not None and line.startswith("posenc: error: out of memory")
@@ -85,7 +97,8 @@ def test_running_out_of_memory_is_one_line_not_a_bug(exc: Exception) -> None:
 
 
 def test_a_traceback_file_is_private_new_and_never_a_planted_link(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")

@@ -18,7 +18,7 @@ def test_the_two_studies_plan_every_encoding_once() -> None:
         swept += [j for job in jobs for j in job if j.startswith("encoding=")]
         params = {str(k): str(v) for k, v in base.hydra.sweeper.params.items()}
         assert len(expand_sweep(["seed=0,1,2"], params)) == 3 * len(jobs)
-    shared = ["encoding=alibi", "encoding=rope", "encoding=t5"]   # the modern study's anchors
+    shared = ["encoding=alibi", "encoding=rope", "encoding=t5"]  # the modern study's anchors
     assert sorted(swept) == sorted([f"encoding={n}" for n in group_options("encoding")] + shared)
 
 
@@ -32,29 +32,40 @@ def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:  # t
     run = tmp_path / "job"
     cfg = OmegaConf.create({"encoding": {"name": "rope"}, "seed": 0})  # fails at once
     assert sweep_job(cfg, run) is None and (run / "FAILED.txt").is_file()
-    lock_run_dir(run)                        # free again: the job released its lock
+    lock_run_dir(run)  # free again: the job released its lock
     unlock_run_dir(run)
 
 
 def test_a_sweep_refuses_several_tasks_per_job_and_names_the_installed_launchers() -> None:
     with pytest.raises(PosencError) as exc:
         plan(["seed=0,1", "hydra/launcher=submitit_slurm", "hydra.launcher.tasks_per_node=4"])
-    assert str(exc.value) == ("hydra.launcher.tasks_per_node=4 would run every job 4 times "
-                              "into the same folder — keep one task per job and start its ranks "
-                              "with train.nproc=4")
+    assert str(exc.value) == (
+        "hydra.launcher.tasks_per_node=4 would run every job 4 times "
+        "into the same folder — keep one task per job and start its ranks "
+        "with train.nproc=4"
+    )
     with pytest.raises(PosencError) as exc:
         plan(["seed=0,1", "hydra/launcher=ray"])
-    assert str(exc.value).startswith("no Hydra launcher 'ray' is installed — installed: basic, "
-                                     "joblib, submitit_local, submitit_slurm")
-    base, jobs = plan(["seed=0,1", "hydra/launcher=submitit_slurm",
-                       "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4"])
+    assert str(exc.value).startswith(
+        "no Hydra launcher 'ray' is installed — installed: basic, "
+        "joblib, submitit_local, submitit_slurm"
+    )
+    base, jobs = plan(
+        [
+            "seed=0,1",
+            "hydra/launcher=submitit_slurm",
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.gpus_per_node=4",
+        ]
+    )
     assert len(jobs) == 2 and base.hydra.launcher.gpus_per_node == 4
     assert str(base.hydra.launcher.submitit_folder).endswith("/.submitit/%j")
 
 
 @pytest.mark.parametrize(("code", "outcome"), [(2, "failed"), (1, "failed"), (130, "stop")])
 def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_sweep(
-        tmp_path, monkeypatch, code: int, outcome: str) -> None:  # type: ignore[no-untyped-def]
+    tmp_path, monkeypatch, code: int, outcome: str
+) -> None:  # type: ignore[no-untyped-def]
     from omegaconf import OmegaConf
 
     from posenc_cli.cli import ranks, sweep
@@ -70,5 +81,6 @@ def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_s
             sweep.sweep_job(cfg, tmp_path / "job")
         return
     assert sweep.sweep_job(cfg, tmp_path / "job") is None
-    assert (tmp_path / "job" / "FAILED.txt").read_text() == \
-        "posenc: error: disk full (rank 1 of 2) — free space\n"
+    assert (
+        tmp_path / "job" / "FAILED.txt"
+    ).read_text() == "posenc: error: disk full (rank 1 of 2) — free space\n"

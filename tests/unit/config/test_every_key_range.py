@@ -27,21 +27,27 @@ def bad_value(rule: Rule) -> Any:
     return rule.hi if rule.hi_open else rule.hi + 1
 
 
-CASES = [(name, bad_value(f.metadata["rule"])) for name, f in schema_keys()
-         if "rule" in f.metadata]
+CASES = [(name, bad_value(f.metadata["rule"])) for name, f in schema_keys() if "rule" in f.metadata]
 
 
 def test_the_table_covers_the_documented_keys() -> None:
     names = {n for n, _ in CASES}
-    assert {"train.grad_clip", "train.threads", "train.beta1", "eval.tokens", "model.d_ff",
-            "data.val_every_nth", "eval.position_buckets", "data.name"} <= names
+    assert {
+        "train.grad_clip",
+        "train.threads",
+        "train.beta1",
+        "eval.tokens",
+        "model.d_ff",
+        "data.val_every_nth",
+        "eval.position_buckets",
+        "data.name",
+    } <= names
 
 
 @pytest.mark.parametrize(("key", "value"), CASES, ids=[c[0] for c in CASES])
-def test_out_of_range_is_one_line_exit_2_and_nothing_created(key: str, value: Any,
-                                                             tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
+def test_out_of_range_is_one_line_exit_2_and_nothing_created(
+    key: str, value: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
     result = CliRunner().invoke(app, ["train", f"{key}={value}"])
@@ -52,8 +58,9 @@ def test_out_of_range_is_one_line_exit_2_and_nothing_created(key: str, value: An
     assert not (tmp_path / "outputs").exists()
 
 
-def test_a_deleted_key_is_refused_not_defaulted(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deleted_key_is_refused_not_defaulted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["train", "~train.steps"])
     assert result.exit_code == 2

@@ -25,8 +25,11 @@ def test_the_gpu_study_is_gpt2_small_at_512_on_your_corpus_to_16x(corpus: Path) 
     from posenc_cli.model import build_model
 
     cfg = compose(["experiment=extrapolation_gpu", f"data.path={corpus}"])
-    assert (cfg.data.kind, cfg.train.context_length, list(cfg.eval.factors)) == \
-        ("text", 512, [1, 2, 4, 8, 16])
+    assert (cfg.data.kind, cfg.train.context_length, list(cfg.eval.factors)) == (
+        "text",
+        512,
+        [1, 2, 4, 8, 16],
+    )
     V, d, layers, d_ff = 32768, 768, 12, 2048  # embedding + head, 12 blocks, final norm
     expected = 2 * V * d + layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d
     with torch.device("meta"):  # shapes only: no 540 MB of weights to initialise
@@ -40,12 +43,24 @@ def swept(experiment: str, *overrides: str) -> list[str]:
     cfg = compose([f"experiment={experiment}", *overrides], with_hydra=True)
     params = {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
     jobs = expand_sweep([], params)
-    return sorted(o.removeprefix("encoding=") for job in jobs for o in job
-                  if o.startswith("encoding="))
+    return sorted(
+        o.removeprefix("encoding=") for job in jobs for o in job if o.startswith("encoding=")
+    )
 
 
-SEED_ENCODINGS = sorted(["none", "learned", "sinusoidal", "sinusoidal_learned", "rope", "alibi",
-                         "t5", "transformer_xl", "deberta"])
+SEED_ENCODINGS = sorted(
+    [
+        "none",
+        "learned",
+        "sinusoidal",
+        "sinusoidal_learned",
+        "rope",
+        "alibi",
+        "t5",
+        "transformer_xl",
+        "deberta",
+    ]
+)
 
 
 def test_the_seed_study_sweeps_the_nine_seed_encodings() -> None:

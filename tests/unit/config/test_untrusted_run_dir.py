@@ -27,9 +27,15 @@ def saved_run(tmp_path: Path, **changes: object) -> Path:
     return run
 
 
-@pytest.mark.parametrize("target", ["logging.FileHandler", "subprocess.Popen",
-                                    "posenc_cli.encodings.rope.torch",
-                                    "posenc_cli.encodings.rope.PosencError"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "logging.FileHandler",
+        "subprocess.Popen",
+        "posenc_cli.encodings.rope.torch",
+        "posenc_cli.encodings.rope.PosencError",
+    ],
+)
 def test_only_posenc_encoding_classes_can_be_named(target: str) -> None:
     with pytest.raises(PosencError, match="not one of posenc's encodings|does not exist"):
         encoding_class(target)
@@ -40,15 +46,17 @@ def test_a_saved_target_is_ignored_and_the_encoding_mapped_by_name(tmp_path: Pat
     run = saved_run(tmp_path, encoding___target_="logging.FileHandler")
     cfg = load_run_config(run)
     assert cfg.encoding._target_ == "posenc_cli.encodings.rope.RotaryEncoding"
-    run = saved_run(tmp_path / "b", encoding___target_="logging.FileHandler",
-                    encoding__filename=str(marker))
+    run = saved_run(
+        tmp_path / "b", encoding___target_="logging.FileHandler", encoding__filename=str(marker)
+    )
     with pytest.raises(PosencError, match="unknown or non-plain parameter 'filename'"):
         load_run_config(run)
     assert not marker.exists()
 
 
-def test_a_saved_cache_dir_is_replaced_by_the_users(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_saved_cache_dir_is_replaced_by_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "mine"))
     cfg = load_run_config(saved_run(tmp_path, data__cache_dir="/somewhere/else"))
     assert cfg.data.cache_dir == str(tmp_path / "mine")

@@ -23,15 +23,26 @@ def random_state(seed: int = 0) -> dict[str, Tensor]:
     def w(*shape: int) -> Tensor:
         return torch.randn(*shape, generator=g) * 0.2
 
-    state = {"token_embeddings.weight": w(V, D), "ln_final.weight": 1 + w(D),
-             "lm_head.weight": w(V, D)}
+    state = {
+        "token_embeddings.weight": w(V, D),
+        "ln_final.weight": 1 + w(D),
+        "lm_head.weight": w(V, D),
+    }
     for i in range(L):
         p = f"layers.{i}."
-        state.update({p + "ln1.weight": 1 + w(D), p + "ln2.weight": 1 + w(D),
-                      p + "attn.q_proj.weight": w(D, D), p + "attn.k_proj.weight": w(D, D),
-                      p + "attn.v_proj.weight": w(D, D), p + "attn.output_proj.weight": w(D, D),
-                      p + "ffn.w1.weight": w(F_FF, D), p + "ffn.w2.weight": w(D, F_FF),
-                      p + "ffn.w3.weight": w(F_FF, D)})
+        state.update(
+            {
+                p + "ln1.weight": 1 + w(D),
+                p + "ln2.weight": 1 + w(D),
+                p + "attn.q_proj.weight": w(D, D),
+                p + "attn.k_proj.weight": w(D, D),
+                p + "attn.v_proj.weight": w(D, D),
+                p + "attn.output_proj.weight": w(D, D),
+                p + "ffn.w1.weight": w(F_FF, D),
+                p + "ffn.w2.weight": w(D, F_FF),
+                p + "ffn.w3.weight": w(F_FF, D),
+            }
+        )
     return state
 
 
@@ -53,8 +64,9 @@ def rope(x: Tensor, theta: float) -> Tensor:
     return out
 
 
-def cs336_logits(state: dict[str, Tensor], ids: Tensor, n_heads: int = H,
-                 theta: float = THETA) -> Tensor:
+def cs336_logits(
+    state: dict[str, Tensor], ids: Tensor, n_heads: int = H, theta: float = THETA
+) -> Tensor:
     x = state["token_embeddings.weight"][ids]
     B, T, _ = x.shape
     mask = torch.ones(T, T, dtype=torch.bool).tril()
@@ -73,11 +85,15 @@ def cs336_logits(state: dict[str, Tensor], ids: Tensor, n_heads: int = H,
     return rmsnorm(x, state["ln_final.weight"]) @ state["lm_head.weight"].T
 
 
-def train_bpe(text: str, n_merges: int, special: str = "<|endoftext|>"
-              ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+def train_bpe(
+    text: str, n_merges: int, special: str = "<|endoftext|>"
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """The assignment's BPE: most frequent pair inside pre-tokens, ties to the greater pair."""
-    words = Counter(tuple(bytes([b]) for b in m.encode())
-                    for part in text.split(special) for m in ASCII_PAT.findall(part))
+    words = Counter(
+        tuple(bytes([b]) for b in m.encode())
+        for part in text.split(special)
+        for m in ASCII_PAT.findall(part)
+    )
     vocab = {i: bytes([i]) for i in range(256)}
     vocab[256] = special.encode()
     merges = []
@@ -107,8 +123,12 @@ def _merge(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, .
     return tuple(out)
 
 
-def bpe_encode(text: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
-               special: str = "<|endoftext|>") -> list[int]:
+def bpe_encode(
+    text: str,
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special: str = "<|endoftext|>",
+) -> list[int]:
     """Apply the merges in rank order to each pre-token (the assignment's encode)."""
     ids_of = {b: i for i, b in vocab.items()}
     out: list[int] = []
@@ -126,5 +146,9 @@ def bpe_encode(text: str, vocab: dict[int, bytes], merges: list[tuple[bytes, byt
 @pytest.fixture(scope="session")
 def cs336() -> dict[str, Callable[..., object]]:
     """The independent CS336 reference: random_state, cs336_logits, train_bpe, bpe_encode."""
-    return {"random_state": random_state, "logits": cs336_logits, "train_bpe": train_bpe,
-            "encode": bpe_encode}
+    return {
+        "random_state": random_state,
+        "logits": cs336_logits,
+        "train_bpe": train_bpe,
+        "encode": bpe_encode,
+    }

@@ -23,9 +23,13 @@ Files = dict[str, Any]
 def files(cs336: dict[str, Any]) -> Files:
     """The vocab (token -> id), merges and checkpoint of one consistent CS336 model."""
     vocab, merges = cs336["train_bpe"](TEXT, 20)
-    return {"vocab": {to_token(b): i for i, b in vocab.items()},
-            "merges": [(to_token(a), to_token(b)) for a, b in merges],
-            "state": cs336["random_state"](), "iteration": 7, "vocab_text": None}
+    return {
+        "vocab": {to_token(b): i for i, b in vocab.items()},
+        "merges": [(to_token(a), to_token(b)) for a, b in merges],
+        "state": cs336["random_state"](),
+        "iteration": 7,
+        "vocab_text": None,
+    }
 
 
 def share_id(f: Files) -> None:
@@ -52,10 +56,14 @@ CASES: dict[str, tuple[Callable[[Files], None], str]] = {
     "a token given twice": (twice, "appears twice"),
     "an id beyond the embedding": (beyond, "300 rows"),
     "no merges": (lambda f: f.update(merges=[]), "there are no merges"),
-    "a merge of unknown parts": (lambda f: f["merges"].append(("zz", "q")),
-                                 "uses 'zz', which is not in the vocabulary"),
-    "the special token missing": (lambda f: f["vocab"].update(
-        {"<|x|>": f["vocab"].pop("<|endoftext|>")}), "special token '<|endoftext|>' is not in the vocabulary"),
+    "a merge of unknown parts": (
+        lambda f: f["merges"].append(("zz", "q")),
+        "uses 'zz', which is not in the vocabulary",
+    ),
+    "the special token missing": (
+        lambda f: f["vocab"].update({"<|x|>": f["vocab"].pop("<|endoftext|>")}),
+        "special token '<|endoftext|>' is not in the vocabulary",
+    ),
     "NaN weights": (nan_weight, "layers.1.ffn.w2.weight hold NaN"),
     "a negative iteration": (lambda f: f.update(iteration=-3), "iteration -3"),
     "an infinite iteration": (lambda f: f.update(iteration=float("inf")), "iteration inf"),
@@ -66,14 +74,22 @@ def write(f: Files, tmp: Path) -> list[str]:
     (tmp / "vocab.json").write_text(f["vocab_text"] or json.dumps(f["vocab"]))
     (tmp / "merges.txt").write_text("".join(f"{a} {b}\n" for a, b in f["merges"]))
     torch.save({"model": f["state"], "iteration": f["iteration"]}, tmp / "model.pt")
-    return ["import-cs336", str(tmp / "model.pt"), "--vocab", str(tmp / "vocab.json"),
-            "--merges", str(tmp / "merges.txt"), *REQUIRED, "hydra.run.dir=run"]
+    return [
+        "import-cs336",
+        str(tmp / "model.pt"),
+        "--vocab",
+        str(tmp / "vocab.json"),
+        "--merges",
+        str(tmp / "merges.txt"),
+        *REQUIRED,
+        "hydra.run.dir=run",
+    ]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_an_inconsistent_foreign_file_is_one_line_naming_it(
-        case: str, tmp_path: Path, cs336: dict[str, Any],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    case: str, tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     change, expected = CASES[case]
     f = files(cs336)
     change(f)
@@ -87,8 +103,9 @@ def test_an_inconsistent_foreign_file_is_one_line_naming_it(
     assert not (tmp_path / "outputs").exists()
 
 
-def test_the_consistent_files_import(tmp_path: Path, cs336: dict[str, Any],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_consistent_files_import(
+    tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, write(files(cs336), tmp_path))
     assert res.exit_code == 0, res.output

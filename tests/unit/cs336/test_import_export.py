@@ -17,8 +17,10 @@ from posenc_cli.cs336.gpt2_bytes import to_token
 from posenc_cli.engine import checkpoint
 from posenc_cli.model import build_model
 
-TEXT = ("the cat sat on the mat. the dog sat on the log!<|endoftext|>A cat, a dog and 42 mats "
-        "met at the mat's edge.<|endoftext|>") * 3
+TEXT = (
+    "the cat sat on the mat. the dog sat on the log!<|endoftext|>A cat, a dog and 42 mats "
+    "met at the mat's edge.<|endoftext|>"
+) * 3
 REQUIRED = ["model.n_heads=4", "encoding.theta=10000", "train.context_length=16"]
 
 
@@ -30,8 +32,9 @@ def write_tokenizer(tmp: Path, cs336: dict[str, Any], form: str) -> tuple[Path, 
         (tmp / "merges.pkl").write_bytes(pickle.dumps(merges))
         return tmp / "vocab.pkl", tmp / "merges.pkl"
     (tmp / "vocab.json").write_text(json.dumps({to_token(b): i for i, b in vocab.items()}))
-    (tmp / "merges.txt").write_text("#version: 0.2\n" + "".join(
-        f"{to_token(a)} {to_token(b)}\n" for a, b in merges))
+    (tmp / "merges.txt").write_text(
+        "#version: 0.2\n" + "".join(f"{to_token(a)} {to_token(b)}\n" for a, b in merges)
+    )
     return tmp / "vocab.json", tmp / "merges.txt"
 
 
@@ -40,8 +43,14 @@ def save_checkpoint(tmp: Path, state: dict[str, torch.Tensor], form: str) -> Pat
     if form == "bare":
         torch.save(state, path)
     elif form == "compiled":
-        torch.save({"model": {f"_orig_mod.{k}": v for k, v in state.items()},
-                    "optimizer": {}, "iteration": 7}, path)
+        torch.save(
+            {
+                "model": {f"_orig_mod.{k}": v for k, v in state.items()},
+                "optimizer": {},
+                "iteration": 7,
+            },
+            path,
+        )
     else:
         torch.save({"model": state, "optimizer": {"state": {}}, "iteration": 7}, path)
     return path
@@ -55,14 +64,30 @@ def invoke(args: list[str], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 @pytest.mark.parametrize("ckpt_form", ["bare", "save_checkpoint", "compiled"])
 @pytest.mark.parametrize("tok_form", ["gpt2", "pickle"])
-def test_imported_model_gives_the_plain_models_logits(ckpt_form: str, tok_form: str,
-                                                     tmp_path: Path, cs336: dict[str, Any],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_imported_model_gives_the_plain_models_logits(
+    ckpt_form: str,
+    tok_form: str,
+    tmp_path: Path,
+    cs336: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     state = cs336["random_state"]()
     ckpt = save_checkpoint(tmp_path, state, ckpt_form)
     vocab, merges = write_tokenizer(tmp_path, cs336, tok_form)
-    res = invoke(["import-cs336", str(ckpt), "--vocab", str(vocab), "--merges", str(merges),
-                  *REQUIRED, "hydra.run.dir=run"], tmp_path, monkeypatch)
+    res = invoke(
+        [
+            "import-cs336",
+            str(ckpt),
+            "--vocab",
+            str(vocab),
+            "--merges",
+            str(merges),
+            *REQUIRED,
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        monkeypatch,
+    )
     assert res.exit_code == 0, res.output
     run = tmp_path / "run"
     metrics = json.loads((run / "metrics.json").read_text())
@@ -82,8 +107,9 @@ def test_imported_model_gives_the_plain_models_logits(ckpt_form: str, tok_form: 
     assert error < 1e-5 and error <= 1.5 * plain_fp32_error + 1e-7, (error, plain_fp32_error)
 
 
-def test_the_tokenizer_gives_the_students_ids_and_round_trips(tmp_path: Path,
-                                                             cs336: dict[str, Any]) -> None:
+def test_the_tokenizer_gives_the_students_ids_and_round_trips(
+    tmp_path: Path, cs336: dict[str, Any]
+) -> None:
     vocab_path, merges_path = write_tokenizer(tmp_path, cs336, "gpt2")
     tok = build_tokenizer(read_vocab(vocab_path), read_merges(merges_path), ["<|endoftext|>"])
     vocab, merges = cs336["train_bpe"](TEXT, 30)
@@ -93,13 +119,25 @@ def test_the_tokenizer_gives_the_students_ids_and_round_trips(tmp_path: Path,
         assert tok.decode(ids, skip_special_tokens=False) == text
 
 
-def test_export_then_import_gives_identical_weights(tmp_path: Path, cs336: dict[str, Any],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_then_import_gives_identical_weights(
+    tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = cs336["random_state"]()
     vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
-    first = invoke(["import-cs336", str(save_checkpoint(tmp_path, state, "bare")), "--vocab",
-                    str(vocab), "--merges", str(merges), *REQUIRED, "hydra.run.dir=a"],
-                   tmp_path, monkeypatch)
+    first = invoke(
+        [
+            "import-cs336",
+            str(save_checkpoint(tmp_path, state, "bare")),
+            "--vocab",
+            str(vocab),
+            "--merges",
+            str(merges),
+            *REQUIRED,
+            "hydra.run.dir=a",
+        ],
+        tmp_path,
+        monkeypatch,
+    )
     assert first.exit_code == 0, first.output
     res = invoke(["export-cs336", "a", "out"], tmp_path, monkeypatch)
     assert res.exit_code == 0, res.output
@@ -108,14 +146,26 @@ def test_export_then_import_gives_identical_weights(tmp_path: Path, cs336: dict[
     assert exported["model"].keys() == state.keys()
     assert json.loads((out / "model_config.json").read_text())["num_heads"] == 4
     assert pickle.loads((out / "merges.pkl").read_bytes()) == cs336["train_bpe"](TEXT, 30)[1]
-    again = invoke(["import-cs336", str(out / "checkpoint.pt"), "--vocab",
-                    str(out / "vocab.pkl"), "--merges", str(out / "merges.pkl"), *REQUIRED,
-                    "hydra.run.dir=b"], tmp_path, monkeypatch)
+    again = invoke(
+        [
+            "import-cs336",
+            str(out / "checkpoint.pt"),
+            "--vocab",
+            str(out / "vocab.pkl"),
+            "--merges",
+            str(out / "merges.pkl"),
+            *REQUIRED,
+            "hydra.run.dir=b",
+        ],
+        tmp_path,
+        monkeypatch,
+    )
     assert again.exit_code == 0, again.output
     b = checkpoint.load(tmp_path / "b" / "checkpoints" / "last.pt")["model"]
     assert all(torch.equal(b[k], v) for k, v in state.items())
-    assert (tmp_path / "a" / "tokenizer.json").read_bytes() == \
-        (tmp_path / "b" / "tokenizer.json").read_bytes()
+    assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (
+        tmp_path / "b" / "tokenizer.json"
+    ).read_bytes()
 
 
 def _drop_n_heads(args: list[str]) -> list[str]:
@@ -124,30 +174,54 @@ def _drop_n_heads(args: list[str]) -> list[str]:
 
 BAD = {
     "missing n_heads": (lambda s: s, _drop_n_heads, "needs model.n_heads"),
-    "wrong shapes": (lambda s: {**s, "layers.1.ffn.w2.weight": torch.zeros(D_WRONG)},
-                     lambda a: a, "mis-shaped: layers.1.ffn.w2.weight"),
-    "unknown key": (lambda s: {**s, "layers.0.attn.bias": torch.zeros(3)}, lambda a: a,
-                    "unexpected: layers.0.attn.bias"),
-    "heads do not divide": (lambda s: s, lambda a: [*_drop_n_heads(a), "model.n_heads=5"],
-                            "not divisible by model.n_heads=5"),
-    "embedding too small": (lambda s: {k: (v[:200] if k in ("token_embeddings.weight",
-                                                             "lm_head.weight") else v)
-                                       for k, v in s.items()}, lambda a: a,
-                            "the tokenizer has 300 tokens but the embedding only 200 rows"),
+    "wrong shapes": (
+        lambda s: {**s, "layers.1.ffn.w2.weight": torch.zeros(D_WRONG)},
+        lambda a: a,
+        "mis-shaped: layers.1.ffn.w2.weight",
+    ),
+    "unknown key": (
+        lambda s: {**s, "layers.0.attn.bias": torch.zeros(3)},
+        lambda a: a,
+        "unexpected: layers.0.attn.bias",
+    ),
+    "heads do not divide": (
+        lambda s: s,
+        lambda a: [*_drop_n_heads(a), "model.n_heads=5"],
+        "not divisible by model.n_heads=5",
+    ),
+    "embedding too small": (
+        lambda s: {
+            k: (v[:200] if k in ("token_embeddings.weight", "lm_head.weight") else v)
+            for k, v in s.items()
+        },
+        lambda a: a,
+        "the tokenizer has 300 tokens but the embedding only 200 rows",
+    ),
 }
 D_WRONG = (32, 63)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_input_is_one_line_and_leaves_no_run_directory(case: str, tmp_path: Path,
-                                                           cs336: dict[str, Any],
-                                                           monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+def test_bad_input_is_one_line_and_leaves_no_run_directory(
+    case: str, tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     change_state, change_args, expected = BAD[case]
     ckpt = save_checkpoint(tmp_path, change_state(cs336["random_state"]()), "bare")
     vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
-    res = invoke(["import-cs336", str(ckpt), "--vocab", str(vocab), "--merges", str(merges),
-                  *change_args(REQUIRED), "hydra.run.dir=run"], tmp_path, monkeypatch)
+    res = invoke(
+        [
+            "import-cs336",
+            str(ckpt),
+            "--vocab",
+            str(vocab),
+            "--merges",
+            str(merges),
+            *change_args(REQUIRED),
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        monkeypatch,
+    )
     assert res.exit_code == 2, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("posenc: error: ") and expected in lines[0]
@@ -169,15 +243,28 @@ def test_a_pickle_that_would_run_code_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "ran").exists()
 
 
-def test_a_posenc_checkpoint_of_another_encoding_is_refused(tmp_path: Path,
-                                                            cs336: dict[str, Any],
-                                                            monkeypatch: pytest.MonkeyPatch
-                                                            ) -> None:
+def test_a_posenc_checkpoint_of_another_encoding_is_refused(
+    tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "alibi.pt"
-    torch.save({"model": cs336["random_state"](), "step": 3,
-                "config": {"encoding": {"name": "alibi"}}}, path)
+    torch.save(
+        {"model": cs336["random_state"](), "step": 3, "config": {"encoding": {"name": "alibi"}}},
+        path,
+    )
     vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
-    res = invoke(["import-cs336", str(path), "--vocab", str(vocab), "--merges", str(merges),
-                  *REQUIRED, "hydra.run.dir=run"], tmp_path, monkeypatch)
+    res = invoke(
+        [
+            "import-cs336",
+            str(path),
+            "--vocab",
+            str(vocab),
+            "--merges",
+            str(merges),
+            *REQUIRED,
+            "hydra.run.dir=run",
+        ],
+        tmp_path,
+        monkeypatch,
+    )
     assert res.exit_code == 2 and "posenc checkpoint of encoding 'alibi'" in res.stderr
     assert not (tmp_path / "run").exists()

@@ -14,8 +14,17 @@ from posenc_cli.data.prepare import prepare
 
 
 def data_cfg(corpus: Path, cache: Path) -> object:
-    return OmegaConf.create({"name": "t", "kind": "text", "path": str(corpus), "val_path": None,
-                             "vocab_size": 300, "val_every_nth": 20, "cache_dir": str(cache)})
+    return OmegaConf.create(
+        {
+            "name": "t",
+            "kind": "text",
+            "path": str(corpus),
+            "val_path": None,
+            "vocab_size": 300,
+            "val_every_nth": 20,
+            "cache_dir": str(cache),
+        }
+    )
 
 
 def damage_truncate(entry: Path) -> None:
@@ -39,8 +48,9 @@ def damage_tokenizer(entry: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [damage_truncate, damage_meta, damage_ids, damage_tokenizer])
-def test_damaged_entries_are_rebuilt(damage: object, tmp_path: Path, corpus: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_entries_are_rebuilt(
+    damage: object, tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = data_cfg(corpus, tmp_path)
     first = prepare(cfg)
     train, val = np.array(first.train), np.array(first.val)

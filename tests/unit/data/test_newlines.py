@@ -14,9 +14,9 @@ from posenc_cli.data.prepare import prepare
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 22])
-def test_every_line_ending_becomes_lf_across_chunk_boundaries(chunk: int, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
+def test_every_line_ending_becomes_lf_across_chunk_boundaries(
+    chunk: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(corpus_module, "READ_CHUNK_CHARS", chunk)
     path = tmp_path / "t.txt"
     path.write_bytes("a\r\nb\rc\n\r\nd\r\r\né\r".encode())
@@ -30,9 +30,17 @@ def test_a_crlf_corpus_tokenizes_exactly_like_its_lf_copy(tmp_path: Path, corpus
     crlf.write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
     out = []
     for name in ("lf.txt", "crlf.txt"):
-        cfg = OmegaConf.create({"name": "t", "kind": "text", "path": str(tmp_path / name),
-                                "val_path": None, "vocab_size": 300, "val_every_nth": 20,
-                                "cache_dir": str(tmp_path / "cache")})
+        cfg = OmegaConf.create(
+            {
+                "name": "t",
+                "kind": "text",
+                "path": str(tmp_path / name),
+                "val_path": None,
+                "vocab_size": 300,
+                "val_every_nth": 20,
+                "cache_dir": str(tmp_path / "cache"),
+            }
+        )
         data = prepare(cfg)
         out.append((np.array(data.train), np.array(data.val), data.tokenizer_path.read_bytes()))
     assert "\r" not in data.tokenizer.decode(out[1][1][:200].tolist())

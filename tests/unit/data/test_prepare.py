@@ -13,8 +13,17 @@ from posenc_cli.data.prepare import prepare
 
 
 def data_cfg(path: Path, cache: Path, vocab: int = 300) -> object:
-    return OmegaConf.create({"name": "text", "kind": "text", "path": str(path), "val_path": None,
-                             "vocab_size": vocab, "val_every_nth": 20, "cache_dir": str(cache)})
+    return OmegaConf.create(
+        {
+            "name": "text",
+            "kind": "text",
+            "path": str(path),
+            "val_path": None,
+            "vocab_size": vocab,
+            "val_every_nth": 20,
+            "cache_dir": str(cache),
+        }
+    )
 
 
 def test_prepare_caches_and_reuses(tmp_path: Path, make_corpus) -> None:
@@ -33,11 +42,14 @@ def test_prepare_caches_and_reuses(tmp_path: Path, make_corpus) -> None:
     assert other.tokenizer_path != first.tokenizer_path
 
 
-@pytest.mark.parametrize("content,message", [
-    (b"", "is empty"),
-    (b"\xff\xfe\x00binary\x00stuff", "not UTF-8"),
-    (b"plain\x00text", "binary"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "is empty"),
+        (b"\xff\xfe\x00binary\x00stuff", "not UTF-8"),
+        (b"plain\x00text", "binary"),
+    ],
+)
 def test_bad_files_are_user_errors(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.txt"
     path.write_bytes(content)

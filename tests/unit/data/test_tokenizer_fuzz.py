@@ -16,7 +16,9 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory, make_corpus):  # type: i
     return train_tokenizer(iter(text.split("<|endoftext|>")), 300)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.text(max_size=200))
 def test_tokenizer_round_trips_any_unicode(tokenizer, text: str) -> None:  # type: ignore[no-untyped-def]
     assert decode(tokenizer, encode(tokenizer, text)) == text

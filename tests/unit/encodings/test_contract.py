@@ -29,8 +29,9 @@ def test_yaml_files_are_complete(repo) -> None:
 
 
 @pytest.mark.encodings
-def test_shapes_and_finite_loss_beyond_training_length(name: str, make_model, tokens,
-                                                       model_sizes) -> None:
+def test_shapes_and_finite_loss_beyond_training_length(
+    name: str, make_model, tokens, model_sizes
+) -> None:
     model = make_model(name)
     train_len, vocab = model_sizes["train_len"], model_sizes["vocab"]
     for length in (train_len, 4 * train_len):
@@ -45,8 +46,9 @@ def test_shapes_and_finite_loss_beyond_training_length(name: str, make_model, to
         assert torch.isfinite(loss)
 
 
-def test_learned_table_is_usable_up_to_max_len_and_not_beyond(make_model, tokens,
-                                                              model_sizes) -> None:
+def test_learned_table_is_usable_up_to_max_len_and_not_beyond(
+    make_model, tokens, model_sizes
+) -> None:
     small_max_len = model_sizes["small_max_len"]
     model = make_model("learned")
     assert model(tokens(small_max_len)).shape[1] == small_max_len
@@ -70,8 +72,9 @@ def test_causal(name: str, make_model, tokens, randomise_zero_params, model_size
 
 
 @pytest.mark.encodings
-def test_shift_invariance_matches_relative_label(name: str, make_model, tokens,
-                                                 randomise_zero_params, model_sizes) -> None:
+def test_shift_invariance_matches_relative_label(
+    name: str, make_model, tokens, randomise_zero_params, model_sizes
+) -> None:
     model = make_model(name)
     randomise_zero_params(model)
     ids = tokens(model_sizes["train_len"])
@@ -79,14 +82,14 @@ def test_shift_invariance_matches_relative_label(name: str, make_model, tokens,
     if type(model.encoding).relative:
         torch.testing.assert_close(base, shifted, rtol=1e-5, atol=1e-5)
     else:  # some shift must matter: a small one, or one past a threshold such as FIRE's L
-        far = [model(ids, pos_offset=o) for o in (600, 5000)
-               if model.encoding.max_len is None]
+        far = [model(ids, pos_offset=o) for o in (600, 5000) if model.encoding.max_len is None]
         assert max((base - s).abs().max() for s in [shifted, *far]) > 1e-3
 
 
 @pytest.mark.encodings
-def test_every_parameter_gets_a_gradient(name: str, make_model, tokens, randomise_zero_params,
-                                         model_sizes) -> None:
+def test_every_parameter_gets_a_gradient(
+    name: str, make_model, tokens, randomise_zero_params, model_sizes
+) -> None:
     model = make_model(name)
     randomise_zero_params(model)
     ids = tokens(model_sizes["train_len"])
@@ -96,8 +99,9 @@ def test_every_parameter_gets_a_gradient(name: str, make_model, tokens, randomis
 
 
 @pytest.mark.encodings
-def test_state_dict_round_trip(name: str, make_model, tokens, randomise_zero_params,
-                               model_sizes) -> None:
+def test_state_dict_round_trip(
+    name: str, make_model, tokens, randomise_zero_params, model_sizes
+) -> None:
     src, dst = make_model(name, seed=0), make_model(name, seed=1)
     randomise_zero_params(src)
     ids = tokens(model_sizes["train_len"])
@@ -107,9 +111,15 @@ def test_state_dict_round_trip(name: str, make_model, tokens, randomise_zero_par
 
 @pytest.mark.parametrize("layer", [0, 1])
 @pytest.mark.encodings
-def test_fused_attention_equals_reference(name: str, layer: int, make_model,
-                                          randomise_zero_params, reference_attention,
-                                          reference_bias, model_sizes) -> None:
+def test_fused_attention_equals_reference(
+    name: str,
+    layer: int,
+    make_model,
+    randomise_zero_params,
+    reference_attention,
+    reference_bias,
+    model_sizes,
+) -> None:
     train_len, d_model = model_sizes["train_len"], model_sizes["d_model"]
     model = make_model(name)
     randomise_zero_params(model)
@@ -130,8 +140,9 @@ def test_fused_attention_equals_reference(name: str, layer: int, make_model,
 
 
 @pytest.mark.encodings
-def test_chunked_equals_unchunked(name: str, make_model, tokens, randomise_zero_params,
-                                  model_sizes) -> None:
+def test_chunked_equals_unchunked(
+    name: str, make_model, tokens, randomise_zero_params, model_sizes
+) -> None:
     model = make_model(name)
     randomise_zero_params(model)
     small_max_len = model_sizes["small_max_len"]

@@ -74,8 +74,9 @@ def test_rope_equals_complex_multiplication() -> None:
 def block_rotation(theta: torch.Tensor, k: int) -> torch.Tensor:
     """M_k: for each (sin, cos) pair, [[cos kθ, sin kθ], [-sin kθ, cos kθ]]."""
     c, s = torch.cos(k * theta), torch.sin(k * theta)
-    return torch.block_diag(*[torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])])
-                              for ci, si in zip(c, s)])
+    return torch.block_diag(
+        *[torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])]) for ci, si in zip(c, s)]
+    )
 
 
 @pytest.mark.parametrize("k", [1, 5, 37])
@@ -95,8 +96,9 @@ def test_sinusoid_inner_product_depends_on_distance_only() -> None:
     gram = p @ p.T
     torch.testing.assert_close(gram[:40, :40], gram[40:, 40:], rtol=1e-4, atol=1e-4)
     assert not torch.allclose(gram[0, 1], gram[0, 2])
-    torch.testing.assert_close(p[:, 0::2], torch.sin(torch.arange(80.0)[:, None] * pe.inv_freq
-                                                     .float()))
+    torch.testing.assert_close(
+        p[:, 0::2], torch.sin(torch.arange(80.0)[:, None] * pe.inv_freq.float())
+    )
 
 
 def test_learned_sinusoid_starts_at_the_fixed_one() -> None:
@@ -109,13 +111,19 @@ def test_learned_sinusoid_starts_at_the_fixed_one() -> None:
 def test_alibi_slopes_match_the_paper() -> None:
     eight = [2.0 ** -(h + 1) for h in range(8)]
     assert alibi_slopes(8) == pytest.approx(eight)
-    assert alibi_slopes(12) == pytest.approx(eight + [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5])
-    assert alibi_slopes(1) == pytest.approx([2 ** -8])
-    assert alibi_slopes(4) == pytest.approx([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
+    assert alibi_slopes(12) == pytest.approx(eight + [2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5])
+    assert alibi_slopes(1) == pytest.approx([2**-8])
+    assert alibi_slopes(4) == pytest.approx([2**-2, 2**-4, 2**-6, 2**-8])
 
 
-RANGES = [((0, 9), (0, 9)), ((4, 9), (0, 9)), ((11, 16), (7, 16)), ((0, 5), (0, 9)),
-          ((0, 9), (0, 9)), ((5, 8), (3, 8))]
+RANGES = [
+    ((0, 9), (0, 9)),
+    ((4, 9), (0, 9)),
+    ((11, 16), (7, 16)),
+    ((0, 5), (0, 9)),
+    ((0, 9), (0, 9)),
+    ((5, 8), (3, 8)),
+]
 
 
 def test_position_biases_are_right_for_any_geometry_and_cache_state() -> None:
@@ -127,15 +135,31 @@ def test_position_biases_are_right_for_any_geometry_and_cache_state() -> None:
         dist = pos_t[:, None] - pos_s[None, :]
         future = dist < 0  # position_bias masks j > i with -inf
         expected = (-slopes[:, None, None] * dist.float()).unsqueeze(0)
-        torch.testing.assert_close(alibi.position_bias(pos_t, pos_s),
-                                   expected.masked_fill(future, float("-inf")))
+        torch.testing.assert_close(
+            alibi.position_bias(pos_t, pos_s), expected.masked_fill(future, float("-inf"))
+        )
         expected = t5.weight.t()[:, t5_bucket(dist, 4, 8)].unsqueeze(0)
-        torch.testing.assert_close(t5.position_bias(pos_t, pos_s),
-                                   expected.masked_fill(future, float("-inf")))
+        torch.testing.assert_close(
+            t5.position_bias(pos_t, pos_s), expected.masked_fill(future, float("-inf"))
+        )
 
 
-T5_HAND = {0: 0, 1: 1, 15: 15, 16: 16, 17: 16, 20: 17, 32: 21, 64: 26, 90: 29, 100: 30,
-           127: 31, 128: 31, 1000: 31, -5: 0}
+T5_HAND = {
+    0: 0,
+    1: 1,
+    15: 15,
+    16: 16,
+    17: 16,
+    20: 17,
+    32: 21,
+    64: 26,
+    90: 29,
+    100: 30,
+    127: 31,
+    128: 31,
+    1000: 31,
+    -5: 0,
+}
 
 
 def test_t5_buckets_hand_computed() -> None:
@@ -166,12 +190,17 @@ GEOMETRIES = [(0, 12, 0), (5, 12, 0), (5, 12, 9), (11, 12, 3)]
 def site(start: int, end: int, offset: int, layer: int) -> BiasSite:
     """Queries offset+start … offset+end-1 against keys offset … offset+end-1 of a forward over
     positions offset … offset+end-1."""
-    return BiasSite(Span(offset + start, end - start, CPU), Span(offset, end, CPU), layer,
-                    ForwardCache(Span(offset, end, CPU)))
+    return BiasSite(
+        Span(offset + start, end - start, CPU),
+        Span(offset, end, CPU),
+        layer,
+        ForwardCache(Span(offset, end, CPU)),
+    )
 
 
-def assert_causal_close(fast: torch.Tensor, naive: torch.Tensor, pos_t: torch.Tensor,
-                        pos_s: torch.Tensor) -> None:
+def assert_causal_close(
+    fast: torch.Tensor, naive: torch.Tensor, pos_t: torch.Tensor, pos_s: torch.Tensor
+) -> None:
     """Equal where j <= i; fast is -inf where j > i."""
     causal = pos_s[None, :] <= pos_t[:, None]
     torch.testing.assert_close(fast[..., causal], naive[..., causal], rtol=1e-5, atol=1e-5)
@@ -180,8 +209,9 @@ def assert_causal_close(fast: torch.Tensor, naive: torch.Tensor, pos_t: torch.Te
 
 
 @pytest.mark.parametrize(("start", "end", "offset"), GEOMETRIES)
-def test_transformer_xl_shift_equals_naive_four_terms(start: int, end: int, offset: int,
-                                                      reference_bias) -> None:
+def test_transformer_xl_shift_equals_naive_four_terms(
+    start: int, end: int, offset: int, reference_bias
+) -> None:
     torch.manual_seed(0)
     txl = TransformerXLEncoding(D, H, E, 2)
     with torch.no_grad():
@@ -192,7 +222,7 @@ def test_transformer_xl_shift_equals_naive_four_terms(start: int, end: int, offs
     q, k = torch.randn(2, H, end - start, E), torch.randn(2, H, end, E)
     a = q @ k.transpose(-1, -2)
     scale = txl.softmax_scale(E)
-    naive = a * scale + reference_bias(txl, q, k, pos_t, pos_s, 1)   # (a + b + c + d) * scale
+    naive = a * scale + reference_bias(txl, q, k, pos_t, pos_s, 1)  # (a + b + c + d) * scale
     fast = a * scale + txl.content_bias(q, k, site(start, end, offset, 1))
     assert fast.dtype == torch.float32 and fast.shape == (2, H, end - start, end)
     assert_causal_close(fast, naive, pos_t, pos_s)
@@ -206,7 +236,7 @@ def test_deberta_gather_equals_naive(start: int, end: int, offset: int, referenc
     pos = torch.arange(offset, offset + end)
     pos_t, pos_s = pos[start:end], pos[:end]
     q, k = torch.randn(2, H, end - start, E), torch.randn(2, H, end, E)
-    naive = reference_bias(deb, q, k, pos_t, pos_s, 0)                # (c2p + p2c) / sqrt(3E)
+    naive = reference_bias(deb, q, k, pos_t, pos_s, 0)  # (c2p + p2c) / sqrt(3E)
     fast = deb.content_bias(q, k, site(start, end, offset, 0))
     assert fast.dtype == torch.float32 and fast.shape == (2, H, end - start, end)
     assert_causal_close(fast, naive, pos_t, pos_s)

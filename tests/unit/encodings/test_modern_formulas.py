@@ -55,13 +55,13 @@ def test_kerple_power_is_its_formula_and_non_increasing(repo) -> None:
         enc.r1.copy_(torch.tensor([0.5, 1.0]))
         enc.r2.copy_(torch.tensor([1.5, 2.0]))
     bias = enc.distance_bias(torch.tensor([0, 4, 9]))
-    assert bias[0, 1].item() == pytest.approx(-0.5 * 8.0)    # 4^1.5 = 8
-    assert bias[1, 2].item() == pytest.approx(-81.0)         # 9^2
+    assert bias[0, 1].item() == pytest.approx(-0.5 * 8.0)  # 4^1.5 = 8
+    assert bias[1, 2].item() == pytest.approx(-81.0)  # 9^2
     assert (bias.diff(dim=1) <= 0).all() and bias[:, 0].abs().max() == 0
 
 
 def test_sandwich_equals_its_sum(repo) -> None:
-    enc = encoding(repo, "sandwich", n_heads=2, d_model=8)     # d' = head dim = 4
+    enc = encoding(repo, "sandwich", n_heads=2, d_model=8)  # d' = head dim = 4
     d = 3
     inner = sum(math.cos(d / 10000 ** (2 * k / 4)) for k in (1, 2)) - 2
     bias = enc.distance_bias(torch.tensor([0, d]))
@@ -93,13 +93,14 @@ def test_xpos_without_decay_is_rope_and_decays_by_zeta(repo) -> None:
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(1, 2, 6, 4, generator=g), torch.randn(1, 2, 6, 4, generator=g)
     pos = torch.arange(10, 16)
-    torch.testing.assert_close(flat.transform_qk(q, k, pos, pos, 0),
-                               rope.transform_qk(q, k, pos, pos, 0))
+    torch.testing.assert_close(
+        flat.transform_qk(q, k, pos, pos, 0), rope.transform_qk(q, k, pos, pos, 0)
+    )
     # one pair at a time: the score of pair k is RoPE's times zeta_k^((m - n)/512)
     zeta = [(0 / 4 + 0.4) / 1.4, (2 / 4 + 0.4) / 1.4]
     for pair in (0, 1):
         mask = torch.zeros(4)
-        mask[2 * pair:2 * pair + 2] = 1
+        mask[2 * pair : 2 * pair + 2] = 1
         qx, kx = xpos.transform_qk(q * mask, k * mask, pos, pos, 0)
         qr, kr = rope.transform_qk(q * mask, k * mask, pos, pos, 0)
         m, n = 5, 1
@@ -109,10 +110,12 @@ def test_xpos_without_decay_is_rope_and_decays_by_zeta(repo) -> None:
 
 def test_p_rope_endpoints_are_rope_and_none(make_model, tokens) -> None:
     ids = tokens(16)
-    torch.testing.assert_close(make_model("rope", p=1.0)(ids), make_model("rope")(ids),
-                               rtol=0, atol=0)
-    torch.testing.assert_close(make_model("rope", p=0.0)(ids), make_model("none")(ids),
-                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        make_model("rope", p=1.0)(ids), make_model("rope")(ids), rtol=0, atol=0
+    )
+    torch.testing.assert_close(
+        make_model("rope", p=0.0)(ids), make_model("none")(ids), rtol=1e-6, atol=1e-6
+    )
     assert not torch.allclose(make_model("rope", p=0.5)(ids), make_model("rope")(ids))
 
 
@@ -120,24 +123,28 @@ def test_partial_and_p_rope_frequencies() -> None:
     partial, dims = rotary_frequencies(8, 10000.0, 0.5, 1.0)
     assert dims == 4
     torch.testing.assert_close(partial, torch.tensor([1.0, 0.01, 0.0, 0.0], dtype=torch.float64))
-    p_rope, _ = rotary_frequencies(8, 10000.0, 1.0, 0.6)    # floor(0.6 * 4) = 2 pairs kept
+    p_rope, _ = rotary_frequencies(8, 10000.0, 1.0, 0.6)  # floor(0.6 * 4) = 2 pairs kept
     torch.testing.assert_close(p_rope, torch.tensor([1.0, 0.1, 0.0, 0.0], dtype=torch.float64))
 
 
 # E = 4, base 10000: θ = (1, 0.01); S = 4, L = 16.
 THETA = torch.tensor([1.0, 0.01], dtype=torch.float64)
-YARN_GAMMA0 = (16 / (2 * math.pi) - 1) / 31          # r_0 = 16/(2π) = 2.546, between 1 and 32
-LLAMA_SMOOTH0 = (16 / (2 * math.pi) - 1) / 3         # λ_0 = 2π lies between L/4 and L
+YARN_GAMMA0 = (16 / (2 * math.pi) - 1) / 31  # r_0 = 16/(2π) = 2.546, between 1 and 32
+LLAMA_SMOOTH0 = (16 / (2 * math.pi) - 1) / 3  # λ_0 = 2π lies between L/4 and L
 
 
-@pytest.mark.parametrize(("method", "expected", "attention"), [
-    ("pi", [0.25, 0.0025], 1.0),
-    ("ntk", [1.0, 0.0025], 1.0),                      # b' = 10000 * 4^2 = 160000
-    ("yarn", [0.25 + 0.75 * YARN_GAMMA0, 0.0025], 0.1 * math.log(4) + 1),
-    ("llama3", [0.25 + 0.75 * LLAMA_SMOOTH0, 0.0025], 1.0),
-])
-def test_rope_scaling_frequencies_by_hand(method: str, expected: list[float],
-                                          attention: float) -> None:
+@pytest.mark.parametrize(
+    ("method", "expected", "attention"),
+    [
+        ("pi", [0.25, 0.0025], 1.0),
+        ("ntk", [1.0, 0.0025], 1.0),  # b' = 10000 * 4^2 = 160000
+        ("yarn", [0.25 + 0.75 * YARN_GAMMA0, 0.0025], 0.1 * math.log(4) + 1),
+        ("llama3", [0.25 + 0.75 * LLAMA_SMOOTH0, 0.0025], 1.0),
+    ],
+)
+def test_rope_scaling_frequencies_by_hand(
+    method: str, expected: list[float], attention: float
+) -> None:
     inv, factor = scaled_frequencies(method, THETA, 10000.0, 4, 4.0, 16)
     torch.testing.assert_close(inv, torch.tensor(expected, dtype=torch.float64))
     assert factor == pytest.approx(attention)
@@ -145,8 +152,9 @@ def test_rope_scaling_frequencies_by_hand(method: str, expected: list[float],
 
 def test_rope_scaling_keeps_unrotated_pairs_unrotated() -> None:
     for method in ("pi", "ntk", "yarn", "llama3"):
-        inv, _ = scaled_frequencies(method, torch.tensor([1.0, 0.0], dtype=torch.float64),
-                                    10000.0, 4, 4.0, 16)
+        inv, _ = scaled_frequencies(
+            method, torch.tensor([1.0, 0.0], dtype=torch.float64), 10000.0, 4, 4.0, 16
+        )
         assert inv[1] == 0 and inv[0] > 0
 
 
@@ -158,7 +166,7 @@ def test_cope_with_zero_one_gates_counts_the_gated_tokens(repo) -> None:
     p = enc.positions(q, k)[0, 0]
     for i in range(6):
         for j in range(i + 1):
-            assert p[i, j].item() == pytest.approx(sum(gated[j:i + 1]), abs=1e-6)
+            assert p[i, j].item() == pytest.approx(sum(gated[j : i + 1]), abs=1e-6)
 
 
 def test_fox_bias_is_the_cumulative_sum_of_log_gates(repo) -> None:
@@ -168,14 +176,18 @@ def test_fox_bias_is_the_cumulative_sum_of_log_gates(repo) -> None:
         enc.gates[0].bias.copy_(torch.tensor([0.0, 2.0]))
     x = torch.randn(1, 5, 4)
     span = Span(0, 5, CPU)
-    bias = enc.content_bias(torch.zeros(1, 2, 5, 2), torch.zeros(1, 2, 5, 2),
-                            BiasSite(span, span, 0, ForwardCache(span), x))
+    bias = enc.content_bias(
+        torch.zeros(1, 2, 5, 2),
+        torch.zeros(1, 2, 5, 2),
+        BiasSite(span, span, 0, ForwardCache(span), x),
+    )
     for i in range(5):
-        for j in range(i + 1):   # (i - j) log σ(b): a constant gate forgets geometrically
+        for j in range(i + 1):  # (i - j) log σ(b): a constant gate forgets geometrically
             assert bias[0, 0, i, j].item() == pytest.approx((i - j) * math.log(0.5), abs=1e-5)
             assert bias[0, 1, i, j].item() == pytest.approx(
-                (i - j) * math.log(1 / (1 + math.exp(-2))), abs=1e-5)
-        assert (bias[0, :, i, i + 1:] == float("-inf")).all()
+                (i - j) * math.log(1 / (1 + math.exp(-2))), abs=1e-5
+            )
+        assert (bias[0, :, i, i + 1 :] == float("-inf")).all()
 
 
 def test_fox_loads_checkpoints_of_the_earlier_gate_layout(repo) -> None:
@@ -183,13 +195,14 @@ def test_fox_loads_checkpoints_of_the_earlier_gate_layout(repo) -> None:
     (L, H)) load into the layers and compute the same log-gates x·W + b."""
     enc = encoding(repo, "fox", n_heads=2, d_model=4)
     gen = torch.Generator().manual_seed(5)
-    old = {"gate_weight": torch.randn(2, 4, 2, generator=gen),
-           "gate_bias": torch.randn(2, 2, generator=gen)}
+    old = {
+        "gate_weight": torch.randn(2, 4, 2, generator=gen),
+        "gate_bias": torch.randn(2, 2, generator=gen),
+    }
     enc.load_state_dict(old)
     x = torch.randn(1, 3, 4, generator=gen)
     for layer in range(2):
         want = F.logsigmoid(x @ old["gate_weight"][layer] + old["gate_bias"][layer])
         assert torch.allclose(enc.log_forget(x, layer), want.transpose(1, 2), atol=1e-6)
     with pytest.raises(RuntimeError, match="gate_weight"):
-        enc.load_state_dict({"gate_weight": torch.zeros(3, 4, 2),
-                             "gate_bias": torch.zeros(3, 2)})
+        enc.load_state_dict({"gate_weight": torch.zeros(3, 4, 2), "gate_bias": torch.zeros(3, 2)})

@@ -11,9 +11,9 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.engine import checkpoint
 
 
-def test_disk_full_during_save_keeps_the_previous_checkpoint(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch
-                                                             ) -> None:
+def test_disk_full_during_save_keeps_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "last.pt"
     # load() accepts only states with model weights
     checkpoint.save_atomic({"step": 1, "model": {"w": torch.ones(3)}}, path)

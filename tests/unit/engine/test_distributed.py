@@ -90,10 +90,13 @@ def on_ranks(world_size: int, job: Callable[[Runtime], Any]) -> list[Any]:
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, torch.nn.Module, TokenData]:
     torch.set_num_threads(1)
-    cfg = OmegaConf.create({
-        "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": None},
-        "encoding": OmegaConf.load(Path(__file__).parents[3] / "configs/encoding/alibi.yaml"),
-        "train": {"batch_size": 4, "eval_batches": 5, "context_length": 16}})
+    cfg = OmegaConf.create(
+        {
+            "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": None},
+            "encoding": OmegaConf.load(Path(__file__).parents[3] / "configs/encoding/alibi.yaml"),
+            "train": {"batch_size": 4, "eval_batches": 5, "context_length": 16},
+        }
+    )
     torch.manual_seed(0)
     model = build_model(cfg, 300).eval()
     ids = np.random.default_rng(0).integers(0, 300, 6000).astype(np.uint16)
@@ -112,8 +115,7 @@ def test_the_ranks_slices_are_the_global_batch_of_one_process() -> None:
 
     def batches(rank: int, world: int, batch: int) -> list[torch.Tensor]:
         gen = torch.Generator().manual_seed(7)
-        return [get_batch(ids, batch, 16, gen, rank=rank, world_size=world)[0]
-                for _ in range(3)]
+        return [get_batch(ids, batch, 16, gen, rank=rank, world_size=world)[0] for _ in range(3)]
 
     one = batches(0, 1, 12)
     ranks = [batches(r, 3, 4) for r in range(3)]
@@ -132,8 +134,7 @@ def test_validation_split_over_ranks_is_the_one_process_loss_exactly(tiny, world
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_extrapolation_split_over_ranks_is_the_one_process_result_exactly(tiny,
-                                                                          world_size) -> None:
+def test_extrapolation_split_over_ranks_is_the_one_process_result_exactly(tiny, world_size) -> None:
     _, model, data = tiny
     length, n = 64, 2 * BATCH_TOKENS + 128  # sliding by 32: five batches, the last short
     one = score_length(model, data.val, length, n, 32, Runtime(torch.device("cpu"), "fp32"))
@@ -147,9 +148,15 @@ def test_a_stop_signal_on_any_rank_stops_every_rank_after_the_same_step() -> Non
         def job(rt: Runtime) -> int | None:
             got = signal.SIGINT if rt.comm.rank == rank_with_signal else None
             return Trainer._stop_signal(SimpleNamespace(rt=rt), SimpleNamespace(signum=got))
+
         return job
 
     assert on_ranks(3, stop_on(2)) == [signal.SIGTERM, signal.SIGTERM, signal.SIGINT]
     assert on_ranks(2, stop_on(None)) == [None, None]
-    assert Trainer._stop_signal(SimpleNamespace(rt=Runtime(torch.device("cpu"), "fp32")),
-                                SimpleNamespace(signum=signal.SIGINT)) == signal.SIGINT
+    assert (
+        Trainer._stop_signal(
+            SimpleNamespace(rt=Runtime(torch.device("cpu"), "fp32")),
+            SimpleNamespace(signum=signal.SIGINT),
+        )
+        == signal.SIGINT
+    )

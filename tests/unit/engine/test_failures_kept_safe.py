@@ -21,7 +21,8 @@ from posenc_cli.engine.trainer import Throughput
 
 
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_old(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "last.pt"
     checkpoint.save_atomic({"model": {"w": torch.ones(2)}, "step": 1}, path)
 
@@ -30,8 +31,9 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_old(
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
 
     monkeypatch.setattr(torch, "save", full_disk)
-    with pytest.raises(PosencError, match="could not write checkpoint .* previous checkpoint "
-                                          "is intact"):
+    with pytest.raises(
+        PosencError, match="could not write checkpoint .* previous checkpoint is intact"
+    ):
         checkpoint.save_atomic({"model": {"w": torch.zeros(2)}, "step": 2}, path)
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
     assert checkpoint.load(path)["step"] == 1
@@ -76,27 +78,38 @@ def test_a_signal_outside_the_loop_says_what_was_kept() -> None:
     assert "the model is saved" in str(info.value)
 
 
-def test_non_finite_weights_are_never_checkpointed(tmp_path: Path, corpus: Path,
-                                                   cache_dir: Path) -> None:
+def test_non_finite_weights_are_never_checkpointed(
+    tmp_path: Path, corpus: Path, cache_dir: Path
+) -> None:
     from posenc_cli.config.compose import compose
     from posenc_cli.data.prepare import prepare
     from posenc_cli.engine.runtime import make_runtime
     from posenc_cli.engine.trainer import Trainer
 
-    cfg = compose(["model=tiny", "data=text", f"data.path={corpus}", "data.vocab_size=300",
-                   "train.context_length=16"])
+    cfg = compose(
+        [
+            "model=tiny",
+            "data=text",
+            f"data.path={corpus}",
+            "data.vocab_size=300",
+            "train.context_length=16",
+        ]
+    )
     trainer = Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
     with torch.no_grad():
         next(trainer.lm.parameters()).fill_(math.nan)
-    with pytest.raises(PosencError, match="diverged .* no checkpoint was written — start a new "
-                                          "run with a lower train.lr"):
+    with pytest.raises(
+        PosencError,
+        match="diverged .* no checkpoint was written — start a new run with a lower train.lr",
+    ):
         trainer.save()
     assert not (tmp_path / "checkpoints" / "last.pt").exists()
     json.dumps(trainer.metrics())
 
 
-def test_a_full_disk_in_the_final_evaluation_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                         tmp_path: Path) -> None:
+def test_a_full_disk_in_the_final_evaluation_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from types import SimpleNamespace
 
     from posenc_cli.cli import jobs
@@ -105,26 +118,44 @@ def test_a_full_disk_in_the_final_evaluation_is_one_line(monkeypatch: pytest.Mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(jobs, "run_tasks", enospc)
-    trainer = SimpleNamespace(run_dir=tmp_path, rt=SimpleNamespace(is_main=True), cfg=None,
-                              lm=None, state=SimpleNamespace(step=1), ckpt_dir=tmp_path,
-                              open_writer=lambda: None)
-    with pytest.raises(PosencError, match=f"could not write the evaluation of {tmp_path}: No "
-                                          f"space left on device — free disk space, then "
-                                          f"`posenc eval {tmp_path}`"):
+    trainer = SimpleNamespace(
+        run_dir=tmp_path,
+        rt=SimpleNamespace(is_main=True),
+        cfg=None,
+        lm=None,
+        state=SimpleNamespace(step=1),
+        ckpt_dir=tmp_path,
+        open_writer=lambda: None,
+    )
+    with pytest.raises(
+        PosencError,
+        match=f"could not write the evaluation of {tmp_path}: No "
+        f"space left on device — free disk space, then "
+        f"`posenc eval {tmp_path}`",
+    ):
         jobs._evaluate(trainer, None)  # type: ignore[arg-type]
 
 
-def test_a_checkpoint_without_optimizer_state_is_one_line(tmp_path: Path, corpus: Path,
-                                                          cache_dir: Path) -> None:
+def test_a_checkpoint_without_optimizer_state_is_one_line(
+    tmp_path: Path, corpus: Path, cache_dir: Path
+) -> None:
     from posenc_cli.config.compose import compose
     from posenc_cli.data.prepare import prepare
     from posenc_cli.engine.runtime import make_runtime
     from posenc_cli.engine.trainer import Trainer
 
-    cfg = compose(["model=tiny", "data=text", f"data.path={corpus}", "data.vocab_size=300",
-                   "train.context_length=16"])
+    cfg = compose(
+        [
+            "model=tiny",
+            "data=text",
+            f"data.path={corpus}",
+            "data.vocab_size=300",
+            "train.context_length=16",
+        ]
+    )
     trainer = Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
-    checkpoint.save_atomic({"model": trainer.lm.state_dict(), "step": 3},
-                           tmp_path / "checkpoints" / "last.pt")
+    checkpoint.save_atomic(
+        {"model": trainer.lm.state_dict(), "step": 3}, tmp_path / "checkpoints" / "last.pt"
+    )
     with pytest.raises(PosencError, match="does not match this run \\('optimizer'\\)"):
         trainer.resume()

@@ -15,30 +15,45 @@ from posenc_cli.engine.trainer import Trainer
 
 
 def trainer(tmp_path: Path, corpus: Path, *extra: str) -> Trainer:
-    cfg = compose(["model=tiny", "data=text", f"data.path={corpus}", "data.vocab_size=300",
-                   "train.context_length=16", "train.steps=4", "train.eval_every=4",
-                   "train.eval_batches=1", "train.log_every=2", "train.checkpoint_every=4",
-                   "train.threads=1", *extra])
+    cfg = compose(
+        [
+            "model=tiny",
+            "data=text",
+            f"data.path={corpus}",
+            "data.vocab_size=300",
+            "train.context_length=16",
+            "train.steps=4",
+            "train.eval_every=4",
+            "train.eval_batches=1",
+            "train.log_every=2",
+            "train.checkpoint_every=4",
+            "train.threads=1",
+            *extra,
+        ]
+    )
     return Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
 
 
-def test_batches_carry_random_positions_and_the_same_windows(tmp_path: Path, corpus: Path,
-                                                             cache_dir: Path) -> None:
+def test_batches_carry_random_positions_and_the_same_windows(
+    tmp_path: Path, corpus: Path, cache_dir: Path
+) -> None:
     plain = trainer(tmp_path / "a", corpus)
     randomized = trainer(tmp_path / "b", corpus, "train.position_range=256")
     x0, y0, none = plain._batch(1)
     x1, y1, pos = randomized._batch(1)
     assert none is None and torch.equal(x0, x1) and torch.equal(y0, y1)
     assert pos.shape == (16,) and (pos.diff() > 0).all() and pos.max() < 256
-    assert pos.max() >= 16                       # not the range 0 .. 15 (1 in C(256, 16))
+    assert pos.max() >= 16  # not the range 0 .. 15 (1 in C(256, 16))
     again = trainer(tmp_path / "c", corpus, "train.position_range=256")
     assert torch.equal(again._batch(1)[2], pos)
 
 
-def test_a_randomized_run_trains_and_records_its_range(tmp_path: Path, corpus: Path,
-                                                       cache_dir: Path) -> None:
-    t = trainer(tmp_path, corpus, "train.position_range=64", "encoding=learned",
-                "encoding.max_len=64")
+def test_a_randomized_run_trains_and_records_its_range(
+    tmp_path: Path, corpus: Path, cache_dir: Path
+) -> None:
+    t = trainer(
+        tmp_path, corpus, "train.position_range=64", "encoding=learned", "encoding.max_len=64"
+    )
     seen: list[torch.Tensor] = []
     forward = t.lm.forward
 

@@ -13,8 +13,9 @@ from posenc_cli.engine import runtime
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_auto_is_bf16_on_cpus_with_native_bf16_only(fast: bool,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_is_bf16_on_cpus_with_native_bf16_only(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: fast)
     cpu = torch.device("cpu")
     assert runtime.pick_precision("auto", cpu) == ("bf16" if fast else "fp32")
@@ -23,8 +24,9 @@ def test_auto_is_bf16_on_cpus_with_native_bf16_only(fast: bool,
     assert runtime.pick_precision("auto", torch.device("mps")) == "fp32"
 
 
-def test_explicit_bf16_on_a_cpu_without_it_warns(monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_explicit_bf16_on_a_cpu_without_it_warns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create({"device": "cpu", "train": {"threads": None, "precision": "bf16"}})
@@ -37,7 +39,8 @@ def test_explicit_bf16_on_a_cpu_without_it_warns(monkeypatch: pytest.MonkeyPatch
 
 
 def test_auto_is_bf16_on_cuda_and_refused_where_unsupported(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cuda = torch.device("cuda")
     assert runtime.pick_precision("auto", cuda) == "bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
@@ -46,7 +49,8 @@ def test_auto_is_bf16_on_cuda_and_refused_where_unsupported(
 
 
 def test_bf16_autocast_keeps_fp32_master_weights_and_attention(
-        monkeypatch: pytest.MonkeyPatch, make_model, tokens) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, make_model, tokens
+) -> None:  # type: ignore[no-untyped-def]
     """Under the run's autocast on CPU the projections run in bf16, the fused attention in
     float32 (its bf16 backward is slower there), and the parameters stay float32."""
     import torch.nn.functional as F
@@ -62,7 +66,8 @@ def test_bf16_autocast_keeps_fp32_master_weights_and_attention(
     model = make_model("rope")
     seen: dict[str, torch.dtype] = {}
     model.layers[0].attn.output_proj.register_forward_hook(
-        lambda m, inp, out: seen.update(proj=out.dtype))
+        lambda m, inp, out: seen.update(proj=out.dtype)
+    )
     with runtime.Runtime(torch.device("cpu"), "bf16").autocast():
         logits = model(tokens(16))
     assert seen["proj"] == torch.bfloat16 and logits.dtype == torch.bfloat16

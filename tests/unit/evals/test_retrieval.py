@@ -36,7 +36,7 @@ class Induction(nn.Module):
         for b, row in enumerate(x.tolist()):
             seen: dict[tuple[int, ...], int] = {}
             for t in range(len(row)):
-                gram = tuple(row[max(0, t - 3):t + 1])
+                gram = tuple(row[max(0, t - 3) : t + 1])
                 if gram in seen:
                     out[b, t, row[seen[gram] + 1]] = 50.0
                 if t + 1 < len(row):
@@ -59,8 +59,7 @@ class Bigram(nn.Module):
 def _cfg(config):  # type: ignore[no-untyped-def]
     from posenc_cli.evals.run import apply_overrides
 
-    return apply_overrides(config(), ["eval.tasks=[retrieval]",
-                                      "eval.retrieval.factors=[8,16]"])
+    return apply_overrides(config(), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[8,16]"])
 
 
 def test_a_model_that_copies_the_key_scores_one(config, text_data, rt) -> None:
@@ -95,12 +94,13 @@ def test_instances_depend_on_the_seed_alone_and_hide_the_sentence_once(text_data
         room = len(case.without) - len(question) - len(answer)
         for depth, row in zip(depths, case.with_key, strict=True):
             at = round(depth * room)
-            assert len(row) == 128 and row[at:at + len(sentence)] == sentence
-            assert row[:at] + row[at + len(sentence):] == case.without
+            assert len(row) == 128 and row[at : at + len(sentence)] == sentence
+            assert row[:at] + row[at + len(sentence) :] == case.without
 
 
-def test_the_heatmap_is_an_image_of_lengths_by_depths(config, text_data, rt,
-                                                     tmp_path: Path) -> None:
+def test_the_heatmap_is_an_image_of_lengths_by_depths(
+    config, text_data, rt, tmp_path: Path
+) -> None:
     from posenc_cli.evals.tasks.retrieval import heatmap
 
     result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
@@ -108,8 +108,15 @@ def test_the_heatmap_is_an_image_of_lengths_by_depths(config, text_data, rt,
     assert image is not None and image.ndim == 3 and image.shape[2] == 3
 
 
-@pytest.mark.parametrize("bad", ["eval.retrieval.depths=[1.5]", "eval.retrieval.passkeys=0",
-                                 "eval.retrieval.factors=[]", "eval.retrieval.seed=-1"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "eval.retrieval.depths=[1.5]",
+        "eval.retrieval.passkeys=0",
+        "eval.retrieval.factors=[]",
+        "eval.retrieval.seed=-1",
+    ],
+)
 def test_bad_settings_are_one_line_before_anything_runs(config, bad: str) -> None:
     from posenc_cli.common.errors import PosencError
     from posenc_cli.evals.run import apply_overrides

@@ -10,8 +10,9 @@ from torch.utils.tensorboard import SummaryWriter
 from posenc_cli.evals.runner import run_tasks
 
 
-def test_tensorboard_tags_and_hparams_in_the_run_directory(tmp_path: Path, config, model_for,
-                                                           token_data, rt) -> None:
+def test_tensorboard_tags_and_hparams_in_the_run_directory(
+    tmp_path: Path, config, model_for, token_data, rt
+) -> None:
     cfg = config()
     model = model_for(cfg).train()
     with SummaryWriter(str(tmp_path)) as writer:
@@ -24,6 +25,8 @@ def test_tensorboard_tags_and_hparams_in_the_run_directory(tmp_path: Path, confi
     assert steps == [16, 32, 64, 128, 256]
     tags = acc.Tags()
     assert {"hparams/ppl_x1", "hparams/ppl_x16", "extrapolation/loss_by_position"} <= set(
-        tags["scalars"])
+        tags["scalars"]
+    )
     assert {"_hparams_/experiment", "_hparams_/session_start_info"} <= set(
-        acc.PluginTagToContent("hparams"))
+        acc.PluginTagToContent("hparams")
+    )

@@ -8,10 +8,11 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from posenc_cli.evals.scoring import (sample_blocks, 
+from posenc_cli.evals.extrapolation_result import extrapolation
+from posenc_cli.evals.scoring import (
     Window,
-    extrapolation,
     plan_windows,
+    sample_blocks,
     score_length,
     score_lengths,
     scored_targets,
@@ -32,16 +33,17 @@ def run(model_for, val_ids, rt):  # type: ignore[no-untyped-def]
     return evaluate
 
 
-def test_ppl_at_1x_is_exp_of_the_mean_loss_on_the_same_tokens(config, run, model_for,
-                                                              val_ids) -> None:
+def test_ppl_at_1x_is_exp_of_the_mean_loss_on_the_same_tokens(
+    config, run, model_for, val_ids
+) -> None:
     cfg = config()
     result = run(cfg)
     ids = torch.from_numpy(val_ids().astype(np.int64))
     n = result["tokens"]
     assert n == 512
     blocks = sample_blocks(len(ids) - 1, n, 16 * TRAIN_LEN)  # the sample: spread-out blocks
-    x = torch.cat([ids[s:s + size].view(-1, TRAIN_LEN) for s, size in blocks])
-    y = torch.cat([ids[s + 1:s + size + 1].view(-1, TRAIN_LEN) for s, size in blocks])
+    x = torch.cat([ids[s : s + size].view(-1, TRAIN_LEN) for s, size in blocks])
+    y = torch.cat([ids[s + 1 : s + size + 1].view(-1, TRAIN_LEN) for s, size in blocks])
     with torch.no_grad():
         logits = model_for(cfg)(x)
     loss = F.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
@@ -50,11 +52,11 @@ def test_ppl_at_1x_is_exp_of_the_mean_loss_on_the_same_tokens(config, run, model
 
 
 @pytest.mark.parametrize("mode", ["nonoverlapping", "sliding"])
-def test_every_length_scores_exactly_the_same_targets(mode: str, config, model_for, val_ids,
-                                                      rt) -> None:
+def test_every_length_scores_exactly_the_same_targets(
+    mode: str, config, model_for, val_ids, rt
+) -> None:
     cfg = config(f"eval.mode={mode}", "eval.stride=5", "eval.factors=[1,3,4,16]")
-    blocks, results, skipped, _ = score_lengths(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval,
-                                                rt)
+    blocks, results, skipped, _ = score_lengths(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval, rt)
     sample = np.concatenate([np.arange(s, s + size) for s, size in blocks])
     assert not skipped and sample.size == 512 and sorted(results) == [16, 48, 64, 256]
     for r in results.values():

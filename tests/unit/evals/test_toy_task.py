@@ -23,8 +23,11 @@ class MeanToken(EvalTask):
 
     def run(self, model: Any, data: Any, cfg: Any, rt: Any) -> dict[str, Any]:
         value = float(self.settings(cfg).scale) * float(data.val.mean())
-        return {"value": value, "by_length": {"16": value},
-                "compare": {"metric": "by_length", "title": "mean token by length"}}
+        return {
+            "value": value,
+            "by_length": {"16": value},
+            "compare": {"metric": "by_length", "title": "mean token by length"},
+        }
 
     def log(self, writer: Any, key: str, result: dict[str, Any], cfg: Any) -> None:
         writer.add_scalar(f"{key}/value", result["value"], 0)
@@ -44,10 +47,13 @@ def _evaluate(cfg: Any, model: Any, data: Any, rt: Any, run_dir: Path) -> dict[s
         writers.close()
 
 
-def test_a_task_from_tests_runs_logs_and_prints(config, model_for, token_data, rt,
-                                                tmp_path: Path) -> None:
-    cfg = apply_overrides(config(), ["eval.tasks=[mean_token,extrapolation]",
-                                     "eval.mean_token.scale=3", "eval.factors=[1]"])
+def test_a_task_from_tests_runs_logs_and_prints(
+    config, model_for, token_data, rt, tmp_path: Path
+) -> None:
+    cfg = apply_overrides(
+        config(),
+        ["eval.tasks=[mean_token,extrapolation]", "eval.mean_token.scale=3", "eval.factors=[1]"],
+    )
     data = token_data(600)
     out = _evaluate(cfg, model_for(cfg), data, rt, tmp_path)
     expected = 3.0 * sum(int(i) for i in data.val) / len(data.val)
@@ -56,8 +62,17 @@ def test_a_task_from_tests_runs_logs_and_prints(config, model_for, token_data, r
     events = EventAccumulator(str(tmp_path / "eval" / "mean_token"))
     events.Reload()
     assert abs(events.Scalars("mean_token/value")[0].value - expected) < 1e-3
-    metrics = {"encoding": "rope", "seed": 0, "n_params": 1, "steps": 1, "train_tokens": 1,
-               "vocab_size": 300, "final_train_loss": 1.0, "final_val_loss": 1.0, **out}
+    metrics = {
+        "encoding": "rope",
+        "seed": 0,
+        "n_params": 1,
+        "steps": 1,
+        "train_tokens": 1,
+        "vocab_size": 300,
+        "final_train_loss": 1.0,
+        "final_val_loss": 1.0,
+        **out,
+    }
     with console.capture() as captured:
         print_eval_result(tmp_path, cfg, "mean_token", out["mean_token"])
         print_run_summary(metrics, tmp_path, 1.0)
@@ -84,8 +99,12 @@ def test_a_saved_config_of_flat_eval_keys_loads_into_the_section(config, tmp_pat
     OmegaConf.save(OmegaConf.create(saved), tmp_path / ".hydra" / "config.yaml")
     cfg = apply_overrides(load_run_config(tmp_path), ["eval.extrapolation.stride=2"])
     section = cfg.eval.extrapolation
-    assert (list(section.factors), section.mode, section.stride, section.tokens) == \
-        ([1, 8], "sliding", 2, 512)
+    assert (list(section.factors), section.mode, section.stride, section.tokens) == (
+        [1, 8],
+        "sliding",
+        2,
+        512,
+    )
     assert list(cfg.eval.factors) == [1, 8] and cfg.eval.stride == 2
 
 
@@ -97,10 +116,13 @@ def test_compare_shows_its_table_by_length_averaged_over_seeds(tmp_path: Path, c
     for seed, value in ((0, 1.0), (1, 3.0)):
         run = tmp_path / f"run{seed}"
         run.mkdir()
-        result = {"by_length": {"16": value}, "compare": {"metric": "by_length",
-                                                          "title": "mean token by length"}}
-        (run / "metrics.json").write_text(json.dumps({"encoding": "rope", "seed": seed,
-                                                      "mean_token": result}))
+        result = {
+            "by_length": {"16": value},
+            "compare": {"metric": "by_length", "title": "mean token by length"},
+        }
+        (run / "metrics.json").write_text(
+            json.dumps({"encoding": "rope", "seed": seed, "mean_token": result})
+        )
     compare([tmp_path], tmp_path / "out")
     table = (tmp_path / "out" / "mean_token.md").read_text()
     assert "| rope | 2 | 2.000 ± 1.414 |" in table

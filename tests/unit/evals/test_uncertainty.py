@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 
-from posenc_cli.evals.uncertainty import (bootstrap_draws, perplexity_interval,
-                                          target_groups)
+from posenc_cli.evals.uncertainty import bootstrap_draws, perplexity_interval, target_groups
 
 
 def test_a_constant_loss_has_an_interval_of_zero_width() -> None:
@@ -28,7 +27,9 @@ def test_the_interval_equals_percentiles_of_the_resampled_documents() -> None:
         picked = np.concatenate([losses[groups == g] for g in range(12) for _ in range(counts[g])])
         direct.append(math.exp(picked.mean()))
     lo, hi = perplexity_interval(losses, groups)
-    assert np.isclose(lo, np.percentile(direct, 2.5)) and np.isclose(hi, np.percentile(direct, 97.5))
+    assert np.isclose(lo, np.percentile(direct, 2.5)) and np.isclose(
+        hi, np.percentile(direct, 97.5)
+    )
     assert lo < math.exp(losses.mean()) < hi
     assert (lo, hi) == perplexity_interval(losses, groups)  # seeded: reproducible
 
@@ -39,8 +40,7 @@ def test_documents_end_after_the_end_of_text_token() -> None:
     groups, unit = target_groups(ids, np.arange(8), eot, length=4)
     assert unit == "documents"
     assert groups.tolist() == [0, 0, 1, 1, 1, 1, 2, 2]  # target t predicts ids[t + 1]
-    groups, unit = target_groups(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9]), np.arange(8), eot,
-                                 length=4)
+    groups, unit = target_groups(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9]), np.arange(8), eot, length=4)
     assert unit == "windows" and groups.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
 
 

@@ -14,8 +14,10 @@ from posenc_cli.config.compose import compose
 from posenc_cli.data.tokenizer import train_tokenizer
 from posenc_cli.model import build_model
 
-TEXT = ("The cat sat on the mat. The dog sat on the log! A cat, a dog and 42 mats met at the "
-        "mat's edge; nobody knew why. ") * 20
+TEXT = (
+    "The cat sat on the mat. The dog sat on the log! A cat, a dog and 42 mats met at the "
+    "mat's edge; nobody knew why. "
+) * 20
 
 
 @pytest.fixture(autouse=True)
@@ -28,8 +30,16 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def _make_run(root: Path, overrides: list[str], seed: int = 0) -> Path:
-    cfg = compose(["encoding=rope", "model=tiny", "model.n_heads=2", "train.context_length=16",
-                   "data.vocab_size=300", *overrides])
+    cfg = compose(
+        [
+            "encoding=rope",
+            "model=tiny",
+            "model.n_heads=2",
+            "train.context_length=16",
+            "data.vocab_size=300",
+            *overrides,
+        ]
+    )
     run = root / "run"
     (run / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run / ".hydra" / "config.yaml")

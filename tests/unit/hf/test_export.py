@@ -22,8 +22,9 @@ pytest.importorskip("safetensors")
 TOLERANCE = 1e-4
 
 
-def posenc_logits(run: Path, ids: torch.Tensor, method: str = "none",
-                  factor: float = 1.0) -> torch.Tensor:
+def posenc_logits(
+    run: Path, ids: torch.Tensor, method: str = "none", factor: float = 1.0
+) -> torch.Tensor:
     cfg = load_run_config(run)
     model = build_model(cfg, 300)
     model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
@@ -37,16 +38,24 @@ def export(run: Path, out: Path, *extra: str) -> None:
     assert res.exit_code == 0, res.output
 
 
-@pytest.mark.parametrize("overrides, scaling, family", [
-    ([], [], "llama"),
-    (["encoding.rotary_fraction=0.5", "encoding.theta=500"], [], "phi3"),
-    (["encoding.theta=2000"], ["--rope-scaling", "pi", "--factor", "4"], "llama"),
-    ([], ["--rope-scaling", "llama3", "--factor", "4"], "llama"),
-    (["encoding.rotary_fraction=0.5"], ["--rope-scaling", "ntk", "--factor", "2"], "phi3"),
-])
+@pytest.mark.parametrize(
+    "overrides, scaling, family",
+    [
+        ([], [], "llama"),
+        (["encoding.rotary_fraction=0.5", "encoding.theta=500"], [], "phi3"),
+        (["encoding.theta=2000"], ["--rope-scaling", "pi", "--factor", "4"], "llama"),
+        ([], ["--rope-scaling", "llama3", "--factor", "4"], "llama"),
+        (["encoding.rotary_fraction=0.5"], ["--rope-scaling", "ntk", "--factor", "2"], "phi3"),
+    ],
+)
 def test_transformers_gives_posencs_tokens_and_logits(
-        overrides: list[str], scaling: list[str], family: str, make_run: Callable[..., Path],
-        tmp_path: Path, text: str) -> None:
+    overrides: list[str],
+    scaling: list[str],
+    family: str,
+    make_run: Callable[..., Path],
+    tmp_path: Path,
+    text: str,
+) -> None:
     run = make_run(overrides)
     out = tmp_path / "hf"
     export(run, out, *scaling)
@@ -66,29 +75,41 @@ def test_transformers_gives_posencs_tokens_and_logits(
     assert (theirs - posenc_logits(run, batch)).abs().max() > 100 * TOLERANCE or not scaling
 
 
-def test_yarn_is_written_as_transformers_rope_scaling(make_run: Callable[..., Path],
-                                                      tmp_path: Path) -> None:
+def test_yarn_is_written_as_transformers_rope_scaling(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
     run = make_run()
     export(run, tmp_path / "hf", "--rope-scaling", "yarn", "--factor", "4")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert config["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
-                                      "beta_slow": 1.0, "original_max_position_embeddings": 16}
+    assert config["rope_scaling"] == {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "original_max_position_embeddings": 16,
+    }
     assert config["max_position_embeddings"] == 64
     loaded = transformers.AutoConfig.from_pretrained(tmp_path / "hf")
     assert loaded.rope_parameters["rope_type"] == "yarn"
 
 
-@pytest.mark.parametrize("overrides, extra, says", [
-    (["encoding=alibi"], [], "no equivalent"),
-    (["encoding.p=0.5"], [], "p-RoPE"),
-    (["encoding.rotary_fraction=0.5"], ["--rope-scaling", "yarn", "--factor", "4"],
-     "partial rotary"),
-    ([], ["--rope-scaling", "pi", "--factor", "1"], "does not extend"),
-    ([], ["--rope-scaling", "rerope"], "unknown --rope-scaling"),
-])
+@pytest.mark.parametrize(
+    "overrides, extra, says",
+    [
+        (["encoding=alibi"], [], "no equivalent"),
+        (["encoding.p=0.5"], [], "p-RoPE"),
+        (
+            ["encoding.rotary_fraction=0.5"],
+            ["--rope-scaling", "yarn", "--factor", "4"],
+            "partial rotary",
+        ),
+        ([], ["--rope-scaling", "pi", "--factor", "1"], "does not extend"),
+        ([], ["--rope-scaling", "rerope"], "unknown --rope-scaling"),
+    ],
+)
 def test_unexportable_runs_are_one_line_and_write_nothing(
-        overrides: list[str], extra: list[str], says: str, make_run: Callable[..., Path],
-        tmp_path: Path) -> None:
+    overrides: list[str], extra: list[str], says: str, make_run: Callable[..., Path], tmp_path: Path
+) -> None:
     run = make_run(overrides)
     res = CliRunner().invoke(app, ["export-hf", str(run), str(tmp_path / "hf"), *extra])
     assert res.exit_code == 2

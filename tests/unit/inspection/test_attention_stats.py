@@ -33,13 +33,17 @@ def test_distance_entropy_and_mass_beyond_L_of_a_hand_built_matrix() -> None:
     acc.add(raw, bias, 0)
     stats = summarise([acc], T=3, L=2, B=1)
     distance = (0 + 0.25 * 1 + 0.5 * 2 + 0.25 * 1) / 3  # Σ_j p_ij (i - j), mean over rows
-    entropy = (0 - (0.25 * math.log(0.25) + 0.75 * math.log(0.75))
-               - (0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))) / 3
+    entropy = (
+        0
+        - (0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+        - (0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))
+    ) / 3
     assert stats.mean_distance[0, 0] == pytest.approx(distance)
     assert stats.entropy[0, 0] == pytest.approx(entropy)
     assert stats.beyond[0, 0] == pytest.approx(0.5)  # only row 2 reaches distance 2 = L
     assert stats.qk_by_distance[0].tolist() == pytest.approx(
-        [(0 + math.log(0.75) + math.log(0.25)) / 3, (math.log(0.25) * 2) / 2, math.log(0.5)])
+        [(0 + math.log(0.75) + math.log(0.25)) / 3, (math.log(0.25) * 2) / 2, math.log(0.5)]
+    )
     assert stats.bias_by_distance[0, 0].tolist() == [0.0, 0.0, 0.0]
 
 
@@ -51,14 +55,18 @@ def test_chunks_in_two_calls_give_the_same_sums() -> None:
     parts.add(raw[:, :, 1:], bias[:, :, 1:], 1)
     a, b = summarise([whole], 3, 2, 1), summarise([parts], 3, 2, 1)
     for field in ("mean_distance", "entropy", "beyond", "qk_by_distance", "bias_by_distance"):
-        assert getattr(a, field).flatten().tolist() == \
-            pytest.approx(getattr(b, field).flatten().tolist())
+        assert getattr(a, field).flatten().tolist() == pytest.approx(
+            getattr(b, field).flatten().tolist()
+        )
 
 
 @pytest.mark.encodings
 def test_the_probe_reproduces_every_layers_output(
-        name: str, make_model: Callable[..., TransformerLM], tokens: Callable[..., torch.Tensor],
-        randomise_zero_params: Callable[[TransformerLM], None]) -> None:
+    name: str,
+    make_model: Callable[..., TransformerLM],
+    tokens: Callable[..., torch.Tensor],
+    randomise_zero_params: Callable[[TransformerLM], None],
+) -> None:
     model = make_model(name).eval()
     randomise_zero_params(model)
     ids, seen = tokens(24), []
@@ -81,9 +89,12 @@ def test_the_probe_reproduces_every_layers_output(
 
 
 @pytest.mark.encodings
-def test_collect_is_the_same_in_small_chunks(name: str, make_model: Callable[..., TransformerLM],
-                                             tokens: Callable[..., torch.Tensor],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collect_is_the_same_in_small_chunks(
+    name: str,
+    make_model: Callable[..., TransformerLM],
+    tokens: Callable[..., torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     model = make_model(name).eval()
     ids = tokens(32)
     whole = collect(model, ids, train_length=16)
@@ -95,8 +106,9 @@ def test_collect_is_the_same_in_small_chunks(name: str, make_model: Callable[...
     assert (whole.mean_distance <= 31).all() and (whole.entropy <= math.log(32) + 1e-6).all()
 
 
-def test_a_distance_bias_is_reported_exactly(make_model: Callable[..., TransformerLM],
-                                             tokens: Callable[..., torch.Tensor]) -> None:
+def test_a_distance_bias_is_reported_exactly(
+    make_model: Callable[..., TransformerLM], tokens: Callable[..., torch.Tensor]
+) -> None:
     model = make_model("alibi").eval()
     stats = collect(model, tokens(24, batch=3), train_length=8)
     want = model.encoding.distance_bias(torch.arange(24)).double().numpy()
@@ -105,8 +117,10 @@ def test_a_distance_bias_is_reported_exactly(make_model: Callable[..., Transform
 
 
 def test_a_content_bias_is_averaged_over_the_batch_and_the_pairs_at_each_distance(
-        make_model: Callable[..., TransformerLM], tokens: Callable[..., torch.Tensor],
-        randomise_zero_params: Callable[[TransformerLM], None]) -> None:
+    make_model: Callable[..., TransformerLM],
+    tokens: Callable[..., torch.Tensor],
+    randomise_zero_params: Callable[[TransformerLM], None],
+) -> None:
     model = make_model("transformer_xl").eval()
     randomise_zero_params(model)
     ids, biases = tokens(12, batch=3), []
@@ -125,4 +139,5 @@ def test_a_content_bias_is_averaged_over_the_batch_and_the_pairs_at_each_distanc
             for d in range(12):
                 cells = [float(bias[b, h, i, i - d]) for b in range(3) for i in range(d, 12)]
                 assert stats.bias_by_distance[layer, h, d] == pytest.approx(
-                    sum(cells) / len(cells), abs=1e-5)
+                    sum(cells) / len(cells), abs=1e-5
+                )

@@ -9,9 +9,13 @@ import pytest
 import torch
 
 from posenc_cli.inspection.figures.leak import relative_part_removed
-from posenc_cli.inspection.theory import (absolute_dependence, hessian_scores,
-                                          rope_relative_bound, sinusoid_inner_products,
-                                          sinusoidal_frequencies)
+from posenc_cli.inspection.theory import (
+    absolute_dependence,
+    hessian_scores,
+    rope_relative_bound,
+    sinusoid_inner_products,
+    sinusoidal_frequencies,
+)
 
 
 def thetas(dim: int, base: float) -> list[float]:
@@ -37,23 +41,42 @@ def test_the_default_base_decays_over_the_distances_a_model_sees() -> None:
 
 def direct_scores(dim: int, base: float, h: list[float], n: int) -> tuple[list, list]:
     th = thetas(dim, base)
-    sinusoidal = [[sum(h[2 * j] * math.sin(m * t) * math.sin(q * t)
-                       + h[2 * j + 1] * math.cos(m * t) * math.cos(q * t)
-                       for j, t in enumerate(th)) for q in range(n)] for m in range(n)]
+    sinusoidal = [
+        [
+            sum(
+                h[2 * j] * math.sin(m * t) * math.sin(q * t)
+                + h[2 * j + 1] * math.cos(m * t) * math.cos(q * t)
+                for j, t in enumerate(th)
+            )
+            for q in range(n)
+        ]
+        for m in range(n)
+    ]
 
     def rot(x: tuple[float, float], a: float) -> tuple[float, float]:
         return x[0] * math.cos(a) - x[1] * math.sin(a), x[0] * math.sin(a) + x[1] * math.cos(a)
 
-    rope = [[sum(a[0] * b[0] + a[1] * b[1] for a, b in
-                 ((rot((h[2 * j], h[2 * j + 1]), m * t), rot((1.0, 1.0), q * t))
-                  for j, t in enumerate(th))) for q in range(n)] for m in range(n)]
+    rope = [
+        [
+            sum(
+                a[0] * b[0] + a[1] * b[1]
+                for a, b in (
+                    (rot((h[2 * j], h[2 * j + 1]), m * t), rot((1.0, 1.0), q * t))
+                    for j, t in enumerate(th)
+                )
+            )
+            for q in range(n)
+        ]
+        for m in range(n)
+    ]
     return sinusoidal, rope
 
 
 def test_hessian_scores_equal_the_direct_sums() -> None:
     h = [0.3, 1.7, 1.1, 0.4, 0.9, 1.3]
-    sinusoidal, rope = hessian_scores(torch.arange(7), sinusoidal_frequencies(6, 100.0),
-                                      torch.tensor(h, dtype=torch.float64))
+    sinusoidal, rope = hessian_scores(
+        torch.arange(7), sinusoidal_frequencies(6, 100.0), torch.tensor(h, dtype=torch.float64)
+    )
     want_s, want_r = direct_scores(6, 100.0, h, 7)
     assert torch.allclose(sinusoidal, torch.tensor(want_s, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(rope, torch.tensor(want_r, dtype=torch.float64), atol=1e-12)
@@ -65,9 +88,11 @@ def test_the_seed_closed_form_of_the_sinusoidal_score() -> None:
     sinusoidal, _ = hessian_scores(torch.arange(9), th, h)
     for m in range(9):
         for n in range(9):
-            want = sum(0.5 * (h[2 * j] + h[2 * j + 1]) * math.cos((m - n) * th[j])
-                       + 0.5 * (h[2 * j + 1] - h[2 * j]) * math.cos((m + n) * th[j])
-                       for j in range(2))
+            want = sum(
+                0.5 * (h[2 * j] + h[2 * j + 1]) * math.cos((m - n) * th[j])
+                + 0.5 * (h[2 * j + 1] - h[2 * j]) * math.cos((m + n) * th[j])
+                for j in range(2)
+            )
             assert float(sinusoidal[m, n]) == pytest.approx(float(want), abs=1e-12)
 
 

@@ -24,8 +24,14 @@ def is_positional(enc) -> bool:  # type: ignore[no-untyped-def]
     return enc.has_distance_bias and not enc.has_content_bias
 
 
-def reference_layer(model: torch.nn.Module, layer: int, x: torch.Tensor, pos: torch.Tensor,
-                    reference_attention, reference_bias) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def reference_layer(
+    model: torch.nn.Module,
+    layer: int,
+    x: torch.Tensor,
+    pos: torch.Tensor,
+    reference_attention,
+    reference_bias,
+) -> torch.Tensor:  # type: ignore[no-untyped-def]
     """One attention layer from the reference bias + the plain softmax, all through autograd."""
     enc, attn = model.encoding, model.layers[layer].attn
     q, k, v = (attn._heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
@@ -37,23 +43,30 @@ def reference_layer(model: torch.nn.Module, layer: int, x: torch.Tensor, pos: to
 
 @pytest.mark.parametrize("budget", [None, 1])
 @pytest.mark.encodings(select=has_bias)
-def test_gradients_match_the_definition(name: str, budget: int | None, make_model,
-                                        randomise_zero_params, reference_attention,
-                                        reference_bias) -> None:
+def test_gradients_match_the_definition(
+    name: str,
+    budget: int | None,
+    make_model,
+    randomise_zero_params,
+    reference_attention,
+    reference_bias,
+) -> None:
     model = make_model(name)
     randomise_zero_params(model)
     length, layer = 40, 1
     pos = torch.arange(5, 5 + length)
     x = torch.randn(2, length, 32, generator=torch.Generator().manual_seed(7), requires_grad=True)
     weights = torch.randn(2, length, 32, generator=torch.Generator().manual_seed(8))
-    ctx = AttentionContext(model.encoding, Span(5, length, CPU),
-                           *(() if budget is None else (budget,)), 2)
+    ctx = AttentionContext(
+        model.encoding, Span(5, length, CPU), *(() if budget is None else (budget,)), 2
+    )
     if budget is not None:
         assert len(ctx.chunks(4)) > 1
     outputs = []
-    for fn in (lambda: model.layers[layer].attn(x, ctx),
-               lambda: reference_layer(model, layer, x, pos, reference_attention,
-                                       reference_bias)):
+    for fn in (
+        lambda: model.layers[layer].attn(x, ctx),
+        lambda: reference_layer(model, layer, x, pos, reference_attention, reference_bias),
+    ):
         model.zero_grad(set_to_none=True)
         x.grad = None
         out = fn()
@@ -71,8 +84,10 @@ def test_gradients_match_the_definition(name: str, budget: int | None, make_mode
 @pytest.mark.parametrize("bias_batch", [1, 3])
 def test_biased_attention_matches_autograd(bias_batch: int) -> None:
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(3, 2, 6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(3, 2, 6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+        for _ in range(3)
+    )
     bias = torch.randn(bias_batch, 2, 6, 6, generator=gen, dtype=torch.float64)
     bias = bias.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
     bias.requires_grad_()
@@ -83,8 +98,9 @@ def test_biased_attention_matches_autograd(bias_batch: int) -> None:
 
 @pytest.mark.encodings(select=has_bias)
 @pytest.mark.parametrize(("batch", "budget"), [(1, 2**16), (4, 2**16), (4, 2**20)])
-def test_chunks_cover_the_sequence_within_the_budget(name: str, batch: int, budget: int,
-                                                     make_model) -> None:
+def test_chunks_cover_the_sequence_within_the_budget(
+    name: str, batch: int, budget: int, make_model
+) -> None:
     enc = make_model(name).encoding
     T, heads = 700, 4
     ctx = AttentionContext(enc, Span(0, T, CPU), budget, batch)
@@ -102,8 +118,9 @@ def test_chunks_cover_the_sequence_within_the_budget(name: str, batch: int, budg
 
 @pytest.mark.parametrize("budget", [None, 1])
 @pytest.mark.encodings(select=lambda enc: enc.has_bias or enc.config_name in ("rope", "none"))
-def test_evaluation_path_equals_training_path(name: str, budget: int | None, make_model,
-                                              randomise_zero_params) -> None:
+def test_evaluation_path_equals_training_path(
+    name: str, budget: int | None, make_model, randomise_zero_params
+) -> None:
     """Under no_grad the encodings take other routes (e.g. DeBERTa's banded p2c)."""
     model = make_model(name, **({"max_relative": 4} if name == "deberta" else {}))
     randomise_zero_params(model)

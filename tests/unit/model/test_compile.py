@@ -8,8 +8,9 @@ import torch
 
 
 @pytest.mark.encodings(select=lambda enc: not enc.has_bias)
-def test_traced_forward_and_gradients_match_eager_in_one_graph(name: str, make_model,
-                                                                tokens) -> None:
+def test_traced_forward_and_gradients_match_eager_in_one_graph(
+    name: str, make_model, tokens
+) -> None:
     """Encodings without a bias never read a position value while tracing: one graph per
     forward. fullgraph=True fails on any graph break; the "eager" backend runs Dynamo's trace
     (and the encodings' compile-only code paths, e.g. RoPE's real-valued rotation) without the

@@ -5,13 +5,13 @@ DistributedDataParallel can run without searching for unused parameters
 from __future__ import annotations
 
 import pytest
-import torch
 import torch.nn.functional as F
 
 
 @pytest.mark.encodings
-def test_one_step_reaches_every_parameter(name: str, make_model, randomise_zero_params,
-                                          tokens) -> None:
+def test_one_step_reaches_every_parameter(
+    name: str, make_model, randomise_zero_params, tokens
+) -> None:
     model = make_model(name)
     randomise_zero_params(model)
     ids = tokens(17)

@@ -28,43 +28,49 @@ def test_random_positions_are_sorted_distinct_and_reproducible() -> None:
 
 
 @pytest.mark.encodings
-def test_explicit_range_equals_the_offset_range(name: str, make_model, tokens,
-                                                randomise_zero_params) -> None:
+def test_explicit_range_equals_the_offset_range(
+    name: str, make_model, tokens, randomise_zero_params
+) -> None:
     """Span.of(positions) takes the general paths (gathers, materialised biases): on a range
     they must give the contiguous paths' logits."""
     model = make_model(name)
     randomise_zero_params(model)
     ids = tokens(16)
-    torch.testing.assert_close(model(ids, positions=torch.arange(3, 19)),
-                               model(ids, pos_offset=3), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        model(ids, positions=torch.arange(3, 19)), model(ids, pos_offset=3), rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.mark.encodings
-def test_no_cache_answers_for_another_set_with_the_same_ends(name: str, make_model, tokens,
-                                                             randomise_zero_params) -> None:
+def test_no_cache_answers_for_another_set_with_the_same_ends(
+    name: str, make_model, tokens, randomise_zero_params
+) -> None:
     model, fresh = make_model(name), make_model(name)
     randomise_zero_params(model)
     randomise_zero_params(fresh)
     ids = tokens(16)
     model(ids, positions=SPARSE)
-    torch.testing.assert_close(model(ids, positions=SPARSE_TWIN),
-                               fresh(ids, positions=SPARSE_TWIN), rtol=0, atol=0)
+    torch.testing.assert_close(
+        model(ids, positions=SPARSE_TWIN), fresh(ids, positions=SPARSE_TWIN), rtol=0, atol=0
+    )
 
 
 @pytest.mark.encodings(select=lambda enc: type(enc).relative)
-def test_relative_encodings_stay_relative_on_sparse_positions(name: str, make_model, tokens,
-                                                              randomise_zero_params) -> None:
+def test_relative_encodings_stay_relative_on_sparse_positions(
+    name: str, make_model, tokens, randomise_zero_params
+) -> None:
     model = make_model(name)
     randomise_zero_params(model)
     ids = tokens(16)
-    torch.testing.assert_close(model(ids, positions=SPARSE), model(ids, positions=SPARSE + 7),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        model(ids, positions=SPARSE), model(ids, positions=SPARSE + 7), rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.mark.encodings(select=lambda enc: enc.has_bias)
-def test_sparse_positions_attention_equals_reference(name: str, make_model,
-                                                     randomise_zero_params, reference_attention,
-                                                     reference_bias, model_sizes) -> None:
+def test_sparse_positions_attention_equals_reference(
+    name: str, make_model, randomise_zero_params, reference_attention, reference_bias, model_sizes
+) -> None:
     d_model = model_sizes["d_model"]
     model = make_model(name)
     randomise_zero_params(model)
@@ -85,8 +91,8 @@ def test_logn_scaling_multiplies_queries_past_the_training_length(make_model, to
     ctx = AttentionContext(model.encoding, Span(0, 64, torch.device("cpu")), logn_length=16)
     scale = ctx.query_scale()[:, 0]
     assert (scale[:16] == 1).all()
-    assert scale[31].item() == pytest.approx(math.log(32) / math.log(16))   # 1.25
-    assert scale[63].item() == pytest.approx(1.5)                           # log 64 / log 16
+    assert scale[31].item() == pytest.approx(math.log(32) / math.log(16))  # 1.25
+    assert scale[63].item() == pytest.approx(1.5)  # log 64 / log 16
     ids = tokens(48)
     plain = model(ids)
     model.logn_length = 16
@@ -99,7 +105,7 @@ def test_logn_scaling_multiplies_queries_past_the_training_length(make_model, to
 def test_content_chunks_count_every_distance_of_sparse_positions(name: str, make_model) -> None:
     """Their distance terms span last - first + 1 columns, not only the keys."""
     enc = make_model(name).encoding
-    positions = torch.arange(0, 4000, 4)                     # 1000 positions over 4000
+    positions = torch.arange(0, 4000, 4)  # 1000 positions over 4000
     ctx = AttentionContext(enc, Span.of(positions), bias_budget_bytes=2**26, batch=2)
     with torch.no_grad():
         chunks = ctx.chunks(4)

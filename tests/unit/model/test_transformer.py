@@ -20,8 +20,9 @@ def tiny(repo):  # type: ignore[no-untyped-def]
 
     def make(name: str = "rope", vocab: int = 50) -> TransformerLM:
         torch.manual_seed(0)
-        enc = build_encoding(OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml"),
-                             32, 4, 2)
+        enc = build_encoding(
+            OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml"), 32, 4, 2
+        )
         return TransformerLM(vocab, 32, 2, 4, None, enc)
 
     return make
@@ -29,10 +30,18 @@ def tiny(repo):  # type: ignore[no-untyped-def]
 
 def test_module_names_follow_cs336(tiny) -> None:  # type: ignore[no-untyped-def]
     names = set(tiny().state_dict())
-    for expected in ("token_embeddings.weight", "layers.0.attn.q_proj.weight",
-                     "layers.1.attn.output_proj.weight", "layers.0.ln1.weight",
-                     "layers.0.ln2.weight", "layers.0.ffn.w1.weight", "layers.0.ffn.w2.weight",
-                     "layers.0.ffn.w3.weight", "ln_final.weight", "lm_head.weight"):
+    for expected in (
+        "token_embeddings.weight",
+        "layers.0.attn.q_proj.weight",
+        "layers.1.attn.output_proj.weight",
+        "layers.0.ln1.weight",
+        "layers.0.ln2.weight",
+        "layers.0.ffn.w1.weight",
+        "layers.0.ffn.w2.weight",
+        "layers.0.ffn.w3.weight",
+        "ln_final.weight",
+        "lm_head.weight",
+    ):
         assert expected in names
     assert tiny().layers[0].attn.q_proj.weight.shape == (32, 32)
 

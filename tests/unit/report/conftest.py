@@ -23,15 +23,26 @@ CURVES: dict[str, list[float | None]] = {
 }
 
 
-def _fake_metrics(encoding: str, seed: int, train_length: int = 128,
-                  extrapolation: bool = True) -> dict[str, Any]:
+def _fake_metrics(
+    encoding: str, seed: int, train_length: int = 128, extrapolation: bool = True
+) -> dict[str, Any]:
     """A metrics.json as training and the extrapolation task write it."""
     m: dict[str, Any] = {
-        "encoding": encoding, "seed": seed, "train_length": train_length, "steps": 2000,
-        "final_val_loss": 4.1 + 0.01 * seed, "final_train_loss": 4.2, "best_val_loss": 4.1,
-        "tokens_per_s": 9000.0 + 100 * seed + len(encoding), "n_params": 1901696,
-        "train_tokens": 2048000, "wall_time_s": 210.0, "device": "cpu", "precision": "fp32",
-        "model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": None}, "data": "sotu",
+        "encoding": encoding,
+        "seed": seed,
+        "train_length": train_length,
+        "steps": 2000,
+        "final_val_loss": 4.1 + 0.01 * seed,
+        "final_train_loss": 4.2,
+        "best_val_loss": 4.1,
+        "tokens_per_s": 9000.0 + 100 * seed + len(encoding),
+        "n_params": 1901696,
+        "train_tokens": 2048000,
+        "wall_time_s": 210.0,
+        "device": "cpu",
+        "precision": "fp32",
+        "model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": None},
+        "data": "sotu",
         "vocab_size": 4096,
     }
     if extrapolation:
@@ -40,9 +51,14 @@ def _fake_metrics(encoding: str, seed: int, train_length: int = 128,
         growth = {"alibi": 0.0, "rope": 0.002, "sinusoidal": 0.004, "learned": 0.001}[encoding]
         loss = [4.6 - 0.4 * min(e, 128) / 128 + growth * max(0, e - 128) for e in edges[:-1]]
         m["extrapolation"] = {
-            "mode": "nonoverlapping", "stride": None, "tokens": 32768, "ppl": ppl,
+            "mode": "nonoverlapping",
+            "stride": None,
+            "tokens": 32768,
+            "ppl": ppl,
             "loss": {k: None if v is None else math.log(v) for k, v in ppl.items()},
-            "loss_by_position": {"bucket_edges": edges, "loss": loss}, "notes": []}
+            "loss_by_position": {"bucket_edges": edges, "loss": loss},
+            "notes": [],
+        }
     return m
 
 
@@ -85,5 +101,3 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def groups(sweep: Path) -> list[Group]:
     notes: list[str] = []
     return group_runs(load_runs([sweep], notes), notes)
-
-

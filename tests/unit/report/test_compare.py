@@ -56,10 +56,10 @@ def test_cli_prints_the_table(sweep: Path, tmp_path: Path) -> None:
     assert (tmp_path / "ppl_vs_length.png").is_file()
 
 
-def test_only_runs_without_evaluation(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                     write_run, fake_metrics) -> None:
+def test_only_runs_without_evaluation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], write_run, fake_metrics
+) -> None:
     write_run(tmp_path, "a", fake_metrics("rope", 0, extrapolation=False))
     compare([tmp_path], None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "comparison.csv", "comparison.md"]
     assert "no extrapolation results" in capsys.readouterr().out
-

@@ -54,7 +54,8 @@ def test_encoding_parameters_separate_rows(tmp_path: Path, write_run, fake_metri
         run = write_run(tmp_path, f"rope_{seed}", fake_metrics("rope", seed))
         (run / ".hydra").mkdir()
         (run / ".hydra" / "config.yaml").write_text(
-            f"encoding:\n  name: rope\n  _target_: x.Rope\n  theta: {theta}\nseed: {seed}\n")
+            f"encoding:\n  name: rope\n  _target_: x.Rope\n  theta: {theta}\nseed: {seed}\n"
+        )
     write_run(tmp_path, "broken", {}).joinpath("metrics.json").write_text("{not json")
     notes: list[str] = []
     (group,) = group_runs(load_runs([tmp_path], notes), notes)

@@ -9,8 +9,9 @@ from pathlib import Path
 from posenc_cli.report.runs import group_runs, load_runs
 
 
-def test_scaling_results_are_rows_beside_plain_rope(tmp_path: Path, fake_metrics,
-                                                    write_run) -> None:
+def test_scaling_results_are_rows_beside_plain_rope(
+    tmp_path: Path, fake_metrics, write_run
+) -> None:
     for seed in (0, 1):
         m = fake_metrics("rope", seed)
         yarn = copy.deepcopy(m["extrapolation"])
@@ -27,15 +28,16 @@ def test_scaling_results_are_rows_beside_plain_rope(tmp_path: Path, fake_metrics
     assert rows["rope + yarn"].ppl[128].n == 2
 
 
-def test_a_parameter_missing_from_an_old_run_takes_its_yaml_default(tmp_path: Path,
-                                                                    fake_metrics,
-                                                                    write_run) -> None:
+def test_a_parameter_missing_from_an_old_run_takes_its_yaml_default(
+    tmp_path: Path, fake_metrics, write_run
+) -> None:
     for seed, extra in ((0, ""), (1, "rotary_fraction: 1.0\np: 1.0\n")):
         run = write_run(tmp_path, f"rope_{seed}", fake_metrics("rope", seed))
         (run / ".hydra").mkdir()
         (run / ".hydra" / "config.yaml").write_text(
             "encoding:\n  name: rope\n  _target_: posenc_cli.encodings.rope.RotaryEncoding\n"
-            "  theta: 10000.0\n" + "".join(f"  {line}\n" for line in extra.splitlines()))
+            "  theta: 10000.0\n" + "".join(f"  {line}\n" for line in extra.splitlines())
+        )
     notes: list[str] = []
     (group,) = group_runs(load_runs([tmp_path], notes), notes)
     assert [(row.label, row.ppl[128].n) for row in group.rows] == [("rope", 2)]

@@ -11,8 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from posenc_cli.synthetic.base import BOS, FIRST_SYMBOL, QUERY, SEP, build_task, registry
-from posenc_cli.synthetic.batches import (IGNORE, collate, draw, evaluation_set,
-                                          training_batch)
+from posenc_cli.synthetic.batches import IGNORE, collate, draw, evaluation_set, training_batch
 
 SIZES = (1, 2, 7, 16, 33)
 
@@ -37,10 +36,12 @@ def test_generators_are_deterministic_and_seeds_differ(repo: Path) -> None:
         task = make(repo, name)
         a, b = draw(task, (1, 16), 20, (0, 5)), draw(task, (1, 16), 20, (0, 5))
         c = draw(task, (1, 16), 20, (1, 5))
-        assert all((x.tokens == y.tokens).all() and (x.answer == y.answer).all()
-                   for x, y in zip(a, b))
-        assert any(len(x.tokens) != len(z.tokens) or (x.tokens != z.tokens).any()
-                   for x, z in zip(a, c)), name
+        assert all(
+            (x.tokens == y.tokens).all() and (x.answer == y.answer).all() for x, y in zip(a, b)
+        )
+        assert any(
+            len(x.tokens) != len(z.tokens) or (x.tokens != z.tokens).any() for x, z in zip(a, c)
+        ), name
 
 
 def symbols(tokens: np.ndarray) -> list[int]:
@@ -54,7 +55,7 @@ def test_copy_reverse_and_sort_answers(repo: Path) -> None:
         for n in SIZES:
             inst = task.make(n, rng)
             assert inst.tokens[0] == BOS and inst.tokens[n + 1] == SEP
-            items, answer = symbols(inst.tokens[1:n + 1]), symbols(inst.tokens[inst.answer])
+            items, answer = symbols(inst.tokens[1 : n + 1]), symbols(inst.tokens[inst.answer])
             assert len(items) == n and answer == want(items)
             assert inst.answer.tolist() == [False] * (n + 2) + [True] * n
 
@@ -66,7 +67,7 @@ def test_addition_answers_are_the_integer_sum(repo: Path, reversed_digits: bool)
     for n in SIZES:
         inst = task.make(n, rng)
         digits = symbols(inst.tokens)
-        a, b = digits[1:n + 1], digits[n + 2:2 * n + 2]  # BOS a + b = s
+        a, b = digits[1 : n + 1], digits[n + 2 : 2 * n + 2]  # BOS a + b = s
         s = symbols(inst.tokens[inst.answer])
 
         def value(ds: list[int]) -> int:
@@ -81,10 +82,10 @@ def test_associative_recall_answers_are_the_stored_values(repo: Path) -> None:
     rng = np.random.default_rng(2)
     for n in SIZES:
         inst = task.make(n, rng)
-        pairs = inst.tokens[1:2 * n + 1].tolist()
+        pairs = inst.tokens[1 : 2 * n + 1].tolist()
         store = dict(zip(pairs[0::2], pairs[1::2]))
         assert len(store) == n and inst.tokens[2 * n + 1] == SEP
-        asked = inst.tokens[2 * n + 2:].tolist()
+        asked = inst.tokens[2 * n + 2 :].tolist()
         queries, values = asked[0::2], asked[1::2]
         assert len(queries) == min(n, 4) and len(set(queries)) == len(queries)
         assert values == [store[q] for q in queries]
@@ -99,10 +100,10 @@ def test_passkey_answer_is_the_hidden_number(repo: Path) -> None:
         inst = task.make(n, rng)
         toks = inst.tokens.tolist()
         first = toks.index(SEP)
-        key = toks[first + 1:first + 6]
+        key = toks[first + 1 : first + 6]
         assert toks[first + 6] == SEP and toks[-6] == QUERY
         assert toks[-5:] == key and inst.answer.sum() == 5
-        filler = toks[1:first] + toks[first + 7:-6]
+        filler = toks[1:first] + toks[first + 7 : -6]
         assert len(filler) == n and all(t >= FIRST_SYMBOL + 10 for t in filler)
         depths.add(first - 1)
     assert len(depths) > 1
@@ -129,7 +130,7 @@ def test_the_loss_mask_covers_the_answer_tokens_only(repo: Path) -> None:
             assert (targets[t] != IGNORE) == answer_next
             if answer_next:
                 assert targets[t] == inst.tokens[t + 1]
-        assert x[row, :n - 1].tolist() == inst.tokens[:-1].tolist()
+        assert x[row, : n - 1].tolist() == inst.tokens[:-1].tolist()
 
 
 def test_a_training_batch_is_a_function_of_seed_step_and_rank(repo: Path) -> None:

@@ -25,9 +25,17 @@ from posenc_cli.synthetic.base import build_task
 from posenc_cli.synthetic.batches import collate, draw, evaluation_set
 from posenc_cli.synthetic.scoring import score_answers
 
-TINY = ["model=tiny", "train.batch_size=16", "train.warmup_steps=5", "train.precision=fp32",
-        "train.eval_every=1000", "train.checkpoint_every=1000", "train.log_every=10",
-        "train.eval_batches=1", "task.test_instances=20"]
+TINY = [
+    "model=tiny",
+    "train.batch_size=16",
+    "train.warmup_steps=5",
+    "train.precision=fp32",
+    "train.eval_every=1000",
+    "train.checkpoint_every=1000",
+    "train.log_every=10",
+    "train.eval_batches=1",
+    "task.test_instances=20",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -73,8 +81,15 @@ def trainer(cfg_overrides: list[str], run_dir: Path) -> Trainer:
     return Trainer(cfg, run_dir, make_runtime(cfg), None)
 
 
-COPY = ["task=copy", "encoding=rope", *TINY, "task.train_lengths=[1,4]", "task.symbols=4",
-        "task.test_lengths=[4,8]", "train.batch_size=32"]
+COPY = [
+    "task=copy",
+    "encoding=rope",
+    *TINY,
+    "task.train_lengths=[1,4]",
+    "task.symbols=4",
+    "task.test_lengths=[4,8]",
+    "train.batch_size=32",
+]
 
 
 def test_a_short_copy_run_learns(tmp_path: Path) -> None:
@@ -85,8 +100,9 @@ def test_a_short_copy_run_learns(tmp_path: Path) -> None:
     assert score.exact_match > 0.5  # chance: (1/8)^4 per instance
 
 
-def test_a_resumed_task_run_continues_exactly(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resumed_task_run_continues_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = [*COPY, "train.steps=20", "train.checkpoint_every=10"]
     side = tmp_path / "at10.pt"
 
@@ -110,8 +126,16 @@ def test_a_resumed_task_run_continues_exactly(tmp_path: Path,
 
 
 def test_lengths_past_a_learned_table_are_not_applicable() -> None:
-    cfg = compose(["task=copy", "encoding=learned", "encoding.max_len=40", *TINY,
-                   "task.train_lengths=[1,8]", "task.test_lengths=[8,16,32]"])
+    cfg = compose(
+        [
+            "task=copy",
+            "encoding=learned",
+            "encoding.max_len=40",
+            *TINY,
+            "task.train_lengths=[1,8]",
+            "task.test_lengths=[8,16,32]",
+        ]
+    )
     torch.manual_seed(0)
     model = build_model(cfg, build_task(cfg.task).vocab_size).eval()
     result = LengthGeneralization().run(model, None, cfg, make_runtime(cfg))
@@ -146,18 +170,22 @@ def test_progress_and_sweep_lines_name_the_task_of_a_task_run() -> None:
     assert [run_label(cfg("lm")), run_label(cfg("copy"))] == ["rope seed 2", "rope copy seed 2"]
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["task=copy", "task.train_lengths=[5,2]"], "not a range"),
-    (["task=copy", "task.train_lengths=[]"], "not a list"),
-    (["task=copy", "task.test_lengths=[4,8]"], "reach the longest training length"),
-    (["task=associative_recall", "task.key_symbols=10"], "too small"),
-    (["task=copy", "task.symbols=1"], "too small"),
-    (["task=copy", "task.symbols=abc"], "not a int"),
-    (["task=copy", "+task.bogus=1"], "has no key task.bogus"),
-    (["+task.symbols=4"], "task=lm"),
-])
-def test_bad_task_configs_are_one_line(args: list[str], says: str, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["task=copy", "task.train_lengths=[5,2]"], "not a range"),
+        (["task=copy", "task.train_lengths=[]"], "not a list"),
+        (["task=copy", "task.test_lengths=[4,8]"], "reach the longest training length"),
+        (["task=associative_recall", "task.key_symbols=10"], "too small"),
+        (["task=copy", "task.symbols=1"], "too small"),
+        (["task=copy", "task.symbols=abc"], "not a int"),
+        (["task=copy", "+task.bogus=1"], "has no key task.bogus"),
+        (["+task.symbols=4"], "task=lm"),
+    ],
+)
+def test_bad_task_configs_are_one_line(
+    args: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["train", *args])
     lines = result.stderr.strip().splitlines()
