@@ -36,7 +36,7 @@ def prepare(data_cfg: Any) -> TokenData:
     corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
     target = cache_dir / cache_key(data_cfg, corpus, cache_dir)
     return ensure(target, lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp),
-                  ("train", "val"))
+                  ("train", "val"), {"format": FORMAT_VERSION})
 
 
 def _build(corpus: Corpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
