@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from omegaconf import DictConfig
 
-from posenc_cli.cli import hf_commands
+from posenc_cli.cli import cs336_commands, hf_commands
+from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
@@ -39,9 +39,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Train small decoder LMs with different positional encodings and "
     "compare their length extrapolation.\n\n" + _groups_help(),
-)
-OVERRIDES = typer.Argument(
-    None, help="Hydra overrides, e.g. encoding=rope train.steps=500", show_default=False
 )
 
 
@@ -235,48 +232,8 @@ def bench(overrides: list[str] | None = OVERRIDES) -> None:
         print_report(report, Path(report["run_dir"]))
 
 
-@app.command("import-cs336", epilog=_groups_help())
-def import_cs336(
-    checkpoint: Path = typer.Argument(
-        ..., help="Your CS336 checkpoint (save_checkpoint's file, or a bare state dict)"
-    ),
-    vocab: Path = typer.Option(..., "--vocab", help="vocab.json, or the pickled dict[int, bytes]"),
-    merges: Path = typer.Option(
-        ..., "--merges", help="merges.txt, or the pickled list[tuple[bytes, bytes]]"
-    ),
-    special: list[str] | None = typer.Option(
-        None, "--special", help="A special token (repeatable) [default: <|endoftext|>]"
-    ),
-    overrides: list[str] | None = OVERRIDES,
-) -> None:
-    """Import a CS336 assignment-1 model as a posenc run (needs model.n_heads, encoding.theta
-    and train.context_length); then `posenc eval` and `posenc compare` work on it."""
-    with user_errors():
-        from posenc_cli.cs336.importer import import_cs336 as run_import
-
-        run_dir = run_import(
-            checkpoint, vocab, merges, list(special or ["<|endoftext|>"]), list(overrides or [])
-        )
-        print(
-            f"posenc: imported {checkpoint} as {run_dir}; evaluate it with: posenc eval "
-            f"{run_dir} data=text data.path=YOUR_VALIDATION.txt",
-            flush=True,
-        )
-
-
-@app.command("export-cs336")
-def export_cs336(
-    run_dir: Path = typer.Argument(..., help="A posenc run trained with rope"),
-    out: Path = typer.Argument(..., help="A new folder for the files"),
-) -> None:
-    """Write a posenc RoPE run as a CS336 checkpoint, vocab and merges (text and pickles)."""
-    with user_errors():
-        from posenc_cli.cs336.exporter import export_cs336 as run_export
-
-        for path in run_export(run_dir, out):
-            print(f"wrote {path}", flush=True)
-
-
+app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
+app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
 
 

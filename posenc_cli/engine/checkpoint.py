@@ -9,6 +9,7 @@ else cannot run code.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -140,3 +141,12 @@ def load(path: Path) -> dict[str, Any]:
 def remove_partial_saves(folder: Path) -> None:
     """Temporary files left by a process killed mid-save (the real checkpoints are intact)."""
     remove_partial_writes(folder, ".*.pt.tmp*")
+
+
+def weights_digest(model: nn.Module) -> str:
+    """SHA-256 over the bytes of the state dict's tensors, in order."""
+    h = hashlib.sha256()
+    for name, value in model.state_dict().items():
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

@@ -10,7 +10,6 @@ combined across ranks first, so all ranks take the same branch at the same step.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import signal
 import time
@@ -286,17 +285,8 @@ class Trainer:
     def replica_digests(self) -> list[str]:
         """SHA-256 of every rank's weights (a collective): equal digests prove the replicas
         stayed identical, rank 0's is the saved model's."""
-        return self.rt.comm.gather(weights_digest(self.lm))
+        return self.rt.comm.gather(checkpoint.weights_digest(self.lm))
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def weights_digest(model: nn.Module) -> str:
-    """SHA-256 over the bytes of the state dict's tensors, in order."""
-    h = hashlib.sha256()
-    for name, value in model.state_dict().items():
-        h.update(name.encode())
-        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()

@@ -62,7 +62,14 @@ def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict
             "equivalent (Phi-3's rotary only knows longrope)",
             "use --rope-scaling ntk, or export without scaling",
         )
-    scaling: dict[str, Any] = {
+    scaling = scaling_entry(method, factor, L)
+    return shape.theta, scaling, L if method == "dynamic_ntk" else longer
+
+
+def scaling_entry(method: str, factor: float, train_length: int) -> dict[str, Any]:
+    """config.json's rope_scaling for a method transformers names differently."""
+    L = train_length
+    return {
         "pi": {"rope_type": "linear", "factor": factor},
         "dynamic_ntk": {"rope_type": "dynamic", "factor": factor},
         "yarn": {
@@ -80,7 +87,6 @@ def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict
             "original_max_position_embeddings": L,
         },
     }[method]
-    return shape.theta, scaling, L if method == "dynamic_ntk" else longer
 
 
 def hf_config(shape: Shape, method: str, factor: float) -> dict[str, Any]:

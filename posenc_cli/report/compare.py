@@ -8,7 +8,8 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.result_tables import report_results, result_tables
-from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
+from posenc_cli.report.runs import Group, Stat, group_runs, load_runs
+from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 

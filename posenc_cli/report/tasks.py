@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.report.runs import Run, Stat, describe, row_labels, saved_params, split_keys
+from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
+from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 

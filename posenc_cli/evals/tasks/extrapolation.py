@@ -27,7 +27,7 @@ class Extrapolation(EvalTask):
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         import torch
 
-        from posenc_cli.evals.scoring import extrapolation
+        from posenc_cli.evals.extrapolation_result import extrapolation
 
         with torch.no_grad():
             return extrapolation(
