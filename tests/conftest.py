@@ -182,6 +182,8 @@ def _encoding_cfg(name: str) -> Any:
     cfg = OmegaConf.load(ENCODING_CONFIGS[ENCODING_NAMES.index(name)])
     if name == "learned":
         cfg.max_len = SMALL_MAX_LEN
+    if name == "cope":  # its YAML derives it from train.context_length
+        cfg.max_position = TRAIN_LEN + 1
     return cfg
 
 

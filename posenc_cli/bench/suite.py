@@ -27,11 +27,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.bench.case import MARKER
+from posenc_cli.bench.plan import cases, check_bench
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
-from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose
-from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 
@@ -51,84 +50,6 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
         cfg = compose([*extra, *overrides], with_hydra=True)
     check_bench(cfg)
     return cfg, planned_run_dir(cfg, overrides)
-
-
-def check_bench(cfg: DictConfig) -> None:
-    """bench.encodings is "all", a name or a non-empty list of known encodings (the schema
-    checks every other bench key)."""
-    chosen = cfg.bench.encodings
-    if not (
-        isinstance(chosen, str)
-        or (
-            OmegaConf.is_list(chosen)
-            and len(chosen) > 0
-            and all(isinstance(n, str) for n in chosen)
-        )
-    ):
-        raise PosencError(
-            f"bench.encodings is {chosen!r}",
-            "give all, one name or a list of names, e.g. bench.encodings=[none,rope]",
-        )
-    known = group_options("encoding")
-    for name in encodings(cfg):
-        if name not in known:
-            raise PosencError(
-                f"unknown encoding '{name}' in bench.encodings",
-                f"choose from: {', '.join(known)} (or bench.encodings=all)",
-            )
-
-
-def encodings(cfg: DictConfig) -> list[str]:
-    """bench.encodings: "all" (every configs/encoding/*.yaml, `none` first) or a list."""
-    chosen = cfg.bench.encodings
-    names = (
-        group_options("encoding")
-        if chosen == "all"
-        else [chosen]
-        if isinstance(chosen, str)
-        else [str(n) for n in chosen]
-    )
-    return sorted(names, key=lambda n: (n != "none", names.index(n)))
-
-
-def cases(cfg: DictConfig) -> list[dict[str, Any]]:
-    """One spec per (encoding, mode, length); the first one describes the matmul peak."""
-    b, t = cfg.bench, cfg.train
-    common = {
-        "threads": int(b.threads or os.cpu_count() or 1),
-        "precision": str(b.precision),
-        "compile": bool(b.compile),
-        "vocab_size": int(cfg.data.vocab_size),
-        "model": OmegaConf.to_container(cfg.model),
-        "warmup": int(b.warmup_steps),
-    }
-    specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": int(b.matmul_size)}]
-    optimizer = {k: t[k] for k in ("lr", "beta1", "beta2", "weight_decay")}
-    for name in encodings(cfg):
-        enc = OmegaConf.to_container(OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"))
-        base = {**common, "encoding": enc, "name": name}
-        specs.append(
-            {
-                **base,
-                "kind": "train",
-                "length": int(b.context_length),
-                "batch": int(b.batch_size),
-                "timed": int(b.timed_steps),
-                "optimizer": optimizer,
-            }
-        )
-        for f in b.eval_factors:
-            specs.append(
-                {
-                    **base,
-                    "kind": "eval",
-                    "length": int(f * b.context_length),
-                    "batch": 1,
-                    "timed": int(b.eval_steps),
-                    "warmup": 1,
-                }
-            )
-    return specs
 
 
 def run_case(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -247,13 +168,7 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     (run_dir / "config.yaml").write_text(
         OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     )
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load > 0.5:
-        console.print(
-            f"warning: load average {load:.1f} before the first case: other processes "
-            "compete for the cores and the timings will show it",
-            style="yellow",
-        )
+    load = warn_if_loaded()
     peak = measure_peak(specs[0])
     console.print(
         f"matmul peak ({specs[0]['size']}^3, {specs[0]['threads']} threads; measured "
@@ -275,6 +190,20 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     write_json_atomic(run_dir / "bench.json", report)
     write_text_atomic(run_dir / "bench.md", markdown(report))
     return report
+
+
+def warn_if_loaded() -> float:
+    """The load average before the first case, with a warning when other work competes."""
+    from posenc_cli.common.console import console
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > 0.5:
+        console.print(
+            f"warning: load average {load:.1f} before the first case: other processes "
+            "compete for the cores and the timings will show it",
+            style="yellow",
+        )
+    return load
 
 
 def run_cases(

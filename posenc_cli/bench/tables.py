@@ -65,6 +65,21 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
     for row in rows:
         train.add_row(*row[:5])
     console.print(train)
+    console.print(evaluation_table(header, rows))
+    console.print(
+        "matmul peak: "
+        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
+        + f"; MFU by {report['flops_convention']}",
+        soft_wrap=True,
+    )
+    console.print(f"wrote {run_dir / 'bench.json'}", soft_wrap=True)
+
+
+def evaluation_table(header: list[str], rows: list[list[str]]) -> Any:
+    """The evaluation half: a column per length with tokens/s (and time x none), then +MB."""
+    from rich import box
+    from rich.table import Table
+
     lengths = [h.split()[1] for h in header[5::3]]
     evaluation = Table(
         title="evaluation by length, batch 1: tokens/s (time x none); +MB: peak "
@@ -82,14 +97,7 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
             *[f"{c[0]} ({c[1]})" if c[1] != "-" else c[0] for c in cells],
             cells[-1][2] if cells else "-",
         )
-    console.print(evaluation)
-    console.print(
-        "matmul peak: "
-        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
-        + f"; MFU by {report['flops_convention']}",
-        soft_wrap=True,
-    )
-    console.print(f"wrote {run_dir / 'bench.json'}", soft_wrap=True)
+    return evaluation
 
 
 def markdown(report: dict[str, Any]) -> str:

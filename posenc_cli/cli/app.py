@@ -7,17 +7,17 @@ code 2; an unexpected exception is one line saying it is a bug and where its tra
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
 
 import typer
 from omegaconf import DictConfig
 
-from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+from posenc_cli.cli import cs336_commands, hf_commands
+from posenc_cli.cli.arguments import OVERRIDES
+from posenc_cli.cli.errors import fail, user_errors
+from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import GROUPS, group_options
 
@@ -40,43 +40,6 @@ app = typer.Typer(
     help="Train small decoder LMs with different positional encodings and "
     "compare their length extrapolation.\n\n" + _groups_help(),
 )
-OVERRIDES = typer.Argument(
-    None, help="Hydra overrides, e.g. encoding=rope train.steps=500", show_default=False
-)
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print one line and exit. SystemExit (not typer.Exit) so it also passes through Hydra,
-    which would report any Exception raised inside a job as a failure with exit code 1."""
-    print(message, file=sys.stderr, flush=True)
-    raise SystemExit(code)
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """PosencError, signals and unexpected exceptions as one line and an exit code."""
-    try:
-        yield
-    except PosencError as exc:
-        fail(f"posenc: error: {exc}")
-    except Interrupted as exc:
-        fail(str(exc), exc.code)
-    except RankFailure as exc:
-        fail(exc.line, exc.code)
-    except KeyboardInterrupt:
-        fail("posenc: interrupted", 130)
-    except Exception as exc:  # a bug: keep the traceback, show one line
-        from posenc_cli.cli.crash import out_of_memory
-
-        if (line := out_of_memory(exc)) is not None:
-            fail(line)
-        from posenc_cli.cli.crash import save_traceback
-
-        fail(
-            f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
-            f"the full traceback is in {save_traceback()}",
-            1,
-        )
 
 
 def _train_job(cfg: DictConfig, run_dir: Path) -> None:
@@ -164,7 +127,7 @@ def eval_command(
         "or data=text data.path=OTHER.txt",
     ),
 ) -> None:
-    """Length extrapolation of a trained run, again or on other text; merged into metrics.json."""
+    """Evaluate a trained run again (the tasks of eval.tasks) or on other text."""
     with user_errors():
         from posenc_cli.cli.console import print_eval_result
         from posenc_cli.evals.run import evaluate_run
@@ -191,7 +154,7 @@ def inspect_command(
         "run's go to RUN_DIR/inspect/",
     ),
 ) -> None:
-    """The seeds' derivations drawn for your encoding, or what a trained run's heads do."""
+    """The derivations drawn for your encoding, or what a trained run's heads do."""
     args = list(target or [])
     with user_errors():
         from posenc_cli.cli.console import print_inspect_report
@@ -269,46 +232,9 @@ def bench(overrides: list[str] | None = OVERRIDES) -> None:
         print_report(report, Path(report["run_dir"]))
 
 
-@app.command("import-cs336", epilog=_groups_help())
-def import_cs336(
-    checkpoint: Path = typer.Argument(
-        ..., help="Your CS336 checkpoint (save_checkpoint's file, or a bare state dict)"
-    ),
-    vocab: Path = typer.Option(..., "--vocab", help="vocab.json, or the pickled dict[int, bytes]"),
-    merges: Path = typer.Option(
-        ..., "--merges", help="merges.txt, or the pickled list[tuple[bytes, bytes]]"
-    ),
-    special: list[str] | None = typer.Option(
-        None, "--special", help="A special token (repeatable) [default: <|endoftext|>]"
-    ),
-    overrides: list[str] | None = OVERRIDES,
-) -> None:
-    """Import a CS336 assignment-1 model as a posenc run (needs model.n_heads, encoding.theta
-    and train.context_length); then `posenc eval` and `posenc compare` work on it."""
-    with user_errors():
-        from posenc_cli.cs336.importer import import_cs336 as run_import
-
-        run_dir = run_import(
-            checkpoint, vocab, merges, list(special or ["<|endoftext|>"]), list(overrides or [])
-        )
-        print(
-            f"posenc: imported {checkpoint} as {run_dir}; evaluate it with: posenc eval "
-            f"{run_dir} data=text data.path=YOUR_VALIDATION.txt",
-            flush=True,
-        )
-
-
-@app.command("export-cs336")
-def export_cs336(
-    run_dir: Path = typer.Argument(..., help="A posenc run trained with rope"),
-    out: Path = typer.Argument(..., help="A new folder for the files"),
-) -> None:
-    """Write a posenc RoPE run as a CS336 checkpoint, vocab and merges (text and pickles)."""
-    with user_errors():
-        from posenc_cli.cs336.exporter import export_cs336 as run_export
-
-        for path in run_export(run_dir, out):
-            print(f"wrote {path}", flush=True)
+app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
+app.command("export-cs336")(cs336_commands.export_cs336)
+app.command("export-hf")(hf_commands.export_hf)
 
 
 def main() -> None:

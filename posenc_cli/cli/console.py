@@ -25,7 +25,7 @@ from rich.table import Table
 from posenc_cli.common.console import console
 from posenc_cli.config.groups import config_dir
 from posenc_cli.encodings.registry import META_KEYS
-from posenc_cli.evals.keys import protocol
+from posenc_cli.evals.base import registry, task_of
 
 
 class TrainProgress:
@@ -114,28 +114,11 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
         ("tokens/s", f"{metrics['tokens_per_s']:,.0f}" if metrics.get("tokens_per_s") else "-"),
         ("wall time", f"{wall_s:.1f} s"),
     ]
-    ppl = metrics.get("extrapolation", {}).get("ppl", {})
-    if ppl:
-        rows.append(
-            (
-                "ppl by length",
-                "  ".join(
-                    f"{k}: {v:.1f}" if v is not None else f"{k}: n/a" for k, v in ppl.items()
-                ),
-            )
-        )
-    task = metrics.get("length_generalization", {})
-    if task.get("exact_match"):
-        lo, hi = task["train_lengths"]
-        rows.append(
-            (
-                f"exact match by {task['size_unit']} (trained {lo}–{hi})",
-                "  ".join(
-                    f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
-                    for k, v in task["exact_match"].items()
-                ),
-            )
-        )
+    tasks = registry()
+    for key, result in metrics.items():
+        task = tasks.get(key)
+        if task is not None and isinstance(result, dict):
+            rows += task.summary(result)
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -152,52 +135,20 @@ def print_encodings() -> None:
     for col in ("name", "description", "parameters"):
         table.add_column(col)
     for path in sorted((config_dir() / "encoding").glob("*.yaml")):
-        cfg = OmegaConf.load(path)
+        cfg = OmegaConf.to_container(OmegaConf.load(path))  # ${…} shown as written
         params = ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in META_KEYS)
         table.add_row(path.stem, escape(str(cfg.get("description", ""))), escape(params or "-"))
     console.print(table)
 
 
 def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
-    """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
-    if set(result) == {"skipped"}:
-        console.print(f"{key}: skipped ({result['skipped']})")
+    """What the result's task renders of it (evals/base.py), or why it was skipped."""
+    task = task_of(key)
+    if set(result) == {"skipped"} or task is None:
+        console.print(f"{key}: skipped ({result.get('skipped', 'no evaluation task')})")
         return
-    if "exact_match" in result:
-        return print_task_result(run_dir, cfg, key, result)
-    table = Table(
-        title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} — "
-        f"{result['tokens']:,} tokens, {protocol(cfg.eval)}"
-    )
-    for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
-        table.add_column(col, justify="left" if col == "note" else "right")
-    train_length = int(result["train_length"])
-    for length in result["lengths"]:
-        k = str(length)
-        ppl, loss, ci = result["ppl"][k], result["loss"][k], result.get("ppl_ci95", {}).get(k)
-        table.add_row(
-            k,
-            f"x{length // train_length}",
-            f"{ppl:.2f}" if ppl is not None else "n/a",
-            f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
-            f"{loss:.4f}" if loss is not None else "-",
-            f"{result['seconds'].get(k, 0):.1f}" if k in result["seconds"] else "-",
-            result["skipped"].get(k, ""),
-        )
-    console.print(table)
-    for note in result["notes"]:
-        console.print(f"note: {note}")
-    if result.get("replaced_earlier"):
-        console.print(
-            f'note: the same evaluation was in metrics.json under "{key}"; replaced by this one'
-        )
-    how = result.get("interval", {}).get("method")
-    console.print(
-        (f"intervals: 95 % {how}; " if how else "") + f"written to "
-        f'{run_dir / "metrics.json"} under "{key}" and TensorBoard '
-        f"({run_dir / 'eval' / key})",
-        soft_wrap=True,
-    )
+    for part in task.render(run_dir, cfg, key, result):
+        console.print(part, soft_wrap=isinstance(part, str))
 
 
 def print_inspect_report(report: Any) -> None:
@@ -227,31 +178,3 @@ def print_inspect_report(report: Any) -> None:
         )
     console.print(table)
     console.print(f"  summary: {escape(str(report.out_dir / 'summary.md'))}")
-
-
-def print_task_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
-    """Exact match and token accuracy by size, and where they went."""
-    lo, hi = result["train_lengths"]
-    table = Table(
-        title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
-        f"{result['task']}, {result['instances']} instances per size, trained "
-        f"on {lo}–{hi} {result['size_unit']}"
-    )
-    for col in ("size", "tokens", "exact match", "token accuracy", "note"):
-        table.add_column(col, justify="left" if col == "note" else "right")
-    for n in result["lengths"]:
-        k = str(n)
-        em, acc = result["exact_match"][k], result["token_accuracy"][k]
-        table.add_row(
-            k + ("*" if lo <= n <= hi else ""),
-            str(result["sequence_tokens"][k]),
-            "n/a" if em is None else f"{em:.3f}",
-            "n/a" if acc is None else f"{acc:.3f}",
-            escape(result["skipped"].get(k, "")),
-        )
-    console.print(table)
-    console.print(
-        f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
-        f"({'task' if key == 'length_generalization' else key}/exact_match, step = size)",
-        soft_wrap=True,
-    )

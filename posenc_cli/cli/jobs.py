@@ -20,7 +20,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.task_checks import is_task, prepare_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
-from posenc_cli.engine.distributed import Comm
+from posenc_cli.engine.distributed import Comm, rank0_first
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.engine.signals import InterruptNow
@@ -38,10 +38,8 @@ def run_training(
     data = None
     if not is_task(cfg):  # a synthetic task makes its instances on the fly
         data = _prepare_in_turn(cfg, rt.comm)
-        for turn in (True, False):  # rank 0 keeps the tokenizer, then the others compare
-            if rt.is_main == turn:
-                _keep_tokenizer(run_dir, data, rt.is_main)
-            rt.comm.barrier()
+        with rank0_first(rt.comm):  # rank 0 keeps the tokenizer, then the others compare
+            _keep_tokenizer(run_dir, data, rt.is_main)
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         if resume and _resume(trainer) and trainer.finished:
@@ -66,13 +64,9 @@ def run_training(
 def _prepare_in_turn(cfg: DictConfig, comm: Comm) -> TokenData:
     """The data, prepared first by one process per machine (local rank 0), then opened from
     the cache by the others: N ranks never build the same cache entry at once."""
-    data = None
-    for turn in (True, False):
-        if (comm.local_rank == 0) == turn:
-            data = prepare(cfg.data)
-            check_data_fits(data, cfg)
-        comm.barrier()
-    assert data is not None
+    with rank0_first(comm, local=True):
+        data = prepare(cfg.data)
+        check_data_fits(data, cfg)
     return data
 
 

@@ -27,7 +27,7 @@ def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)
     for name in cfg.eval.tasks:
-        get_task(str(name))
+        get_task(str(name)).check(cfg)
     if is_task(cfg):  # a synthetic task needs no corpus
         return
     data = prepare(cfg.data)

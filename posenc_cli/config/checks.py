@@ -23,8 +23,9 @@ SECTIONS = {
 
 
 def schema_keys() -> list[tuple[str, dataclasses.Field[Any]]]:
-    """Every checked key as ('section.key', field), root keys as ('key', field)."""
-    keys = [(f"{s}.{f.name}", f) for s, obj in SECTIONS.items() for f in dataclasses.fields(obj)]
+    """Every checked key as ('section.key', field) (eval.extrapolation.factors for a section
+    within a section), root keys as ('key', field)."""
+    keys = [k for s, obj in SECTIONS.items() for k in _fields(s, obj)]
     keys += [
         (f.name, f)
         for f in dataclasses.fields(RootConfig)
@@ -33,11 +34,20 @@ def schema_keys() -> list[tuple[str, dataclasses.Field[Any]]]:
     return keys
 
 
+def _fields(prefix: str, obj: Any) -> list[tuple[str, dataclasses.Field[Any]]]:
+    out: list[tuple[str, dataclasses.Field[Any]]] = []
+    for f in dataclasses.fields(obj):
+        inner = getattr(obj, f.name)
+        nested = dataclasses.is_dataclass(inner)
+        out += _fields(f"{prefix}.{f.name}", inner) if nested else [(f"{prefix}.{f.name}", f)]
+    return out
+
+
 def check_keys_present(plain: DictConfig) -> None:
     """A key deleted with ~KEY would otherwise be filled in silently by the schema default."""
     for name, f in schema_keys():
         section, _, leaf = name.rpartition(".")
-        node = plain.get(section) if section else plain
+        node = OmegaConf.select(plain, section) if section else plain
         if isinstance(node, DictConfig) and leaf not in node.keys():
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             raise PosencError(
@@ -56,7 +66,7 @@ def check_rules(cfg: DictConfig) -> None:
     for name, f in schema_keys():
         rule = f.metadata.get("rule")
         section, _, leaf = name.rpartition(".")
-        value = (cfg[section] if section else cfg)[leaf]
+        value = (OmegaConf.select(cfg, section) if section else cfg)[leaf]
         if rule is not None and (problem := rule.problem(name, value)) is not None:
             raise PosencError(problem, rule.advice(name, value))
     _check_relations(cfg)

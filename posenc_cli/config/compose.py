@@ -24,6 +24,7 @@ from omegaconf.errors import (
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.checks import check_keys_present, check_rules
 from posenc_cli.config.errors import resolution_error, unknown_key
+from posenc_cli.config.eval_sections import check_sections, fold_older_names, typed_part
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices
 from posenc_cli.config.schema import RootConfig
@@ -96,7 +97,7 @@ def validate(cfg: DictConfig) -> None:
     prepare_task(plain)  # a task run derives its train.context_length: the caller's too
     cfg.train.context_length = plain.train.context_length
     try:
-        typed = OmegaConf.merge(OmegaConf.structured(RootConfig), plain)
+        typed = OmegaConf.merge(OmegaConf.structured(RootConfig), typed_part(plain))
         OmegaConf.resolve(typed)
     except InterpolationResolutionError as exc:
         raise resolution_error(exc, exc.full_key or _unresolvable_key(plain)) from None
@@ -109,6 +110,8 @@ def validate(cfg: DictConfig) -> None:
         key = getattr(exc, "full_key", "") or ""
         raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
     check_rules(typed)
+    check_sections(plain)
+    fold_older_names(cfg.eval)
     _check_data_path(cfg)
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.errors import resolution_error
+from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
@@ -202,10 +203,11 @@ def load_run_config(run_dir: Path) -> DictConfig:
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
     defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
     cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
+    fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
-    cfg.data.cache_dir = (
-        OmegaConf.load(config_dir() / "data" / "sotu.yaml")._get_node("cache_dir")._value()
-    )
+    cfg.data.cache_dir = raw_values(OmegaConf.load(config_dir() / "data" / "sotu.yaml"))[
+        "cache_dir"
+    ]
     cfg.resume = None
     return cfg
 
@@ -219,10 +221,9 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
             f"posenc knows: {', '.join(group_options('encoding'))}",
         )
     trusted = OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")
-    for key in saved:
+    for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue
-        value = saved._get_node(key)._value() if key in saved else None
         if key not in trusted or not isinstance(value, (int, float, str, bool, type(None))):
             raise PosencError(
                 f"the run's config gives encoding '{name}' an unknown or "
@@ -231,3 +232,11 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
             )
         trusted[key] = value
     return trusted
+
+
+def raw_values(cfg: DictConfig) -> dict[Any, Any]:
+    """The node's values as written, an interpolation as its ``${...}`` text: a saved config's
+    interpolations are never resolved (they could read the environment of someone else)."""
+    values = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(values, dict)
+    return values

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import ListConfig
 
@@ -135,16 +135,41 @@ class TrainConfig:
 
 
 @dataclass
-class EvalConfig:
-    tasks: list[str] = key(factory=lambda: ["extrapolation"], name=True, nonempty=True)
+class ExtrapolationConfig:
+    """eval.extrapolation.*: the extrapolation task's settings (configs/eval/tasks/)."""
+
     factors: list[int] = key(factory=lambda: [1, 2, 4, 8, 16], lo=1, nonempty=True)
     tokens: int = key(262144, lo=1)
     mode: str = key("nonoverlapping", choices=("nonoverlapping", "sliding"))
     stride: int | None = key(None, lo=1)
     position_buckets: int = key(32, lo=1)
-    at_end: bool = True
     rope_scaling: str = key("none", choices=ROPE_SCALING)
     rope_factor: float | None = key(None, lo=1)
+
+
+def older_name(name: str) -> Any:
+    """The flat eval.<name> of eval.extrapolation.<name> (the keys were flat before tasks had
+    sections): it reads the section's value and takes the same values; one given replaces
+    the section's (config/eval_sections.py), so saved runs and older commands keep working."""
+    target = ExtrapolationConfig.__dataclass_fields__[name]
+    return field(default=f"${{.extrapolation.{name}}}", metadata=target.metadata)
+
+
+@dataclass
+class EvalConfig:
+    """The keys of every evaluation, then each task's own section (eval.<task>.*): typed here
+    for extrapolation, free-form for the others, whose classes check them."""
+
+    tasks: list[str] = key(factory=lambda: ["extrapolation"], name=True, nonempty=True)
+    at_end: bool = True
+    extrapolation: ExtrapolationConfig = field(default_factory=ExtrapolationConfig)
+    factors: list[int] = older_name("factors")
+    tokens: int = older_name("tokens")
+    mode: str = older_name("mode")
+    stride: int | None = older_name("stride")
+    position_buckets: int = older_name("position_buckets")
+    rope_scaling: str = older_name("rope_scaling")
+    rope_factor: float | None = older_name("rope_factor")
 
 
 @dataclass

@@ -36,22 +36,8 @@ def _lengths(task: DictConfig, key: str) -> list[int]:
     return [int(v) for v in value]
 
 
-def check_task(cfg: DictConfig) -> None:
-    """One line for any problem, before anything is created."""
-    if not is_task(cfg):
-        extra = [k for k in cfg.get("task", {}) if k != "name"]
-        if extra:
-            raise PosencError(
-                f"task=lm (language modelling) has no task.{extra[0]}",
-                "choose a synthetic task, e.g. task=copy, or drop the task.* keys",
-            )
-        return
-    task = cfg.task
-    name = str(task.name)
-    if name not in group_options("task"):
-        raise PosencError(
-            f"unknown task '{name}'", f"choose one of: {', '.join(group_options('task'))}"
-        )
+def _check_keys(task: DictConfig, name: str) -> None:
+    """Exactly the keys of configs/task/<name>.yaml, each of its default's type."""
     defaults = option_values("task", name)
     unknown = [k for k in task if k not in defaults]
     if unknown:
@@ -71,6 +57,25 @@ def check_task(cfg: DictConfig) -> None:
                 f"task.{key}={value!r} is not a {type(default).__name__}",
                 f"e.g. task.{key}={str(default).lower()}",
             )
+
+
+def check_task(cfg: DictConfig) -> None:
+    """One line for any problem, before anything is created."""
+    if not is_task(cfg):
+        extra = [k for k in cfg.get("task", {}) if k != "name"]
+        if extra:
+            raise PosencError(
+                f"task=lm (language modelling) has no task.{extra[0]}",
+                "choose a synthetic task, e.g. task=copy, or drop the task.* keys",
+            )
+        return
+    task = cfg.task
+    name = str(task.name)
+    if name not in group_options("task"):
+        raise PosencError(
+            f"unknown task '{name}'", f"choose one of: {', '.join(group_options('task'))}"
+        )
+    _check_keys(task, name)
     train, test = _lengths(task, "train_lengths"), _lengths(task, "test_lengths")
     if len(train) != 2 or not 1 <= train[0] <= train[1]:
         raise PosencError(

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import torch
+from omegaconf import DictConfig
 
 from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
@@ -60,17 +62,19 @@ def export_cs336(run_dir: Path, out: Path) -> list[Path]:
         out / "merges.pkl",
         lambda fh: pickle.dump([(to_bytes(a), to_bytes(b)) for a, b in merges], fh),
     )
-    m = cfg.model
-    write_json_atomic(
-        out / "model_config.json",
-        {
-            "vocab_size": int(ck["model"]["lm_head.weight"].shape[0]),
-            "context_length": int(cfg.train.context_length),
-            "d_model": int(m.d_model),
-            "num_layers": int(m.n_layers),
-            "num_heads": int(m.n_heads),
-            "d_ff": int(m.d_ff or default_d_ff(int(m.d_model))),
-            "rope_theta": float(cfg.encoding.theta),
-        },
-    )
+    write_json_atomic(out / "model_config.json", model_config(cfg, ck["model"]))
     return [out / f for f in FILES]
+
+
+def model_config(cfg: DictConfig, model: dict[str, Any]) -> dict[str, Any]:
+    """The sizes CS336's TransformerLM constructor takes, as model_config.json holds them."""
+    m = cfg.model
+    return {
+        "vocab_size": int(model["lm_head.weight"].shape[0]),
+        "context_length": int(cfg.train.context_length),
+        "d_model": int(m.d_model),
+        "num_layers": int(m.n_layers),
+        "num_heads": int(m.n_heads),
+        "d_ff": int(m.d_ff or default_d_ff(int(m.d_model))),
+        "rope_theta": float(cfg.encoding.theta),
+    }

@@ -7,12 +7,12 @@ like any other run; metrics.json marks it imported, with the source files' sha25
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
@@ -131,14 +131,6 @@ def _write_run(
     save_atomic({**state, "val_loss": None}, run_dir / "checkpoints" / "best.pt")
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 24):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _metrics(
     cfg: DictConfig, weights: Weights, model: TransformerLM, tokens: int, sources: dict[str, Path]
 ) -> dict[str, Any]:
@@ -150,7 +142,7 @@ def _metrics(
         "imported": {
             "from": "cs336",
             **{k: str(p) for k, p in sources.items()},
-            **{f"{k}_sha256": sha256(p) for k, p in sources.items()},
+            **{f"{k}_sha256": file_digest(p, "sha256") for k, p in sources.items()},
         },
         "final_val_loss": None,
         "final_train_loss": None,

@@ -8,15 +8,14 @@ torch.compile'd model carry an `_orig_mod.` prefix, which is dropped.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.engine.checkpoint import load_tensors
 
 PREFIX = "_orig_mod."
 #: Where a save_checkpoint dict may keep the model's state dict.
@@ -38,15 +37,11 @@ class Weights:
 def load_weights(path: Path) -> Weights:
     if not path.is_file():
         raise PosencError(f"checkpoint '{path}' does not exist", "give the file you saved")
-    try:
-        with warnings.catch_warnings():  # a refused pickle is our one line, not torch's three
-            warnings.simplefilter("ignore")
-            raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for damaged or unsafe files
-        raise PosencError(
-            f"'{path}' cannot be loaded as weights ({type(exc).__name__})",
-            "give a file written by torch.save of tensors (save_checkpoint)",
-        ) from None
+    raw = load_tensors(
+        path,
+        f"'{path}' cannot be loaded as weights",
+        "give a file written by torch.save of tensors (save_checkpoint)",
+    )
     state, iteration = _split(raw, path)
     state = {k.removeprefix(PREFIX): v for k, v in state.items()}
     return Weights(state, iteration, *_dimensions(state, path))

@@ -10,14 +10,12 @@ from __future__ import annotations
 import codecs
 import hashlib
 import importlib.util
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from posenc_cli.common.atomic import write_json_atomic
-from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data.content_hash import HashMemo
 
 EOT = "<|endoftext|>"
 READ_CHUNK_CHARS = 1 << 22
@@ -157,28 +155,11 @@ class Corpus:
                 yield seg
 
     def fingerprint(self, cache_dir: Path) -> str:
-        """Hash of every file's bytes; remembered per (path, size, mtime) so reruns skip it."""
-        index_path = cache_dir / "file-hashes.json"
-        try:
-            index: dict[str, str] = json.loads(index_path.read_text())
-        except (OSError, ValueError):
-            index = {}
-        h, changed = hashlib.blake2b(digest_size=16), False
+        """Hash of every file's bytes (see content_hash.py for when a remembered one is used)."""
+        memo = HashMemo(cache_dir)
+        h = hashlib.blake2b(digest_size=16)
         for role, files in (("T", self.files), ("V", self.val_files or [])):
             for f in files:
-                st = f.stat()
-                key = f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-                if key not in index:
-                    index[key], changed = file_digest(f), True
-                h.update(f"{role}{index[key]}".encode())
-        if changed:
-            _save_index(index_path, index)
+                h.update(f"{role}{memo.file_hash(f)}".encode())
+        memo.save()
         return h.hexdigest()
-
-
-def _save_index(path: Path, index: dict[str, str]) -> None:
-    """Best effort: the index only saves time, so a read-only cache folder is not an error."""
-    try:
-        write_json_atomic(path, index, indent=None)
-    except OSError:
-        pass

@@ -37,11 +37,14 @@ def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> Toke
     corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
     target = cache_dir / "eval" / _cache_name(data_cfg, corpus, tokenizer_path, held_out, cache_dir)
 
+    tok = load_tokenizer(tokenizer_path)
+
     def build(tmp: Path) -> dict[str, Any]:
         segments = corpus.val_segments() if held_out else _documents(corpus)
-        return _build(load_tokenizer(tokenizer_path), segments, tmp)
+        return _build(tok, segments, tmp)
 
-    data = ensure(target, build, ("val",))
+    expect = {"format": FORMAT_VERSION, "vocab_size": tok.get_vocab_size()}
+    data = ensure(target, build, ("val",), expect)
     return TokenData(data.val[:0], data.val, tokenizer_path, data.meta)
 
 

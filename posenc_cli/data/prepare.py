@@ -37,7 +37,10 @@ def prepare(data_cfg: Any) -> TokenData:
     corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
     target = cache_dir / cache_key(data_cfg, corpus, cache_dir)
     return ensure(
-        target, lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp), ("train", "val")
+        target,
+        lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp),
+        ("train", "val"),
+        {"format": FORMAT_VERSION},
     )
 
 

@@ -1,6 +1,6 @@
 """Absolute encodings added to the token embeddings: a learned table and Vaswani's sinusoids.
 
-Sinusoids use the interleaved layout derived in the seeds (and in Vaswani et al. 2017):
+Sinusoids use the interleaved layout of the derivations (and of Vaswani et al. 2017):
 p_{m,2i} = sin(m·θ_i), p_{m,2i+1} = cos(m·θ_i), θ_i = 10000^(-2i/d). Each (sin, cos) pair of
 p_{m+k} is a rotation of the pair of p_m by k·θ_i, so PE(m+k) = M_k PE(m) for every m.
 """
@@ -94,7 +94,8 @@ class SinusoidalEncoding(PositionalEncoding):
 
 
 class LearnedSinusoidalEncoding(PositionalEncoding):
-    """Sinusoids whose frequencies θ_i are trained, initialised at base^(-2i/d) (seed 000).
+    """Sinusoids whose frequencies θ_i are trained, initialised at base^(-2i/d) (the first
+    derivation).
 
     The parameter is log θ_i: θ spans four orders of magnitude (1 … 1e-4) and Adam moves each
     parameter by about the learning rate per step, which in linear space would wipe out the low

@@ -1,6 +1,6 @@
 """RoPE (Su et al. 2021): rotate each interleaved pair (2k, 2k+1) of q and k by angle m·θ_k.
 
-θ_k = Θ^(-2k/E), k = 0 … E/2-1, positions from 0 — the form derived in the seeds. Because
+θ_k = Θ^(-2k/E), k = 0 … E/2-1, positions from 0 — the form of the derivations. Because
 R_mᵀ R_n = R_{n-m}, the score ⟨R_m q, R_n k⟩ depends on positions only through m - n.
 
 Two variants leave some pairs unrotated (θ_k = 0): ``rotary_fraction`` < 1 rotates only the

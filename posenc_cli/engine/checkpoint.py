@@ -1,21 +1,94 @@
-"""Checkpoints that survive a crash, written through common.atomic.
+"""The checkpoint format, and checkpoints that survive a crash, written through common.atomic.
 
-A kill or a full disk during a save leaves the previous checkpoint intact. Everything saved is
-tensors, numbers and plain containers, so loading uses torch.load(weights_only=True): a
-checkpoint received from someone else cannot run code.
+The Trainer hands over its model, optimizer and ``TrainState``; what goes into last.pt and
+best.pt, and how a resume reads it back, is decided here only. A kill or a full disk during a
+save leaves the previous checkpoint intact. Everything saved is tensors, numbers and plain
+containers, so loading uses torch.load(weights_only=True): a checkpoint received from someone
+else cannot run code.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from posenc_cli.common import faults
 from posenc_cli.common.atomic import remove_partial_writes, write_atomic
 from posenc_cli.common.errors import PosencError
+
+
+@dataclass
+class TrainState:
+    """Everything besides model and optimizer that an exact resume needs."""
+
+    step: int = 0
+    best_val: float = math.inf
+    wall_s: float = 0.0
+    last_val: float | None = None
+    last_train: float | None = None
+    tokens_per_s: float | None = None
+    #: Training tokens seen by all ranks together (the global batch may change on resume).
+    tokens: int = 0
+    batch_rng: torch.Generator = field(default_factory=torch.Generator)
+
+
+def training_state(
+    model: nn.Module, opt: torch.optim.Optimizer, st: TrainState, world_size: int, cfg: DictConfig
+) -> dict[str, Any]:
+    """What checkpoints/last.pt holds: enough to continue exactly where training stopped."""
+    return {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "step": st.step,
+        "best_val": st.best_val,
+        "wall_s": st.wall_s,
+        "last_val": st.last_val,
+        "last_train": st.last_train,
+        "batch_rng": st.batch_rng.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "world_size": world_size,
+        "tokens": st.tokens,
+        "config": OmegaConf.to_container(cfg),
+    }
+
+
+def best_state(model: nn.Module, step: int, val_loss: float, cfg: DictConfig) -> dict[str, Any]:
+    """What checkpoints/best.pt holds: the weights of the lowest validation loss."""
+    return {
+        "model": model.state_dict(),
+        "step": step,
+        "val_loss": val_loss,
+        "config": OmegaConf.to_container(cfg),
+    }
+
+
+def restore(
+    ck: dict[str, Any],
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    st: TrainState,
+    tokens_per_rank: int,
+) -> int:
+    """Load a ``training_state`` into model, optimizer and ``st``; the saved world size.
+    A checkpoint of another model raises RuntimeError, KeyError, ValueError or TypeError."""
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optimizer"])
+    st.step, st.best_val = int(ck["step"]), float(ck["best_val"])
+    st.wall_s = float(ck["wall_s"])
+    st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
+    st.batch_rng.set_state(ck["batch_rng"])
+    torch.set_rng_state(ck["torch_rng"])
+    saved_world = int(ck.get("world_size", 1))
+    st.tokens = int(ck.get("tokens", st.step * saved_world * tokens_per_rank))
+    return saved_world
 
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
@@ -35,21 +108,28 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
         ) from None
 
 
+def load_tensors(path: Path, problem: str, fix: str) -> Any:
+    """torch.load of tensors and plain containers only (never code); a damaged or unsafe file
+    is the PosencError ``problem (ExceptionType)`` with ``fix``."""
+    try:
+        with warnings.catch_warnings():  # a refused pickle is our one line, not torch's three
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a damaged or unsafe file
+        raise PosencError(f"{problem} ({type(exc).__name__})", fix) from None
+
+
 def load(path: Path) -> dict[str, Any]:
     """Load a checkpoint, turning a missing or corrupt file into a one-line error."""
     if not path.is_file():
         raise PosencError(
             f"no checkpoint at '{path}'", "resume a run directory that contains checkpoints/last.pt"
         )
-    try:
-        with warnings.catch_warnings():  # a refused pickle is our one line, not torch's three
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a damaged or unsafe file
-        raise PosencError(
-            f"checkpoint '{path}' is damaged or unsafe ({type(exc).__name__})",
-            "resume from another run or start a new one",
-        ) from None
+    state = load_tensors(
+        path,
+        f"checkpoint '{path}' is damaged or unsafe",
+        "resume from another run or start a new one",
+    )
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise PosencError(
             f"checkpoint '{path}' holds no model state",
@@ -61,3 +141,12 @@ def load(path: Path) -> dict[str, Any]:
 def remove_partial_saves(folder: Path) -> None:
     """Temporary files left by a process killed mid-save (the real checkpoints are intact)."""
     remove_partial_writes(folder, ".*.pt.tmp*")
+
+
+def weights_digest(model: nn.Module) -> str:
+    """SHA-256 over the bytes of the state dict's tensors, in order."""
+    h = hashlib.sha256()
+    for name, value in model.state_dict().items():
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

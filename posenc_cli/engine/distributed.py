@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
@@ -120,6 +122,18 @@ class TorchComm:
     def close(self) -> None:
         if self._dist.is_initialized():
             self._dist.destroy_process_group()
+
+
+@contextmanager
+def rank0_first(comm: Comm, local: bool = False) -> Iterator[None]:
+    """Run the block on rank 0 (on each machine's local rank 0 when ``local``), then on the
+    other ranks: the first one writes a file or a cache entry, the others find it ready."""
+    first = (comm.local_rank if local else comm.rank) == 0
+    if not first:
+        comm.barrier()
+    yield
+    if first:
+        comm.barrier()
 
 
 def shard(n: int, comm: Comm) -> range:

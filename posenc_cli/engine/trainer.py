@@ -10,13 +10,11 @@ combined across ranks first, so all ranks take the same branch at the same step.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import signal
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +29,7 @@ from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.config.task_checks import run_label
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.checkpoint import TrainState
 from posenc_cli.engine.distributed import data_parallel
 from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
 from posenc_cli.engine.positions import random_positions
@@ -55,21 +54,6 @@ class Progress(Protocol):
 
 
 ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
-
-
-@dataclass
-class TrainState:
-    """Everything besides model and optimizer that an exact resume needs."""
-
-    step: int = 0
-    best_val: float = math.inf
-    wall_s: float = 0.0
-    last_val: float | None = None
-    last_train: float | None = None
-    tokens_per_s: float | None = None
-    #: Training tokens seen by all ranks together (the global batch may change on resume).
-    tokens: int = 0
-    batch_rng: torch.Generator = field(default_factory=torch.Generator)
 
 
 class Trainer:
@@ -103,19 +87,9 @@ class Trainer:
         ck = checkpoint.load(path)
         checkpoint.remove_partial_saves(self.ckpt_dir)
         try:
-            self.lm.load_state_dict(ck["model"])
-            self.opt.load_state_dict(ck["optimizer"])
-            st = self.state
-            st.step, st.best_val, st.wall_s = (
-                int(ck["step"]),
-                float(ck["best_val"]),
-                float(ck["wall_s"]),
+            saved_world = checkpoint.restore(
+                ck, self.lm, self.opt, self.state, self._tokens_per_rank
             )
-            st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
-            st.batch_rng.set_state(ck["batch_rng"])
-            torch.set_rng_state(ck["torch_rng"])
-            saved_world = int(ck.get("world_size", 1))
-            st.tokens = int(ck.get("tokens", st.step * saved_world * self._tokens_per_rank))
             self._note_new_world(saved_world)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
@@ -233,13 +207,7 @@ class Trainer:
         if val < st.best_val:
             st.best_val = val
             self._write_checkpoint(
-                {
-                    "model": self.lm.state_dict(),
-                    "step": st.step,
-                    "val_loss": val,
-                    "config": OmegaConf.to_container(self.cfg),
-                },
-                "best.pt",
+                checkpoint.best_state(self.lm, st.step, val, self.cfg), "best.pt"
             )
         return val
 
@@ -247,29 +215,15 @@ class Trainer:
         """checkpoints/last.pt, never of a model whose weights are no longer finite."""
         if not all(torch.isfinite(p).all() for p in self.lm.parameters()):
             self._diverged("the weights are no longer finite")
-        self._write_checkpoint(self._state_dict(), "last.pt")
+        state = checkpoint.training_state(
+            self.lm, self.opt, self.state, self.rt.world_size, self.cfg
+        )
+        self._write_checkpoint(state, "last.pt")
         faults.pause("after_save", self.state.step, self.ckpt_dir)
 
     def _write_checkpoint(self, state: dict[str, Any], name: str) -> None:
         if self.rt.is_main:
             checkpoint.save_atomic(state, self.ckpt_dir / name)
-
-    def _state_dict(self) -> dict[str, Any]:
-        st = self.state
-        return {
-            "model": self.lm.state_dict(),
-            "optimizer": self.opt.state_dict(),
-            "step": st.step,
-            "best_val": st.best_val,
-            "wall_s": st.wall_s,
-            "last_val": st.last_val,
-            "last_train": st.last_train,
-            "batch_rng": st.batch_rng.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "world_size": self.rt.world_size,
-            "tokens": st.tokens,
-            "config": OmegaConf.to_container(self.cfg),
-        }
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
@@ -331,17 +285,8 @@ class Trainer:
     def replica_digests(self) -> list[str]:
         """SHA-256 of every rank's weights (a collective): equal digests prove the replicas
         stayed identical, rank 0's is the saved model's."""
-        return self.rt.comm.gather(weights_digest(self.lm))
+        return self.rt.comm.gather(checkpoint.weights_digest(self.lm))
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def weights_digest(model: nn.Module) -> str:
-    """SHA-256 over the bytes of the state dict's tensors, in order."""
-    h = hashlib.sha256()
-    for name, value in model.state_dict().items():
-        h.update(name.encode())
-        h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()

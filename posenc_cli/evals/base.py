@@ -1,22 +1,30 @@
 """The evaluation-task protocol and its registry.
 
-A task is one file in evals/tasks/ defining one subclass of EvalTask with a ``name``; it is
-found by that name (``eval.tasks: [extrapolation, …]``) without any list to edit.
+A task is one file in evals/tasks/ defining one subclass of EvalTask with a ``name`` (and,
+when it has settings, configs/eval/tasks/<name>.yaml: its section eval.<name>.*); it is found
+by that name (``eval.tasks: [extrapolation, …]``) without any list to edit. It runs, logs to
+TensorBoard, and says how its result reads on the console and in `posenc compare`, so the
+commands iterate over the tasks of a result and name none.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from torch import nn
-from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
+from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.plugins import import_all, subclasses
+from posenc_cli.config.eval_sections import task_settings
 from posenc_cli.config.task_checks import is_task
-from posenc_cli.data.cache import TokenData
-from posenc_cli.engine.runtime import Runtime
+
+if TYPE_CHECKING:  # torch is imported only where a task runs (compare reads results only)
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    from posenc_cli.data.cache import TokenData
+    from posenc_cli.engine.runtime import Runtime
 
 
 class EvalTask:
@@ -28,6 +36,17 @@ class EvalTask:
     #: Whether the task evaluates a synthetic-task run (task=copy, …) rather than a language
     #: model; a task of the other kind is skipped with a reason, never run on the wrong data.
     for_synthetic_tasks: ClassVar[bool] = False
+
+    #: The settings of a task without a YAML in configs/eval/tasks/ (one defined elsewhere,
+    #: e.g. in tests); None: that YAML.
+    defaults: ClassVar[dict[str, Any] | None] = None
+
+    def settings(self, cfg: Any) -> DictConfig:
+        """eval.<name>.* of the run's config over the task's defaults (older flat keys mapped)."""
+        return task_settings(cfg.eval, self.name, self.defaults)
+
+    def check(self, cfg: Any) -> None:
+        """Raise PosencError (one line) for settings the task cannot use, before any run."""
 
     def not_applicable(self, model: nn.Module, cfg: Any) -> str | None:
         """Why this task cannot evaluate ``model`` of the run ``cfg`` at all, or None."""
@@ -50,6 +69,17 @@ class EvalTask:
     def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
         """The run-level summary of the result (HParams), written once, by training."""
 
+    def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
+        """(label, text) rows of the run's own result for the summary printed after training."""
+        return []
+
+    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+        """What `posenc eval` prints of the result under ``key``: rich tables and lines."""
+        return [
+            f"{key}: written to {run_dir / 'metrics.json'} and TensorBoard "
+            f"({run_dir / 'eval' / key})"
+        ]
+
 
 def registry() -> dict[str, EvalTask]:
     """Every task in evals/tasks/, by name (the modules are imported on first use)."""
@@ -65,13 +95,22 @@ def log_hparams(
     """An HParams entry in the run's own event directory (add_hparams would make a sub-run):
     ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
     val/loss, which training logs itself)."""
+    from torch.utils.tensorboard.summary import hparams
+
     exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})
-    file_writer = writer._get_file_writer()
+    file_writer = writer.file_writer  # the public attribute add_hparams writes through
     for summary in (exp, ssi, sei):
         file_writer.add_summary(summary)
     for tag, value in metrics.items():
         if value is not None:
             writer.add_scalar(tag, value, step)
+
+
+def task_of(key: str) -> EvalTask | None:
+    """The task whose result a metrics.json key holds: ``<task>`` or ``<task>_<suffix>``
+    (evals/keys.py), the longest such name; None for a key of no task."""
+    names = [n for n in registry() if key == n or key.startswith(f"{n}_")]
+    return registry()[max(names, key=len)] if names else None
 
 
 def get_task(name: str) -> EvalTask:

@@ -18,6 +18,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
+from posenc_cli.config.eval_sections import eval_option
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
@@ -47,19 +48,11 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     metrics = read_metrics(run_dir)
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
-        get_task(str(name))
+        get_task(str(name)).check(cfg)
     lock_run_dir(run_dir)
     rt = make_runtime(cfg)
     model = load_model(run_dir, cfg, rt)
-    if is_task(cfg):  # a synthetic task scores its own fixed test sets
-        data, label, source = None, None, {"name": f"task:{cfg.task.name}"}
-    else:
-        data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
-    if data is not None and int(data.meta["vocab_size"]) != model.vocab_size:
-        raise PosencError(
-            f"the tokenizer has {data.meta['vocab_size']} tokens but the model {model.vocab_size}",
-            "evaluate with the run's own data cache",
-        )
+    data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
     suffix = identity_suffix(rt, metrics)
     writers = EvalWriters(run_dir)
     try:
@@ -78,16 +71,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
         writers.close()
     for key in out:
         out[key]["replaced_earlier"] = key in metrics
-    merge_metrics(
-        run_dir,
-        {
-            "encoding": str(cfg.encoding.name),
-            "seed": int(cfg.seed),
-            "train_length": int(cfg.train.context_length),
-            **metrics,
-            **out,
-        },
-    )
+    record(run_dir, cfg, metrics, out)
     return cfg, out
 
 
@@ -151,10 +135,10 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
     check_group_choices(overrides)
     cfg = copy.deepcopy(saved)
     for ov in parsed:
-        if ov.key_or_group in ("data", "eval"):
-            cfg[ov.key_or_group] = OmegaConf.load(
-                config_dir() / ov.key_or_group / f"{ov.value()}.yaml"
-            )
+        if ov.key_or_group == "data":
+            cfg.data = OmegaConf.load(config_dir() / "data" / f"{ov.value()}.yaml")
+        elif ov.key_or_group == "eval":
+            cfg.eval = eval_option(str(ov.value()))
     for ov in parsed:
         if ov.key_or_group not in ("data", "eval"):
             OmegaConf.update(cfg, ov.key_or_group, ov.value(), merge=False, force_add=True)
@@ -256,3 +240,33 @@ def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]
     used = metrics.get("precision")
     if not asked and cfg.train.precision == "auto" and used in ("fp32", "bf16"):
         cfg.train.precision = used
+
+
+def data_for(
+    cfg: DictConfig, saved: DictConfig, run_dir: Path, metrics: dict[str, Any], vocab_size: int
+) -> tuple[Any, str | None, dict[str, Any]]:
+    """The tokens to evaluate on, their label and source (none for a synthetic task, which
+    scores its own fixed test sets); refuses a tokenizer the model does not match."""
+    if is_task(cfg):  # a synthetic task scores its own fixed test sets
+        return None, None, {"name": f"task:{cfg.task.name}"}
+    data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
+    if data is not None and int(data.meta["vocab_size"]) != vocab_size:
+        raise PosencError(
+            f"the tokenizer has {data.meta['vocab_size']} tokens but the model {vocab_size}",
+            "evaluate with the run's own data cache",
+        )
+    return data, label, source
+
+
+def record(run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], out: dict[str, Any]) -> None:
+    """Merge the results into metrics.json, keeping every earlier key not evaluated again."""
+    merge_metrics(
+        run_dir,
+        {
+            "encoding": str(cfg.encoding.name),
+            "seed": int(cfg.seed),
+            "train_length": int(cfg.train.context_length),
+            **metrics,
+            **out,
+        },
+    )

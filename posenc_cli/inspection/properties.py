@@ -3,8 +3,8 @@
 Each row is a relative error (0 means the property holds exactly; float32 rounding leaves
 about 1e-7 to 1e-6); ``HOLDS`` is the bound under which the table says it holds:
 
-* permutation equivariance of attention with no encoding and no mask (seed 000's starting
-  point: without positions, attention cannot tell order), on the model's first layer;
+* permutation equivariance of attention with no encoding and no mask (the derivations'
+  starting point: without positions, attention cannot tell order), on the model's first layer;
 * shift invariance: the logits do not change when every position moves by the training length
   (the ``relative`` claim of an encoding);
 * causality: changing the tokens after position t leaves every logit up to t unchanged;

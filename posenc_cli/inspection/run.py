@@ -1,4 +1,4 @@
-"""`posenc inspect`: the seeds' derivations drawn for one configured encoding, or for a
+"""`posenc inspect`: the derivations drawn for one configured encoding, or for a
 trained run what its heads do within and past the training length.
 
 A config (`posenc inspect encoding=rope encoding.theta=500`) is built, initialised with its

@@ -43,6 +43,22 @@ def summary_markdown(report: InspectReport) -> str:
         "",
     ]
     lines += [*(f"Note: {n}" for n in report.notes), ""] if report.notes else []
+    lines += _figure_lines(report) + _property_lines(report)
+    lines += _attention_lines(report)
+    lines += [
+        "",
+        "How each figure follows from the derivations: docs/encodings.md, section "
+        '"What `posenc inspect` draws".',
+        "",
+        f"Computed in {report.seconds:.1f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _figure_lines(report: InspectReport) -> list[str]:
+    """The table of figures written, and those skipped with the reason."""
+    lines: list[str] = []
     lines += [
         "## Figures",
         "",
@@ -56,6 +72,12 @@ def summary_markdown(report: InspectReport) -> str:
     if report.skipped:
         lines += ["", "Skipped:", ""]
         lines += [f"- {name}: {why}" for name, why in report.skipped]
+    return lines
+
+
+def _property_lines(report: InspectReport) -> list[str]:
+    """The table of the encoding's properties measured on this model."""
+    lines: list[str] = []
     lines += [
         "",
         f"## Properties of this model (relative error; holds below {HOLDS:g})",
@@ -67,16 +89,7 @@ def summary_markdown(report: InspectReport) -> str:
         claim = "—" if p.expected is None else ("yes" if p.expected else "no")
         error = "—" if p.error is None else f"{p.error:.1e}"
         lines.append(f"| {cell(p.name)} | {error} | {verdict(p)} | {claim} | {cell(p.note)} |")
-    lines += _attention_lines(report)
-    lines += [
-        "",
-        "How each figure follows from the seeds: docs/encodings.md, section "
-        '"What `posenc inspect` draws".',
-        "",
-        f"Computed in {report.seconds:.1f} s.",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def _attention_lines(report: InspectReport) -> list[str]:

@@ -1,7 +1,7 @@
-"""The quantities the seed documents derive, computed for a given set of frequencies θ_j.
+"""The quantities of the derivations, computed for a given set of frequencies θ_j.
 
-* ``sinusoid_inner_products``: ⟨p_m, p_n⟩ = Σ_j cos(k θ_j), k = m - n (seed 000: it decays
-  with k when θ_j is smooth and monotone, the Riemann–Lebesgue argument);
+* ``sinusoid_inner_products``: ⟨p_m, p_n⟩ = Σ_j cos(k θ_j), k = m - n (the first
+  derivation: it decays with k when θ_j is smooth and monotone, the Riemann–Lebesgue argument);
 * ``hessian_scores``: p_mᵀ H p_n for a diagonal H, which keeps a cos((m + n)θ_j) term weighted
   by H_{2j,2j} - H_{2j+1,2j+1}, beside RoPE's (R_m q)ᵀ(R_n k) = qᵀ R_{n-m} k for the same H
   (q = H·1, k = 1), which has none;

@@ -1,6 +1,6 @@
 """Causal multi-head self-attention; the only caller of the PositionalEncoding hooks.
 
-Why it looks like this (PyTorch CPU facts, see DESIGN.md): SDPA with no mask or with a 4-D
+Why it looks like this (PyTorch CPU facts, see docs/design.md): SDPA with no mask or with a 4-D
 float mask runs the fused kernel, a 3-D mask silently falls back to the slow math kernel, and
 `is_causal` cannot be combined with `attn_mask`, so the causal mask is folded into the bias.
 The fused kernel has no gradient for the mask, so a bias that must be trained (T5's table,

@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.report.runs import Group, Stat, describe, group_runs, load_runs, split_keys
+from posenc_cli.report.result_tables import report_results, result_tables
+from posenc_cli.report.runs import Group, Stat, group_runs, load_runs
+from posenc_cli.report.settings import describe, split_keys
+from posenc_cli.report.table import rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
@@ -79,21 +82,7 @@ def _title(group: Group) -> str:
 
 def render(group: Group) -> Any:
     """The rich table for the terminal, best per column in bold green."""
-    from rich.table import Table
-    from rich.text import Text
-
-    header, body = cells(group)
-    table = Table(title=_title(group))
-    for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
-    for row in body:
-        table.add_row(
-            *(
-                Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
-                for t, best in row
-            )
-        )
-    return table
+    return rich_table(_title(group), *cells(group))
 
 
 def markdown(groups: list[Group]) -> str:
@@ -197,5 +186,6 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     task_runs = [r for r in runs if is_task_run(r)]
     if task_runs:
         written += report_tasks(group_tasks(task_runs, notes), out_dir, console)
+    written += report_results(result_tables(runs), out_dir, console)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)

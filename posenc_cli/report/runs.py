@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.report.settings import describe, setting_key, split_keys
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
 TRAIN_KEYS = (
@@ -202,10 +202,6 @@ def settings_of(run: Run) -> dict[str, Any]:
     }
 
 
-def _key(d: Any) -> str:
-    return json.dumps(d, sort_keys=True, default=str)
-
-
 def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     """Split runs by setting; a run without evaluation joins the one group it trained like."""
     groups: dict[str, Group] = {}
@@ -217,13 +213,15 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
                 "extrapolation results (eval.at_end=false or evaluation unfinished)"
             )
             same = [
-                g for g in groups.values() if _key({k: g.settings.get(k) for k in s}) == _key(s)
+                g
+                for g in groups.values()
+                if setting_key({k: g.settings.get(k) for k in s}) == setting_key(s)
             ]
             if len(same) == 1:
                 same[0].runs.append(run)
                 continue
-        groups.setdefault(_key(s), Group(s, [])).runs.append(run)
-    ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, _key(g.settings)))
+        groups.setdefault(setting_key(s), Group(s, [])).runs.append(run)
+    ordered = sorted(groups.values(), key=lambda g: (g.train_length or 0, setting_key(g.settings)))
     labels = row_labels(runs)
     for g in ordered:
         _fill_rows(g, labels, notes)
@@ -243,7 +241,7 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
     """Row label per run: the encoding name, plus the parameters where variants of it differ."""
     variants: dict[str, dict[str, dict[str, Any]]] = {}
     for r in runs:
-        variants.setdefault(r.encoding, {})[_key(r.params)] = r.params
+        variants.setdefault(r.encoding, {})[setting_key(r.params)] = r.params
     labels = {}
     for r in runs:
         params = list(variants[r.encoding].values())
@@ -291,20 +289,3 @@ def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] |
 def _seed_order(run: Run) -> tuple[bool, int, str]:
     seed = run.metrics.get("seed")
     return (not isinstance(seed, int), seed if isinstance(seed, int) else 0, str(seed))
-
-
-def describe(settings: dict[str, Any], keys: list[str]) -> str:
-    """'train_length=128, steps=2000' for the given keys."""
-    return ", ".join(f"{k}={settings.get(k)}" for k in keys)
-
-
-class HasSettings(Protocol):
-    settings: dict[str, Any]
-
-
-def split_keys(groups: Sequence[HasSettings]) -> tuple[list[str], list[str]]:
-    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart
-    (of perplexity tables and of task tables alike)."""
-    keys = list(dict.fromkeys(k for g in groups for k in g.settings))
-    differ = [k for k in keys if len({_key(g.settings.get(k)) for g in groups}) > 1]
-    return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from posenc_cli.report.runs import Stat
+from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 SIDES = ("beyond", "within")
@@ -112,17 +113,9 @@ def markdown(groups: list[TaskGroup]) -> str:
 
 
 def render(groups: list[TaskGroup], side: str) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=heading(groups, side))
-    for i, name in enumerate(["encoding", *columns(groups), "mean"]):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in overview_rows(groups, side):
-        table.add_row(
-            *(
-                Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
-                for t, best in row
-            )
-        )
-    return table
+    return rich_table(
+        heading(groups, side),
+        ["encoding", *columns(groups), "mean"],
+        overview_rows(groups, side),
+        fixed=1,
+    )

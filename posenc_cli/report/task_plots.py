@@ -4,6 +4,7 @@ seeds, band = min…max), the training range shaded. Built without pyplot."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from posenc_cli.report.task_groups import TaskGroup
 
@@ -22,27 +23,7 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     lo, hi = g.train_lengths
     ax.axvspan(lo, hi, color="0.9", label=f"training sizes {lo}–{hi}", zorder=0)
     for i, r in enumerate(rows):
-        xs = [n for n in g.lengths if r.exact[n] is not None]
-        stats = [r.exact[n] for n in xs]
-        ax.plot(
-            xs,
-            [100 * s.mean for s in stats],
-            marker="o",
-            markersize=3,
-            linewidth=1.4,
-            color=palette[i % len(palette)],
-            label=f"{r.label} (n={len(r.runs)})",
-            linestyle="-" if i % 2 == 0 else "--",
-        )  # tab20 pairs two shades of a hue
-        if len(r.runs) > 1:
-            ax.fill_between(
-                xs,
-                [100 * s.lo for s in stats],
-                [100 * s.hi for s in stats],
-                color=palette[i % len(palette)],
-                alpha=0.12,
-                linewidth=0,
-            )
+        _plot_row(ax, g, r, palette[i % len(palette)], "-" if i % 2 == 0 else "--")
     ax.set_xlabel(f"size ({g.size_unit})")
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-2, 102)
@@ -54,3 +35,29 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     )
     fig.savefig(path, dpi=150)
     return True
+
+
+def _plot_row(ax: Any, g: TaskGroup, r: Any, color: Any, style: str) -> None:
+    """A row's mean exact match by size and, over several seeds, its min–max band; rows
+    alternate solid and dashed because tab20 pairs two shades of a hue."""
+    xs = [n for n in g.lengths if r.exact[n] is not None]
+    stats = [r.exact[n] for n in xs]
+    ax.plot(
+        xs,
+        [100 * s.mean for s in stats],
+        marker="o",
+        markersize=3,
+        linewidth=1.4,
+        color=color,
+        label=f"{r.label} (n={len(r.runs)})",
+        linestyle=style,
+    )
+    if len(r.runs) > 1:
+        ax.fill_between(
+            xs,
+            [100 * s.lo for s in stats],
+            [100 * s.hi for s in stats],
+            color=color,
+            alpha=0.12,
+            linewidth=0,
+        )

@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.report.runs import Run, Stat, describe, row_labels, saved_params, split_keys
+from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
+from posenc_cli.report.settings import describe, split_keys
+from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 #: metrics.json keys that must be equal for runs to be seeds of one task experiment.
@@ -152,20 +154,7 @@ def markdown(groups: list[TaskGroup]) -> str:
 
 
 def render(g: TaskGroup) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=title(g))
-    for i, name in enumerate(header(g)):
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < 2)
-    for row in table_rows(g):
-        table.add_row(
-            *(
-                Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
-                for t, best in row
-            )
-        )
-    return table
+    return rich_table(title(g), header(g), table_rows(g))
 
 
 def write_csv(groups: list[TaskGroup], path: Path) -> None:

@@ -1,17 +1,22 @@
-"""Length extrapolation: perplexity at each factor x the training length (evals/scoring.py)."""
+"""Length extrapolation: perplexity at each factor x the training length (evals/scoring.py);
+its settings are eval.extrapolation.* (configs/eval/tasks/extrapolation.yaml)."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-from torch.utils.tensorboard import SummaryWriter
+from rich.table import Table
 
-from posenc_cli.data.cache import TokenData
-from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import EvalTask, log_hparams
-from posenc_cli.evals.scoring import extrapolation
+from posenc_cli.evals.keys import protocol
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    from posenc_cli.data.cache import TokenData
+    from posenc_cli.engine.runtime import Runtime
 
 
 class Extrapolation(EvalTask):
@@ -20,12 +25,16 @@ class Extrapolation(EvalTask):
     name = "extrapolation"
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
+        import torch
+
+        from posenc_cli.evals.extrapolation_result import extrapolation
+
         with torch.no_grad():
             return extrapolation(
                 model,
                 data.val,
                 int(cfg.train.context_length),
-                cfg.eval,
+                self.settings(cfg),
                 rt,
                 data.meta.get("eot_id"),
             )
@@ -43,6 +52,55 @@ class Extrapolation(EvalTask):
 
     def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
         run_hparams(writer, cfg, result)
+
+    def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
+        ppl = result.get("ppl") or {}
+        return (
+            [
+                (
+                    "ppl by length",
+                    "  ".join(
+                        f"{k}: {v:.1f}" if v is not None else f"{k}: n/a" for k, v in ppl.items()
+                    ),
+                )
+            ]
+            if ppl
+            else []
+        )
+
+    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+        """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
+        table = Table(
+            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} "
+            f"— {result['tokens']:,} tokens, {protocol(self.settings(cfg))}"
+        )
+        for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
+            table.add_column(col, justify="left" if col == "note" else "right")
+        train_length = int(result["train_length"])
+        for length in result["lengths"]:
+            k = str(length)
+            ppl, loss, ci = result["ppl"][k], result["loss"][k], result.get("ppl_ci95", {}).get(k)
+            table.add_row(
+                k,
+                f"x{length // train_length}",
+                f"{ppl:.2f}" if ppl is not None else "n/a",
+                f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
+                f"{loss:.4f}" if loss is not None else "-",
+                f"{result['seconds'][k]:.1f}" if k in result["seconds"] else "-",
+                result["skipped"].get(k, ""),
+            )
+        lines: list[Any] = [table, *(f"note: {note}" for note in result["notes"])]
+        if result.get("replaced_earlier"):
+            lines.append(
+                f'note: the same evaluation was in metrics.json under "{key}"; replaced by this one'
+            )
+        how = result.get("interval", {}).get("method")
+        lines.append(
+            (f"intervals: 95 % {how}; " if how else "") + f"written to "
+            f'{run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f"({run_dir / 'eval' / key})"
+        )
+        return lines
 
 
 def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:

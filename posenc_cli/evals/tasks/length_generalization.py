@@ -7,17 +7,21 @@ reported as not applicable, with the reason, rather than failing.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
-from torch.utils.tensorboard import SummaryWriter
+from rich.markup import escape
+from rich.table import Table
 
-from posenc_cli.data.cache import TokenData
-from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import EvalTask, log_hparams
 from posenc_cli.synthetic.base import build_task
-from posenc_cli.synthetic.batches import evaluation_set
-from posenc_cli.synthetic.scoring import score_answers
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.utils.tensorboard import SummaryWriter
+
+    from posenc_cli.data.cache import TokenData
+    from posenc_cli.engine.runtime import Runtime
 
 #: TensorBoard tag prefix of the run's own result (other keys use their key).
 TAG = "task"
@@ -30,6 +34,10 @@ class LengthGeneralization(EvalTask):
     def run(
         self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
     ) -> dict[str, Any]:
+        """The test set is the synthetic task's (task.test_lengths, task.test_instances)."""
+        from posenc_cli.synthetic.batches import evaluation_set
+        from posenc_cli.synthetic.scoring import score_answers
+
         task = build_task(cfg.task)
         lengths = sorted({int(n) for n in cfg.task.test_lengths})
         count = int(cfg.task.test_instances)
@@ -85,3 +93,44 @@ class LengthGeneralization(EvalTask):
             {f"hparams/exact_match_{n}": v for n, v in result["exact_match"].items()},
             int(cfg.train.steps),
         )
+
+    def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
+        if not result.get("exact_match"):
+            return []
+        lo, hi = result["train_lengths"]
+        return [
+            (
+                f"exact match by {result['size_unit']} (trained {lo}–{hi})",
+                "  ".join(
+                    f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
+                    for k, v in result["exact_match"].items()
+                ),
+            )
+        ]
+
+    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+        """Exact match and token accuracy by size, and where they went."""
+        lo, hi = result["train_lengths"]
+        table = Table(
+            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on task "
+            f"{result['task']}, {result['instances']} instances per size, "
+            f"trained on {lo}–{hi} {result['size_unit']}"
+        )
+        for col in ("size", "tokens", "exact match", "token accuracy", "note"):
+            table.add_column(col, justify="left" if col == "note" else "right")
+        for n in result["lengths"]:
+            k = str(n)
+            em, acc = result["exact_match"][k], result["token_accuracy"][k]
+            table.add_row(
+                k + ("*" if lo <= n <= hi else ""),
+                str(result["sequence_tokens"][k]),
+                "n/a" if em is None else f"{em:.3f}",
+                "n/a" if acc is None else f"{acc:.3f}",
+                escape(result["skipped"].get(k, "")),
+            )
+        prefix = TAG if key == self.name else key
+        return [
+            table,
+            f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f"({prefix}/exact_match, step = size)",
+        ]

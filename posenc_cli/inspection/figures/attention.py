@@ -6,6 +6,7 @@ reader sees which heads stay local and which go diffuse past L."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -26,62 +27,15 @@ class AttentionFigure(InspectFigure):
     def draw(self, subject: Subject) -> list[Output]:
         L, T = subject.train_length, subject.longest
         short, long = subject.stats("model", L), subject.stats("model", T)
-        factor = T // L
-        out = []
-        for stem, field, name, label, caption in (
-            (
-                "attention_distance",
-                "mean_distance",
-                "Mean attention distance",
-                "mean distance Σ p_ij (i − j), tokens",
-                "Mean attention distance per head: local heads stay dark at both lengths.",
-            ),
-            (
-                "attention_entropy",
-                "entropy",
-                "Attention entropy",
-                "entropy −Σ p ln p (nats)",
-                "Attention entropy per head: a head whose entropy grows with the context "
-                "spreads its attention past L.",
-            ),
-        ):
-            a, b = getattr(short, field), getattr(long, field)
-            top = max(float(a.max()), float(b.max()))
-            fig, axes = new_figure(
-                1, 2, width=5.0, height=3.8, title=f"{name} per layer and head, step {subject.step}"
-            )
-            heatmap(fig, axes[0, 0], a, f"1x: {L} tokens", label, 0.0, top)
-            heatmap(fig, axes[0, 1], b, f"{factor}x: {T} tokens", label, 0.0, top)
-            if field == "entropy":  # uniform causal attention: query i spreads over i + 1
-                for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
-                    uniform = sum(math.log(i + 1) for i in range(n)) / n
-                    ax.set_title(f"{ax.get_title()} (uniform causal: {uniform:.2f})", fontsize=10)
-            else:
-                for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
-                    ax.set_title(
-                        f"{ax.get_title()} (uniform causal: {(n - 1) / 2:.1f})", fontsize=10
-                    )
-            out.append(Output(stem, fig, caption))
+        out = [
+            Output(stem, per_head_figure(subject, short, long, field, name, label), caption)
+            for stem, field, name, label, caption in PANELS
+        ]
         if long.beyond is not None:
-            fig, axes = new_figure(
-                width=5.6,
-                height=3.8,
-                title=f"Share of attention beyond distance L = {L} at {T} "
-                f"tokens (queries i ≥ L), step {subject.step}",
-            )
-            heatmap(
-                fig,
-                axes[0, 0],
-                long.beyond,
-                f"{factor}x",
-                "attention mass at i − j ≥ L",
-                0.0,
-                max(1e-6, float(long.beyond.max())),
-            )
             out.append(
                 Output(
                     "attention_beyond",
-                    fig,
+                    beyond_figure(subject, long.beyond),
                     "How much attention each head puts on "
                     "keys further away than any it saw in training.",
                 )
@@ -98,3 +52,66 @@ class AttentionFigure(InspectFigure):
             if stats.beyond is not None:
                 out[f"attention/mass_beyond_L_{tag}"] = float(np.mean(stats.beyond))
         return out
+
+
+#: (file stem, statistic, title, colour-bar label, caption) of the two per-head heatmaps.
+PANELS = (
+    (
+        "attention_distance",
+        "mean_distance",
+        "Mean attention distance",
+        "mean distance Σ p_ij (i − j), tokens",
+        "Mean attention distance per head: local heads stay dark at both lengths.",
+    ),
+    (
+        "attention_entropy",
+        "entropy",
+        "Attention entropy",
+        "entropy −Σ p ln p (nats)",
+        "Attention entropy per head: a head whose entropy grows with the context "
+        "spreads its attention past L.",
+    ),
+)
+
+
+def per_head_figure(
+    subject: Subject, short: Any, long: Any, field: str, name: str, label: str
+) -> Any:
+    """One statistic per layer and head at 1x and at the longest length, on one colour scale,
+    each panel titled with what uniform causal attention would give."""
+    L, T = subject.train_length, subject.longest
+    a, b = getattr(short, field), getattr(long, field)
+    top = max(float(a.max()), float(b.max()))
+    fig, axes = new_figure(
+        1, 2, width=5.0, height=3.8, title=f"{name} per layer and head, step {subject.step}"
+    )
+    heatmap(fig, axes[0, 0], a, f"1x: {L} tokens", label, 0.0, top)
+    heatmap(fig, axes[0, 1], b, f"{T // L}x: {T} tokens", label, 0.0, top)
+    for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
+        if field == "entropy":  # uniform causal attention: query i spreads over i + 1
+            uniform = f"{sum(math.log(i + 1) for i in range(n)) / n:.2f}"
+        else:
+            uniform = f"{(n - 1) / 2:.1f}"
+        ax.set_title(f"{ax.get_title()} (uniform causal: {uniform})", fontsize=10)
+    return fig
+
+
+def beyond_figure(subject: Subject, beyond: Any) -> Any:
+    """The share of each head's attention on keys further than L, at the longest length."""
+    L, T = subject.train_length, subject.longest
+    fig, axes = new_figure(
+        width=5.6,
+        height=3.8,
+        title=f"Share of attention beyond distance L = {L} at {T} "
+        f"tokens (queries i ≥ L), step {subject.step}",
+    )
+    heatmap(
+        fig,
+        axes[0, 0],
+        beyond,
+        f"{T // L}x",
+        "attention mass at i − j ≥ L",
+        0.0,
+        max(1e-6, float(beyond.max())),
+    )
+    return fig

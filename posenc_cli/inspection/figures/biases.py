@@ -6,6 +6,8 @@ seed) beside after training, on the same held-out windows."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from posenc_cli.inspection.base import InspectFigure, Output, Subject
@@ -44,14 +46,7 @@ class BiasFigure(InspectFigure):
         for col, ((label, _), bias) in enumerate(zip(columns, curves)):
             for layer in range(layers):
                 ax = axes[layer, col]
-                for h, row in enumerate(bias[layer]):
-                    ax.plot(
-                        np.arange(row.size),
-                        row,
-                        color=colors[h],
-                        linewidth=1.0,
-                        label=f"head {h + 1}" if layer == 0 and col == 0 else None,
-                    )
+                _plot_heads(ax, bias[layer], colors, labelled=layer == 0 and col == 0)
                 distance_axis(ax, subject.train_length, subject.longest)
                 ax.set_title(label + (f", layer {layer + 1}" if per_layer else ""), fontsize=9)
                 ax.set_ylabel("logit bias")
@@ -65,6 +60,18 @@ class BiasFigure(InspectFigure):
                 "distance; past the dashed line L it is extrapolated.",
             )
         ]
+
+
+def _plot_heads(ax: Any, rows: np.ndarray, colors: list[Any], labelled: bool) -> None:
+    """One curve per head; only the first panel labels them, for one legend."""
+    for h, row in enumerate(rows):
+        ax.plot(
+            np.arange(row.size),
+            row,
+            color=colors[h],
+            linewidth=1.0,
+            label=f"head {h + 1}" if labelled else None,
+        )
 
 
 def _share_y(column: np.ndarray) -> None:

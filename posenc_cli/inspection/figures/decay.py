@@ -1,8 +1,11 @@
-"""Figure 1: the long-range decay of ⟨p_m, p_n⟩ with m - n (seed 000's Riemann–Lebesgue
-argument), for the configured sinusoidal base beside bases 10, 100 and 10000; for a trained
-`sinusoidal_learned` run also the learned frequencies against their initialisation."""
+"""Figure 1: the long-range decay of ⟨p_m, p_n⟩ with m - n (the first derivation's
+Riemann–Lebesgue argument), for the configured sinusoidal base beside bases 10, 100 and
+10000; for a trained `sinusoidal_learned` run also the learned frequencies against their
+initialisation."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -17,7 +20,7 @@ REFERENCE_BASES = (10.0, 100.0, 10000.0)
 class DecayFigure(InspectFigure):
     order = 1
     name = "decay"
-    derivation = "1. long-range decay (seed 000, Riemann–Lebesgue)"
+    derivation = "1. long-range decay (first derivation, Riemann–Lebesgue)"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if isinstance(subject.encoding, (SinusoidalEncoding, LearnedSinusoidalEncoding)):
@@ -31,17 +34,7 @@ class DecayFigure(InspectFigure):
             title=f"Long-range decay: ⟨p_m, p_n⟩ against m − n (d = {dim}, normalised by d/2)"
         )
         ax = axes[0, 0]
-        bases = sorted({*REFERENCE_BASES, enc.base})
-        for base in bases:
-            curve = sinusoid_inner_products(distances, sinusoidal_frequencies(dim, base))
-            configured = base == enc.base
-            ax.plot(
-                distances,
-                curve / (dim / 2),
-                linewidth=2.0 if configured else 1.0,
-                label=f"base {base:g}" + (" (configured)" if configured else ""),
-                zorder=3 if configured else 2,
-            )
+        _plot_bases(ax, distances, dim, enc.base)
         learned = isinstance(enc, LearnedSinusoidalEncoding) and subject.trained
         if learned:
             curve = sinusoid_inner_products(distances, enc.theta.detach().double())
@@ -98,4 +91,18 @@ class DecayFigure(InspectFigure):
             fig,
             "How far training moved each frequency θ_j "
             "from base^(−2j/d), in absolute terms (left) and relative (right).",
+        )
+
+
+def _plot_bases(ax: Any, distances: torch.Tensor, dim: int, configured_base: float) -> None:
+    """The normalised decay curve of the reference bases and the configured one (bold)."""
+    for base in sorted({*REFERENCE_BASES, configured_base}):
+        curve = sinusoid_inner_products(distances, sinusoidal_frequencies(dim, base))
+        configured = base == configured_base
+        ax.plot(
+            distances,
+            curve / (dim / 2),
+            linewidth=2.0 if configured else 1.0,
+            label=f"base {base:g}" + (" (configured)" if configured else ""),
+            zorder=3 if configured else 2,
         )

@@ -1,5 +1,5 @@
-"""Figure 2: the m + n leak (seed 000's Hessian argument). With a diagonal H, the sinusoidal
-term p_mᵀ H p_n keeps ½(H_{2j,2j} − H_{2j+1,2j+1}) cos((m + n)θ_j): an absolute position
+"""Figure 2: the m + n leak (the first derivation's Hessian argument). With a diagonal H, the
+sinusoidal term p_mᵀ H p_n keeps ½(H_{2j,2j} − H_{2j+1,2j+1}) cos((m + n)θ_j): an absolute position
 leaks into the score. RoPE's (R_m q)ᵀ(R_n k) = qᵀ R_{n−m} k, for the same H (q = H·1,
 k = 1), depends on m − n alone: its heatmap is constant along every diagonal."""
 
@@ -66,7 +66,7 @@ def _panel(
 class LeakFigure(InspectFigure):
     order = 2
     name = "hessian_leak"
-    derivation = "2. the m + n leak (seed 000, diagonal Hessian)"
+    derivation = "2. the m + n leak (first derivation, diagonal Hessian)"
 
     def skip_reason(self, subject: Subject) -> str | None:
         if isinstance(

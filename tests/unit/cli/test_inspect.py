@@ -53,7 +53,13 @@ def test_a_config_gets_the_figures_of_its_encoding(
     code, output = invoke(["inspect", f"encoding={name}", *SMALL])
     assert code == 0, output
     [out] = list((tmp_path / "outputs" / "inspect").glob("*/*"))
-    enc = build_encoding(OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml"), 32, 2, 2)
+    own = OmegaConf.create(
+        {
+            "train": {"context_length": 16},  # what ${train.…} reads
+            "encoding": OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml"),
+        }
+    )
+    enc = build_encoding(own.encoding, 32, 2, 2)
     assert {p.name for p in out.glob("*.png")} == expected_figures(enc, trained=False)
     summary = (out / "summary.md").read_text()
     assert "## Properties of this model" in summary and "causality" in summary

@@ -1,7 +1,10 @@
-"""A damaged data-cache entry is noticed and rebuilt, never used silently."""
+"""A damaged data-cache entry is noticed and rebuilt, never used silently; a check that cannot
+run keeps the entry."""
 
 from __future__ import annotations
 
+import errno
+import json
 import shutil
 from pathlib import Path
 
@@ -9,8 +12,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import ensure
-from posenc_cli.data.prepare import prepare
+from posenc_cli.data.prepare import check_data_fits, prepare
 
 
 def data_cfg(corpus: Path, cache: Path) -> object:
@@ -47,19 +51,72 @@ def damage_tokenizer(entry: Path) -> None:
     (entry / "tokenizer.json").write_text(text[: len(text) // 2])
 
 
-@pytest.mark.parametrize("damage", [damage_truncate, damage_meta, damage_ids, damage_tokenizer])
+def edit_meta(**changes: object) -> object:
+    def damage(entry: Path) -> None:
+        meta = json.loads((entry / "meta.json").read_text())
+        (entry / "meta.json").write_text(json.dumps({**meta, **changes}))
+
+    return damage
+
+
+def untimed(meta: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in meta.items() if not k.endswith("_seconds")}
+
+
+DAMAGES = [
+    damage_truncate,
+    damage_meta,
+    damage_ids,
+    damage_tokenizer,
+    edit_meta(vocab_size=299),
+    edit_meta(format=99),
+    edit_meta(eot_id=7),
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_entries_are_rebuilt(
     damage: object, tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = data_cfg(corpus, tmp_path)
     first = prepare(cfg)
-    train, val = np.array(first.train), np.array(first.val)
+    train, val, meta = np.array(first.train), np.array(first.val), first.meta
     entry = first.tokenizer_path.parent
     damage(entry)  # type: ignore[operator]
     again = prepare(cfg)
     assert "rebuilding the data cache entry" in capsys.readouterr().out
     np.testing.assert_array_equal(np.array(again.train), train)
     np.testing.assert_array_equal(np.array(again.val), val)
+    assert untimed(again.meta) == untimed(meta)
+    check_data_fits(again, OmegaConf.create({"data": cfg, "train": {"context_length": 16}}))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        MemoryError(),
+        OSError(errno.ENOMEM, "Cannot allocate memory"),
+        PermissionError(errno.EACCES, "Permission denied"),
+    ],
+)
+def test_a_check_that_cannot_run_keeps_the_entry(
+    error: BaseException, tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = data_cfg(corpus, tmp_path)
+    entry = prepare(cfg).tokenizer_path.parent
+    before = {p.name: p.read_bytes() for p in entry.iterdir()}
+
+    def failing_memmap(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(np, "memmap", failing_memmap)
+    with pytest.raises(PosencError) as info:
+        prepare(cfg)
+    assert "cannot check the data cache entry" in str(info.value)
+    assert "\n" not in str(info.value)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in entry.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name != "file-hashes.json"] == [entry.name]
 
 
 def test_an_interrupted_build_leaves_no_temporary_folder(tmp_path: Path) -> None:
@@ -68,7 +125,7 @@ def test_an_interrupted_build_leaves_no_temporary_folder(tmp_path: Path) -> None
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        ensure(tmp_path / "entry", build, ("val",))
+        ensure(tmp_path / "entry", build, ("val",), {"format": 3})
     assert list(tmp_path.iterdir()) == []
 
 

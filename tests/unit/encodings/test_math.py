@@ -1,4 +1,4 @@
-"""The seeds' derivations and each paper's formula, checked against naive computations (the
+"""The derivations and each paper's formula, checked against naive computations (the
 naive content-bias formulas are the ``reference_bias`` fixture, tests/conftest.py)."""
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def test_rope_scaling_keeps_unrotated_pairs_unrotated() -> None:
 
 
 def test_cope_with_zero_one_gates_counts_the_gated_tokens(repo) -> None:
-    enc = encoding(repo, "cope", n_heads=1, d_model=2)
+    enc = encoding(repo, "cope", n_heads=1, d_model=2, max_position=8)
     gated = [1, 0, 1, 1, 0, 1]
     k = torch.tensor([[100.0 if g else -100.0, 0.0] for g in gated])[None, None]
     q = torch.tensor([[1.0, 0.0]] * len(gated))[None, None]

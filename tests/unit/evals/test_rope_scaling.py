@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from posenc_cli.evals.extrapolation_result import extrapolation
 from posenc_cli.evals.keys import result_key
-from posenc_cli.evals.scoring import extrapolation
 
 TRAIN_LEN = 16
 

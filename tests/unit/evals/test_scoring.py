@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
+from posenc_cli.evals.extrapolation_result import extrapolation
 from posenc_cli.evals.scoring import (
     Window,
-    extrapolation,
     plan_windows,
     sample_blocks,
     score_length,

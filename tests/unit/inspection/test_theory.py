@@ -1,4 +1,4 @@
-"""The seeds' quantities against direct loops written from the formulas."""
+"""The derivations' quantities against direct loops written from the formulas."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ DistributedDataParallel can run without searching for unused parameters
 from __future__ import annotations
 
 import pytest
-import torch
 import torch.nn.functional as F
 
 

@@ -1,0 +1,97 @@
+"""The cases `posenc bench` runs: which encodings, and one spec per (encoding, mode, length)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.groups import config_dir, group_options
+
+
+def check_bench(cfg: DictConfig) -> None:
+    """bench.encodings is "all", a name or a non-empty list of known encodings (the schema
+    checks every other bench key)."""
+    chosen = cfg.bench.encodings
+    if not (
+        isinstance(chosen, str)
+        or (
+            OmegaConf.is_list(chosen)
+            and len(chosen) > 0
+            and all(isinstance(n, str) for n in chosen)
+        )
+    ):
+        raise PosencError(
+            f"bench.encodings is {chosen!r}",
+            "give all, one name or a list of names, e.g. bench.encodings=[none,rope]",
+        )
+    known = group_options("encoding")
+    for name in encodings(cfg):
+        if name not in known:
+            raise PosencError(
+                f"unknown encoding '{name}' in bench.encodings",
+                f"choose from: {', '.join(known)} (or bench.encodings=all)",
+            )
+
+
+def encodings(cfg: DictConfig) -> list[str]:
+    """bench.encodings: "all" (every configs/encoding/*.yaml, `none` first) or a list."""
+    chosen = cfg.bench.encodings
+    names = (
+        group_options("encoding")
+        if chosen == "all"
+        else [chosen]
+        if isinstance(chosen, str)
+        else [str(n) for n in chosen]
+    )
+    return sorted(names, key=lambda n: (n != "none", names.index(n)))
+
+
+def cases(cfg: DictConfig) -> list[dict[str, Any]]:
+    """One spec per (encoding, mode, length); the first one describes the matmul peak."""
+    b = cfg.bench
+    common = {
+        "threads": int(b.threads or os.cpu_count() or 1),
+        "precision": str(b.precision),
+        "compile": bool(b.compile),
+        "vocab_size": int(cfg.data.vocab_size),
+        "model": OmegaConf.to_container(cfg.model),
+        "warmup": int(b.warmup_steps),
+    }
+    specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": int(b.matmul_size)}]
+    for name in encodings(cfg):
+        specs += encoding_cases(cfg, name, common)
+    return specs
+
+
+def encoding_cases(cfg: DictConfig, name: str, common: dict[str, Any]) -> list[dict[str, Any]]:
+    """One encoding's training case and its evaluation case per factor of bench.eval_factors."""
+    b, t = cfg.bench, cfg.train
+    own = {
+        "train": {"context_length": int(b.context_length)},  # what ${train.…} reads
+        "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"),
+    }
+    enc = OmegaConf.to_container(OmegaConf.create(own), resolve=True)["encoding"]
+    base = {**common, "encoding": enc, "name": name}
+    train = {
+        **base,
+        "kind": "train",
+        "length": int(b.context_length),
+        "batch": int(b.batch_size),
+        "timed": int(b.timed_steps),
+        "optimizer": {k: t[k] for k in ("lr", "beta1", "beta2", "weight_decay")},
+    }
+    evals = [
+        {
+            **base,
+            "kind": "eval",
+            "length": int(f * b.context_length),
+            "batch": 1,
+            "timed": int(b.eval_steps),
+            "warmup": 1,
+        }
+        for f in b.eval_factors
+    ]
+    return [train, *evals]

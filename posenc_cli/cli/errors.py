@@ -1,0 +1,45 @@
+"""How a command ends on a problem: one line `posenc: error: <what> — <fix>` and exit code 2
+for anything the user can fix, one line naming the saved traceback for a bug. Its own module so
+that command modules besides app.py share it without importing app.py."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line and exit. SystemExit (not typer.Exit) so it also passes through Hydra,
+    which would report any Exception raised inside a job as a failure with exit code 1."""
+    print(message, file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """PosencError, signals and unexpected exceptions as one line and an exit code."""
+    try:
+        yield
+    except PosencError as exc:
+        fail(f"posenc: error: {exc}")
+    except Interrupted as exc:
+        fail(str(exc), exc.code)
+    except RankFailure as exc:
+        fail(exc.line, exc.code)
+    except KeyboardInterrupt:
+        fail("posenc: interrupted", 130)
+    except Exception as exc:  # a bug: keep the traceback, show one line
+        from posenc_cli.cli.crash import out_of_memory
+
+        if (line := out_of_memory(exc)) is not None:
+            fail(line)
+        from posenc_cli.cli.crash import save_traceback
+
+        fail(
+            f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
+            f"the full traceback is in {save_traceback()}",
+            1,
+        )

@@ -1,0 +1,38 @@
+"""The Hugging Face commands (registered in app.py): `posenc export-hf` and `posenc import-hf`.
+
+Each imports its stage inside the function, so `posenc --help` loads neither torch nor the
+Hugging Face libraries.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from posenc_cli.cli.errors import user_errors
+
+
+def export_hf(
+    run_dir: Annotated[Path, typer.Argument(help="A posenc run trained with encoding=rope")],
+    out: Annotated[Path, typer.Argument(help="A new folder for the checkpoint")],
+    rope_scaling: Annotated[
+        str,
+        typer.Option(
+            "--rope-scaling",
+            help="Context extension written into config.json: none, pi, ntk, "
+            "dynamic_ntk, yarn or llama3",
+        ),
+    ] = "none",
+    factor: Annotated[
+        float, typer.Option("--factor", help="The extension factor S of --rope-scaling")
+    ] = 1.0,
+) -> None:
+    """Write a posenc RoPE run as a Hugging Face checkpoint (Llama; Phi-3 for partial rotary)
+    that transformers, vLLM and lm-evaluation-harness load."""
+    with user_errors():
+        from posenc_cli.hf.export import export_hf as run_export
+
+        for path in run_export(run_dir, out, rope_scaling, factor):
+            print(f"wrote {path}", flush=True)

@@ -1,0 +1,155 @@
+"""`posenc export-hf RUN OUT`: a posenc RoPE run as a Hugging Face checkpoint folder.
+
+OUT gets config.json (export_config.py), model.safetensors (float32, q and k rows in the
+halves layout of layout.py) and the run's tokenizer (tokenizer.json, tokenizer_config.json,
+special_tokens_map.json). Everything is written into a hidden sibling folder that is renamed
+to OUT once complete, so OUT is either absent or whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from posenc_cli.common.atomic import fsync_dir, write_json_atomic
+from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.config.rundir import load_run_config, make_dirs
+from posenc_cli.data.corpus import EOT
+from posenc_cli.encodings.rope import rotary_frequencies
+from posenc_cli.engine import checkpoint
+from posenc_cli.hf.export_config import Shape, hf_config
+from posenc_cli.hf.layout import llama_state, phi3_state
+
+FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def export_hf(run_dir: Path, out: Path, method: str = "none", factor: float = 1.0) -> list[Path]:
+    """Check the run, write FILES into a new folder ``out``; returns their paths."""
+    cfg = load_run_config(run_dir)
+    _check_exportable(cfg, run_dir)
+    if out.exists() or out.is_symlink():
+        raise PosencError(f"'{out}' already exists", "choose a new folder for the export")
+    state = checkpoint.load(run_dir / "checkpoints" / "last.pt")["model"]
+    tok_path = run_dir / "tokenizer.json"
+    if not tok_path.is_file():
+        raise PosencError(f"{run_dir} has no tokenizer.json", "export a run posenc trained")
+    vocab = json.loads(tok_path.read_text(encoding="utf-8")).get("added_tokens", [])
+    eot = next((t["id"] for t in vocab if t.get("content") == EOT), None)
+    if eot is None:
+        raise PosencError(f"{tok_path} has no {EOT} token", "export a run posenc trained")
+    shape = _shape(cfg, state, int(eot))
+    config = hf_config(shape, method, factor)
+    tensors = llama_state(state, shape.n_layers, shape.head_dim, shape.rotary_dims)
+    if config["model_type"] == "phi3":
+        tensors = phi3_state(tensors, shape.n_layers)
+    _write_folder(out, lambda tmp: _write_files(tmp, config, tensors, tok_path))
+    return [out / f for f in FILES]
+
+
+def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:
+    name = str(cfg.encoding.name)
+    if name != "rope":
+        raise PosencError(
+            f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
+            "export a run trained with encoding=rope",
+        )
+    if float(cfg.encoding.get("p", 1.0)) != 1.0:
+        raise PosencError(
+            f"{run_dir} uses p-RoPE (encoding.p={cfg.encoding.p}), which "
+            "transformers' Llama has no equivalent for",
+            "export a run trained with encoding.p=1",
+        )
+    if cfg.model.get("logn_scaling", False):
+        raise PosencError(
+            f"{run_dir} uses model.logn_scaling, which transformers' Llama has no equivalent for",
+            "export a run trained without log-n scaling",
+        )
+
+
+def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
+    m, enc = cfg.model, cfg.encoding
+    head_dim = int(m.d_model) // int(m.n_heads)
+    _, rotary_dims = rotary_frequencies(
+        head_dim, float(enc.theta), float(enc.get("rotary_fraction", 1.0)), 1.0
+    )
+    return Shape(
+        vocab_size=int(state["lm_head.weight"].shape[0]),
+        d_model=int(m.d_model),
+        n_layers=int(m.n_layers),
+        n_heads=int(m.n_heads),
+        n_kv_heads=int(m.get("n_kv_heads") or m.n_heads),
+        d_ff=int(m.d_ff or default_d_ff(int(m.d_model))),
+        head_dim=head_dim,
+        rotary_dims=rotary_dims,
+        theta=float(enc.theta),
+        train_length=int(cfg.train.context_length),
+        rms_norm_eps=float(m.get("rms_norm_eps", 1e-5)),
+        eot=eot,
+    )
+
+
+def _write_files(
+    folder: Path, config: dict[str, Any], tensors: dict[str, Any], tok_path: Path
+) -> None:
+    from safetensors.torch import save_file
+
+    write_json_atomic(folder / "config.json", config)
+    save_file(
+        {k: v.float().contiguous() for k, v in tensors.items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    shutil.copyfile(tok_path, folder / "tokenizer.json")
+    specials = {"bos_token": EOT, "eos_token": EOT, "pad_token": EOT}
+    write_json_atomic(
+        folder / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            **specials,
+            "unk_token": None,
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": config["max_position_embeddings"],
+        },
+    )
+    write_json_atomic(folder / "special_tokens_map.json", specials)
+
+
+def _write_folder(out: Path, write: Any) -> None:
+    """``write(tmp)`` into a hidden sibling of ``out``, then rename it to ``out``."""
+    require_safetensors()
+    make_dirs(out.parent)
+    tmp = out.with_name(f".{out.name}.partial{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    make_dirs(tmp, exist_ok=False)
+    try:
+        write(tmp)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(out.parent)
+
+
+def require_safetensors() -> None:
+    """One line when the optional extra is not installed."""
+    try:
+        import safetensors  # noqa: F401
+    except ImportError:
+        raise PosencError(
+            "Hugging Face interchange needs the safetensors package",
+            'install the extra: pip install -e ".[hf]"',
+        ) from None

@@ -1,0 +1,130 @@
+"""config.json of an exported run: LlamaConfig, or Phi3Config when only part of each head
+rotates (transformers' Llama rotates every dimension; Phi-3 is the same decoder with fused
+projections and a ``partial_rotary_factor``).
+
+A context-extension method becomes transformers' ``rope_scaling``: pi is ``linear``, llama3 and
+yarn keep their names, dynamic_ntk is ``dynamic``, and static NTK-aware scaling is the plain
+RoPE of base b·S^(E/(E-2)). transformers defines YaRN's ramp over rounded dimension indices and
+dynamic NTK by its own formula, so those two follow transformers' definition rather than
+posenc's `eval.rope_scaling` (encodings/rope_scaling.py); pi, ntk and llama3 are the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.rope_scaling import LLAMA3_HIGH, LLAMA3_LOW, YARN_ALPHA, YARN_BETA
+
+#: --rope-scaling values.
+METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What config.json says about the model, read from the run."""
+
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_ff: int
+    head_dim: int
+    rotary_dims: int
+    theta: float
+    train_length: int
+    rms_norm_eps: float
+    eot: int
+
+
+def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict | None, int]:
+    """rope_theta, rope_scaling and max_position_embeddings for ``method`` at ``factor``."""
+    if method not in METHODS:
+        raise PosencError(
+            f"unknown --rope-scaling '{method}'", "choose one of: " + ", ".join(METHODS)
+        )
+    L, E = shape.train_length, shape.rotary_dims
+    if method == "none":
+        return shape.theta, None, L
+    if factor <= 1:
+        raise PosencError(
+            f"--factor {factor} does not extend the context",
+            "give a factor above 1, e.g. --factor 4",
+        )
+    longer = int(round(L * factor))
+    if method == "ntk":
+        return shape.theta * factor ** (E / (E - 2)), None, longer
+    if shape.rotary_dims < shape.head_dim:
+        raise PosencError(
+            f"--rope-scaling {method} with partial rotary has no transformers "
+            "equivalent (Phi-3's rotary only knows longrope)",
+            "use --rope-scaling ntk, or export without scaling",
+        )
+    scaling = scaling_entry(method, factor, L)
+    return shape.theta, scaling, L if method == "dynamic_ntk" else longer
+
+
+def scaling_entry(method: str, factor: float, train_length: int) -> dict[str, Any]:
+    """config.json's rope_scaling for a method transformers names differently."""
+    L = train_length
+    return {
+        "pi": {"rope_type": "linear", "factor": factor},
+        "dynamic_ntk": {"rope_type": "dynamic", "factor": factor},
+        "yarn": {
+            "rope_type": "yarn",
+            "factor": factor,
+            "beta_fast": YARN_BETA,
+            "beta_slow": YARN_ALPHA,
+            "original_max_position_embeddings": L,
+        },
+        "llama3": {
+            "rope_type": "llama3",
+            "factor": factor,
+            "low_freq_factor": LLAMA3_LOW,
+            "high_freq_factor": LLAMA3_HIGH,
+            "original_max_position_embeddings": L,
+        },
+    }[method]
+
+
+def hf_config(shape: Shape, method: str, factor: float) -> dict[str, Any]:
+    """The config.json dictionary."""
+    theta, scaling, max_positions = rope_settings(method, factor, shape)
+    partial = shape.rotary_dims < shape.head_dim
+    config: dict[str, Any] = {
+        "architectures": ["Phi3ForCausalLM" if partial else "LlamaForCausalLM"],
+        "model_type": "phi3" if partial else "llama",
+        "vocab_size": shape.vocab_size,
+        "hidden_size": shape.d_model,
+        "intermediate_size": shape.d_ff,
+        "num_hidden_layers": shape.n_layers,
+        "num_attention_heads": shape.n_heads,
+        "num_key_value_heads": shape.n_kv_heads,
+        "head_dim": shape.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": max_positions,
+        "rms_norm_eps": shape.rms_norm_eps,
+        "rope_theta": theta,
+        "rope_scaling": scaling,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": shape.eot,
+        "eos_token_id": shape.eot,
+        "pad_token_id": shape.eot,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "torch_dtype": "float32",
+    }
+    if partial:
+        config.update(
+            partial_rotary_factor=shape.rotary_dims / shape.head_dim,
+            original_max_position_embeddings=shape.train_length,
+            sliding_window=None,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+        )
+    return config

@@ -1,0 +1,29 @@
+"""What tells groups of runs apart: their settings as stable keys and readable text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+def setting_key(d: Any) -> str:
+    """A stable text key of a settings value, equal exactly when the values are equal."""
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def describe(settings: dict[str, Any], keys: list[str]) -> str:
+    """'train_length=128, steps=2000' for the given keys."""
+    return ", ".join(f"{k}={settings.get(k)}" for k in keys)
+
+
+class HasSettings(Protocol):
+    settings: dict[str, Any]
+
+
+def split_keys(groups: Sequence[HasSettings]) -> tuple[list[str], list[str]]:
+    """Setting keys equal in all groups (set ones only), and the keys that tell groups apart
+    (of perplexity tables and of task tables alike)."""
+    keys = list(dict.fromkeys(k for g in groups for k in g.settings))
+    differ = [k for k in keys if len({setting_key(g.settings.get(k)) for g in groups}) > 1]
+    return [k for k in keys if k not in differ and groups[0].settings.get(k) is not None], differ

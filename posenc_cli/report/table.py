@@ -1,0 +1,26 @@
+"""The one rich table of every comparison: (text, is best) cells, best in bold green."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def rich_table(
+    title: str, header: list[str], body: list[list[tuple[str, bool]]], fixed: int = 2
+) -> Any:
+    """The terminal table: the first column left-aligned, the first ``fixed`` never wrapped,
+    the best per column in bold green and n/a dimmed."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title)
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < fixed)
+    for row in body:
+        table.add_row(
+            *(
+                Text(t, style="bold green" if best else "dim" if t == "n/a" else "")
+                for t, best in row
+            )
+        )
+    return table

@@ -1,0 +1,126 @@
+"""Passkey retrieval: a model that copies the key scores 1.0, one that cannot see the sentence
+scores what it scores without it, and the instances are a function of the seed alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor, nn
+
+from posenc_cli.data.cache import TokenData
+from posenc_cli.data.tokenizer import train_tokenizer
+from posenc_cli.evals.tasks.retrieval import Retrieval, instances, key_tokens
+
+TEXT = "the cat sat on the mat and the dog ran to the park. " * 40 + "0123456789 " * 20
+VOCAB = 300
+
+
+@pytest.fixture(scope="module")
+def text_data(tmp_path_factory: pytest.TempPathFactory) -> TokenData:
+    tok = train_tokenizer(iter([TEXT]), VOCAB)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tok.save(str(path))
+    ids = np.random.default_rng(0).integers(0, VOCAB, 4000).astype(np.uint16)
+    return TokenData(ids, ids, path, {"vocab_size": VOCAB})
+
+
+class Induction(nn.Module):
+    """Predicts the token that followed the last earlier occurrence of the current 4 tokens:
+    after the question it writes the key it saw after the same words."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = torch.zeros(*x.shape, VOCAB)
+        for b, row in enumerate(x.tolist()):
+            seen: dict[tuple[int, ...], int] = {}
+            for t in range(len(row)):
+                gram = tuple(row[max(0, t - 3) : t + 1])
+                if gram in seen:
+                    out[b, t, row[seen[gram] + 1]] = 50.0
+                if t + 1 < len(row):
+                    seen[gram] = t
+        return out
+
+
+class Bigram(nn.Module):
+    """Logits of the current token alone: it never sees the sentence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = nn.Embedding(VOCAB, VOCAB)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.table(x)
+
+
+def _cfg(config):  # type: ignore[no-untyped-def]
+    from posenc_cli.evals.run import apply_overrides
+
+    return apply_overrides(config(), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[8,16]"])
+
+
+def test_a_model_that_copies_the_key_scores_one(config, text_data, rt) -> None:
+    result = Retrieval().run(Induction(), text_data, _cfg(config), rt)
+    assert result["lengths"] == [128, 256] and not result["skipped"]
+    for k in ("128", "256"):
+        assert result["exact_match"][k] == 1.0 and result["p_key"][k] == pytest.approx(1.0)
+        assert result["lift"][k] > 10 and set(result["by_depth"][k].values()) == {1.0}
+
+
+def test_a_model_that_never_sees_the_sentence_scores_at_chance(config, text_data, rt) -> None:
+    result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
+    for k in ("128", "256"):
+        assert result["lift"][k] == pytest.approx(0.0, abs=1e-5)
+        assert result["exact_match"][k] == result["exact_match_without"][k]
+        assert result["p_key"][k] == pytest.approx(result["p_key_without"][k], rel=1e-5)
+
+
+def test_instances_depend_on_the_seed_alone_and_hide_the_sentence_once(text_data) -> None:
+    tok = text_data.tokenizer
+
+    def encode(text: str) -> list[int]:
+        return tok.encode(text).ids
+
+    depths = [0.0, 0.5, 1.0]
+    first = instances(text_data.val, encode, 128, depths, 3, seed=0)
+    assert first == instances(text_data.val, encode, 128, depths, 3, seed=0)
+    assert first != instances(text_data.val, encode, 128, depths, 3, seed=1)
+    for case in first:
+        sentence, question, answer = key_tokens(encode, case.key)
+        assert case.answer == answer and 10_000 <= case.key < 100_000
+        room = len(case.without) - len(question) - len(answer)
+        for depth, row in zip(depths, case.with_key, strict=True):
+            at = round(depth * room)
+            assert len(row) == 128 and row[at : at + len(sentence)] == sentence
+            assert row[:at] + row[at + len(sentence) :] == case.without
+
+
+def test_the_heatmap_is_an_image_of_lengths_by_depths(
+    config, text_data, rt, tmp_path: Path
+) -> None:
+    from posenc_cli.evals.tasks.retrieval import heatmap
+
+    result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
+    image = heatmap(result, "bigram")
+    assert image is not None and image.ndim == 3 and image.shape[2] == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "eval.retrieval.depths=[1.5]",
+        "eval.retrieval.passkeys=0",
+        "eval.retrieval.factors=[]",
+        "eval.retrieval.seed=-1",
+    ],
+)
+def test_bad_settings_are_one_line_before_anything_runs(config, bad: str) -> None:
+    from posenc_cli.common.errors import PosencError
+    from posenc_cli.evals.run import apply_overrides
+
+    cfg = apply_overrides(config(), ["eval.tasks=[retrieval]", bad])
+    with pytest.raises(PosencError, match=bad.split("=")[0].replace(".", r"\.")):
+        Retrieval().check(cfg)

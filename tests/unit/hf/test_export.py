@@ -1,0 +1,127 @@
+"""`posenc export-hf`: transformers loads the folder and computes posenc's logits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from posenc_cli.cli.app import app
+from posenc_cli.config.rundir import load_run_config
+from posenc_cli.data.tokenizer import encode, load_tokenizer
+from posenc_cli.engine import checkpoint
+from posenc_cli.model import build_model
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+#: float32 logits of size ~3 after two layers: both sides round differently in the last bits.
+TOLERANCE = 1e-4
+
+
+def posenc_logits(
+    run: Path, ids: torch.Tensor, method: str = "none", factor: float = 1.0
+) -> torch.Tensor:
+    cfg = load_run_config(run)
+    model = build_model(cfg, 300)
+    model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
+    model.encoding.extend_context(method, factor, int(cfg.train.context_length))
+    with torch.no_grad():
+        return model(ids)
+
+
+def export(run: Path, out: Path, *extra: str) -> None:
+    res = CliRunner().invoke(app, ["export-hf", str(run), str(out), *extra])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize(
+    "overrides, scaling, family",
+    [
+        ([], [], "llama"),
+        (["encoding.rotary_fraction=0.5", "encoding.theta=500"], [], "phi3"),
+        (["encoding.theta=2000"], ["--rope-scaling", "pi", "--factor", "4"], "llama"),
+        ([], ["--rope-scaling", "llama3", "--factor", "4"], "llama"),
+        (["encoding.rotary_fraction=0.5"], ["--rope-scaling", "ntk", "--factor", "2"], "phi3"),
+    ],
+)
+def test_transformers_gives_posencs_tokens_and_logits(
+    overrides: list[str],
+    scaling: list[str],
+    family: str,
+    make_run: Callable[..., Path],
+    tmp_path: Path,
+    text: str,
+) -> None:
+    run = make_run(overrides)
+    out = tmp_path / "hf"
+    export(run, out, *scaling)
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == family and config["tie_word_embeddings"] is False
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    ids = encode(load_tokenizer(run / "tokenizer.json"), text[:300])
+    assert hf_tok(text[:300])["input_ids"] == ids
+    model = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    batch = torch.tensor([ids[:64]])  # 4x the training length: scaling matters there
+    with torch.no_grad():
+        theirs = model(batch).logits
+    method, factor = (scaling[1], float(scaling[3])) if scaling else ("none", 1.0)
+    ours = posenc_logits(run, batch, method, factor)
+    error = (theirs - ours).abs().max().item()
+    assert error < TOLERANCE, error
+    assert (theirs - posenc_logits(run, batch)).abs().max() > 100 * TOLERANCE or not scaling
+
+
+def test_yarn_is_written_as_transformers_rope_scaling(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    run = make_run()
+    export(run, tmp_path / "hf", "--rope-scaling", "yarn", "--factor", "4")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["rope_scaling"] == {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "original_max_position_embeddings": 16,
+    }
+    assert config["max_position_embeddings"] == 64
+    loaded = transformers.AutoConfig.from_pretrained(tmp_path / "hf")
+    assert loaded.rope_parameters["rope_type"] == "yarn"
+
+
+@pytest.mark.parametrize(
+    "overrides, extra, says",
+    [
+        (["encoding=alibi"], [], "no equivalent"),
+        (["encoding.p=0.5"], [], "p-RoPE"),
+        (
+            ["encoding.rotary_fraction=0.5"],
+            ["--rope-scaling", "yarn", "--factor", "4"],
+            "partial rotary",
+        ),
+        ([], ["--rope-scaling", "pi", "--factor", "1"], "does not extend"),
+        ([], ["--rope-scaling", "rerope"], "unknown --rope-scaling"),
+    ],
+)
+def test_unexportable_runs_are_one_line_and_write_nothing(
+    overrides: list[str], extra: list[str], says: str, make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    run = make_run(overrides)
+    res = CliRunner().invoke(app, ["export-hf", str(run), str(tmp_path / "hf"), *extra])
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("posenc: error:") and says in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_an_existing_folder_is_refused(make_run: Callable[..., Path], tmp_path: Path) -> None:
+    run = make_run()
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "keep.txt").write_text("mine")
+    res = CliRunner().invoke(app, ["export-hf", str(run), str(tmp_path / "hf")])
+    assert res.exit_code == 2 and "already exists" in res.output
+    assert [p.name for p in (tmp_path / "hf").iterdir()] == ["keep.txt"]
