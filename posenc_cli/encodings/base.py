@@ -11,7 +11,10 @@ An encoding overrides only what its paper changes; every hook here is a no-op:
 * ``pair_bias``      a logit bias of the two positions, not only of i - j (FIRE reads i as
                      well): computed once per forward and query chunk, shared by every layer;
 * ``content_bias``   a logit bias that depends on the queries and keys (Transformer-XL,
-                     DeBERTa, CoPE) or the layer's input (FoX), computed per layer and chunk.
+                     DeBERTa, CoPE) or the layer's input (FoX), computed per layer and chunk;
+* ``key_bias``       the key term v_j of a content bias separable as u_i + v_j (FoX): attention
+                     folds it into the fused kernel as one more key dimension, and the
+                     materialised ``content_bias`` serves only the readers of logits (inspect).
 
 Positions are usually the range 0 … T-1 (shifted by an offset in tests). With randomized
 positions (train.position_range) they are a sorted subset of a longer range: ``Span`` then
@@ -122,6 +125,7 @@ class PositionalEncoding(nn.Module):
     has_distance_bias: ClassVar[bool] = False
     has_pair_bias: ClassVar[bool] = False
     has_content_bias: ClassVar[bool] = False
+    has_key_bias: ClassVar[bool] = False
     #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
     #: may rescale their frequencies.
     rotary: ClassVar[bool] = False
@@ -135,6 +139,7 @@ class PositionalEncoding(nn.Module):
         cls.has_distance_bias = cls.distance_bias is not PositionalEncoding.distance_bias
         cls.has_pair_bias = cls.pair_bias is not PositionalEncoding.pair_bias
         cls.has_content_bias = cls.content_bias is not PositionalEncoding.content_bias
+        cls.has_key_bias = cls.key_bias is not PositionalEncoding.key_bias
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__()
@@ -145,7 +150,12 @@ class PositionalEncoding(nn.Module):
 
     @property
     def has_bias(self) -> bool:
-        return self.has_distance_bias or self.has_pair_bias or self.has_content_bias
+        return (
+            self.has_distance_bias
+            or self.has_pair_bias
+            or self.has_content_bias
+            or self.has_key_bias
+        )
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         """Add absolute position information to the token embeddings (input layer)."""
@@ -176,6 +186,12 @@ class PositionalEncoding(nn.Module):
 
         q and k are this layer's, before ``transform_qk``; scaled like ``distance_bias``.
         """
+        raise NotImplementedError
+
+    def key_bias(self, k_BHSE: Tensor, site: BiasSite) -> Tensor:
+        """(B, H, S) key term v_j of a content bias u_i + v_j (u_i is constant along a softmax
+        row, so it never matters), for the keys of ``site``; float64 where v is a long sum
+        whose differences must survive. Only differences of v matter: attention rebases it."""
         raise NotImplementedError
 
     def position_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:

@@ -7,8 +7,12 @@ No other position information (the paper's FoX uses no RoPE); this is the basic 
 paper, without the "Pro" block's QK-norm, token shift and output gate. w ~ N(0, 0.02²) and
 b = 0 at initialisation, as in the authors' code; log σ is taken directly, in float32.
 
-The bias is c_i - c_j: two (B, H, ·) vectors, broadcast per query chunk; the cumulative sum of
-a layer is computed once per forward (over all keys) and sliced for shorter chunks.
+The bias is c_i - c_j, separable in query and key: c_i is constant along a softmax row, so
+attention adds only v_j = -c_j (``key_bias``), folded into the fused kernel as one more key
+dimension (model/folded.py) — no (B, H, T, S) tensor, forward or backward. c is summed in
+float64: at 32k tokens it reaches tens of thousands, and float32 would keep differences of
+nearby keys to only ~1e-3. ``content_bias`` materialises c_i - c_j for the readers of logits
+(`posenc inspect`); its cumulative sum is computed once per forward and sliced per chunk.
 """
 
 from __future__ import annotations
@@ -59,20 +63,34 @@ class ForgettingEncoding(PositionalEncoding):
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
-        """(B, H, S) log f_t of every position of ``x``, in float32 even under autocast: the
-        cumulative sum over thousands of positions would lose the bias in bf16."""
+        """(B, H, S) log f_t of every position of ``x``, in float32 at least even under
+        autocast: the cumulative sum over thousands of positions would lose the bias in bf16."""
         gate = self.gates[layer]
+        dtype = torch.promote_types(x_BSD.dtype, torch.float32)
         with torch.autocast(x_BSD.device.type, enabled=False):
-            logit = F.linear(x_BSD.float(), gate.weight.float(), gate.bias.float())
+            logit = F.linear(x_BSD.to(dtype), gate.weight.to(dtype), gate.bias.to(dtype))
             return F.logsigmoid(logit).transpose(1, 2)
 
-    def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
+    def cumulative_log_forget(self, site: BiasSite) -> Tensor:
+        """(B, H, S) c of the keys of ``site``, float64 (float32 where the device has no
+        float64), computed once per forward and layer and sliced for shorter chunks."""
         if site.inputs is None:
             raise ValueError("fox needs the layer's input (BiasSite.inputs)")
-        S, T = site.keys.length, site.queries.length
+        S = site.keys.length
         cum = site.cache.key_terms.get(site.layer)
         if cum is None or cum.shape[-1] < S:
-            cum = self.log_forget(site.inputs, site.layer).cumsum(-1, dtype=torch.float32)
+            wide = torch.float32 if site.inputs.device.type == "mps" else torch.float64
+            cum = self.log_forget(site.inputs, site.layer).cumsum(-1, dtype=wide)
             site.cache.key_terms[site.layer] = cum
-        c = cum[..., :S]
-        return mask_future_(c[..., S - T :, None] - c[..., None, :])
+        return cum[..., :S]
+
+    def key_bias(self, k_BHSE: Tensor, site: BiasSite) -> Tensor:
+        return self.cumulative_log_forget(site).neg()
+
+    def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
+        c = self.cumulative_log_forget(site)
+        T, S = site.queries.length, c.shape[-1]
+        bias = (c[..., S - T :, None] - c[..., None, :]).to(
+            torch.promote_types(q_BHTE.dtype, torch.float32)
+        )
+        return mask_future_(bias)

@@ -8,7 +8,8 @@ Transformer-XL's and DeBERTa's content-position terms) goes through ``BiasedAtte
 lean explicit softmax attention with a hand-written backward (SDPA's math fallback spends a
 third more time on masking and "safe" softmax passes).
 A bias of i - j alone is computed once per forward (AttentionContext, model/context.py) and
-shared by all layers; long sequences are processed in query chunks (see there).
+shared by all layers; long sequences are processed in query chunks (see there). A bias
+separable in query and key (FoX) is one more head dimension of the fused kernel (folded.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_cli.model.context import AttentionContext
+from posenc_cli.model.folded import folded_attention
 from posenc_cli.nn.layers import Linear
 
 
@@ -109,7 +111,9 @@ class CausalSelfAttention(nn.Module):
         dtype = v.dtype
         qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
         with _no_cpu_autocast(v):
-            if enc.has_content_bias:
+            if enc.has_key_bias:
+                y = folded_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
+            elif enc.has_content_bias:
                 y = self._chunked(q, k, qt, kt, v, ctx, scale, x_BTD)
             elif ctx.materialised:
                 y = self._shared(qt, kt, v, ctx, scale)

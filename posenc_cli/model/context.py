@@ -140,6 +140,11 @@ class AttentionContext:
             self._shared_bytes += size
         return bias
 
+    def key_bias(self, k_BHSE: Tensor, layer: int, inputs_BSD: Tensor) -> Tensor:
+        """The encoding's (B, H, S) key term of a separable bias, over every position."""
+        site = BiasSite(self.span, self.span, layer, self.cache, inputs_BSD)
+        return self.encoding.key_bias(k_BHSE, site)
+
     def content_bias(
         self,
         start: int,

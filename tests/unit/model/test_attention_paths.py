@@ -78,7 +78,13 @@ def test_gradients_match_the_definition(
     torch.testing.assert_close(fast_x, ref_x, rtol=1e-4, atol=1e-5)
     assert fast_p.keys() == ref_p.keys()
     for n in ref_p:
-        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=5e-5, msg=n)
+        atol = 5e-5
+        if name == "fox" and n.startswith("encoding.gates."):
+            # the fused kernel sums the folded key column's gradient over every query row in
+            # its own float32 order, and a gate weight's gradient sums that over all positions
+            # (in float64 the two agree to 1e-10: test_folded.py)
+            atol = max(atol, 1e-5 * ref_p[n].abs().max().item())
+        torch.testing.assert_close(fast_p[n], ref_p[n], rtol=1e-4, atol=atol, msg=n)
 
 
 @pytest.mark.parametrize("bias_batch", [1, 3])
