@@ -247,7 +247,7 @@ def data_for(
 ) -> tuple[Any, str | None, dict[str, Any]]:
     """The tokens to evaluate on, their label and source (none for a synthetic task, which
     scores its own fixed test sets); refuses a tokenizer the model does not match."""
-    if is_task(cfg):  # a synthetic task scores its own fixed test sets
+    if is_task(cfg):
         return None, None, {"name": f"task:{cfg.task.name}"}
     data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
     if data is not None and int(data.meta["vocab_size"]) != vocab_size:

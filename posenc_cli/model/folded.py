@@ -11,9 +11,10 @@ v through the extra key column by autograd, and no (B, H, T, S) tensor exists at
 Only differences of v matter, but v itself may grow without bound with position (FoX: the
 cumulative log forget gate), and a float32 column holding ±20,000 would keep nearby keys apart
 to ~1e-3 only. So the queries are grouped by GROUP_ROWS and every group reads its own rebased
-copy of the column, v_j - max(v over the keys the group's first query sees): group g's queries carry 1/s in
-extra column g and zeros in the others, so one causal call still serves every group, and the
-values a group's queries weigh stay within the group's own span whatever the length.
+copy of the column, v_j - max(v over the keys the group's first query sees): group g's queries
+carry 1/s in extra column g and zeros in the others, so one causal call still serves every
+group, and the values a group's queries weigh stay within the group's own span whatever the
+length.
 """
 
 from __future__ import annotations
