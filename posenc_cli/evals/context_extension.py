@@ -3,7 +3,8 @@
 The static methods (pi, ntk, yarn, llama3) use one factor S for every length, as a model
 configured for its longest context would: eval.rope_factor, by default the longest evaluated
 length / the training length — so they also show what stretching costs at 1x. dynamic_ntk
-recomputes S = max(1, L'/L) for each evaluated length L' (the "dynamic" of the method).
+recomputes its NTK factor for each evaluated length L' as transformers does, from
+eval.rope_factor (default 1: S = max(1, L'/L), the "dynamic" of the method).
 The formulas are in encodings/rope_scaling.py.
 """
 
@@ -15,11 +16,14 @@ from typing import Any
 
 from torch import nn
 
+from posenc_cli.encodings.rope_scaling import dynamic_ntk_factor
+
 
 def factor_for(ev: Any, train_length: int, length: int, longest: int) -> float:
     """The extension factor S used at evaluation length ``length``."""
     if ev.rope_scaling == "dynamic_ntk":
-        return max(1.0, length / train_length)
+        factor = 1.0 if ev.rope_factor is None else float(ev.rope_factor)
+        return dynamic_ntk_factor(factor, length / train_length)
     if ev.rope_factor is not None:
         return float(ev.rope_factor)
     return max(1.0, longest / train_length)
