@@ -78,13 +78,6 @@ def yarn(inv_freq: Tensor, factor: float, ramp: Tensor) -> tuple[Tensor, float]:
     return scaled, 0.1 * math.log(factor) + 1.0
 
 
-def dynamic_ntk_factor(factor: float, length_ratio: float) -> float:
-    """The NTK-aware factor transformers' dynamic NTK uses at L' = ratio·L: its base is
-    b·((S·L'/L) - (S - 1))^(E/(E-2)) past L and b up to L (``_compute_dynamic_ntk_parameters``),
-    i.e. NTK-aware scaling by S·ratio - (S - 1); S = 1 stretches by L'/L exactly."""
-    return factor * max(1.0, length_ratio) - (factor - 1.0)
-
-
 def llama3(inv_freq: Tensor, factor: float, original_length: int) -> Tensor:
     """Llama 3.1's rule (Meta 2024, `apply_scaling`; Hugging Face `_compute_llama3_parameters`):
     wavelengths shorter than L/4 are kept, longer than L/1 divided by S, and in between
@@ -106,8 +99,8 @@ def scaled_frequencies(
     yarn_ramp: str = "hf",
 ) -> tuple[Tensor, float]:
     """The inverse frequencies and attention factor ``method`` gives for extension factor S
-    (``dynamic_ntk`` is NTK-aware with the S of ``dynamic_ntk_factor`` at each evaluated
-    length, chosen by the caller)."""
+    (``dynamic_ntk`` is NTK-aware with the S its caller computes for each evaluated length:
+    transformers' S·L'/L - (S - 1), evals/context_extension.py)."""
     if method not in METHODS:
         raise PosencError(
             f"unknown eval.rope_scaling '{method}'", "choose one of: " + ", ".join(METHODS)

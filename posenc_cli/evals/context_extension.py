@@ -16,14 +16,19 @@ from typing import Any
 
 from torch import nn
 
-from posenc_cli.encodings.rope_scaling import dynamic_ntk_factor
+
+def dynamic_ntk_factor(factor: float | None, length_ratio: float) -> float:
+    """The NTK-aware factor of transformers' dynamic NTK at L' = ratio·L: its base is
+    b·((S·L'/L) - (S - 1))^(E/(E-2)) past L and b up to L (``_compute_dynamic_ntk_parameters``),
+    i.e. NTK-aware scaling by S·ratio - (S - 1); S = 1 (the default) stretches by L'/L."""
+    S = 1.0 if factor is None else float(factor)
+    return S * max(1.0, length_ratio) - (S - 1.0)
 
 
 def factor_for(ev: Any, train_length: int, length: int, longest: int) -> float:
     """The extension factor S used at evaluation length ``length``."""
     if ev.rope_scaling == "dynamic_ntk":
-        factor = 1.0 if ev.rope_factor is None else float(ev.rope_factor)
-        return dynamic_ntk_factor(factor, length / train_length)
+        return dynamic_ntk_factor(ev.rope_factor, length / train_length)
     if ev.rope_factor is not None:
         return float(ev.rope_factor)
     return max(1.0, longest / train_length)

@@ -12,7 +12,8 @@ import torch
 from torch import Tensor
 
 from posenc_cli.encodings.rope import rotary_frequencies
-from posenc_cli.encodings.rope_scaling import dynamic_ntk_factor, scaled_frequencies
+from posenc_cli.encodings.rope_scaling import scaled_frequencies
+from posenc_cli.evals.context_extension import dynamic_ntk_factor
 
 #: (rotated dimensions E, base, original length L): a small head and a Llama-like one.
 SHAPES = [(16, 10000.0, 128), (64, 500000.0, 512)]
