@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from posenc_cli.config.extension import base_length
 from posenc_cli.evals.base import EvalTask, log_hparams
 from posenc_cli.evals.keys import protocol
 
@@ -33,7 +34,7 @@ class Extrapolation(EvalTask):
             return extrapolation(
                 model,
                 data.val,
-                int(cfg.train.context_length),
+                base_length(cfg),
                 self.settings(cfg),
                 rt,
                 data.meta.get("eot_id"),
