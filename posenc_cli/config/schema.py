@@ -95,6 +95,9 @@ class ModelConfig:
     n_heads: int = key(4, lo=1)
     d_ff: int | None = key(None, lo=1)
     logn_scaling: bool = False
+    n_kv_heads: int | None = key(None, lo=1)
+    rms_norm_eps: float = key(1e-5, lo=0, lo_open=True)
+    tie_embeddings: bool = False
 
 
 @dataclass
