@@ -20,14 +20,8 @@ from torch import Tensor
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.names import ROPE_SCALING_METHODS as METHODS
 
-<<<<<<< HEAD
-#: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32).
-=======
-#: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
-METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
 #: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32;
 #: transformers' beta_slow and beta_fast).
->>>>>>> main
 YARN_ALPHA, YARN_BETA = 1.0, 32.0
 #: encoding.yarn_ramp values: transformers' (and the YaRN authors' code) or the paper's eq. 18.
 YARN_RAMPS = ("hf", "paper")
