@@ -113,10 +113,9 @@ def _check_relations(cfg: DictConfig) -> None:
     )
     ev = cfg.eval
     _require(
-        ev.rope_factor is None or ev.rope_scaling not in ("none", "dynamic_ntk"),
+        ev.rope_factor is None or ev.rope_scaling != "none",
         f"eval.rope_factor={ev.rope_factor} has no effect with eval.rope_scaling={ev.rope_scaling}",
-        "drop eval.rope_factor (dynamic_ntk takes its factor from each length), or pick "
-        "eval.rope_scaling=pi|ntk|yarn|llama3",
+        "drop eval.rope_factor, or pick eval.rope_scaling=pi|ntk|dynamic_ntk|yarn|llama3",
     )
     _check_encoding(cfg)
 
