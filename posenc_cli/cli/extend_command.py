@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.cli.errors import user_errors
 from posenc_cli.common.errors import PosencError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 #: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
 HOW = {
@@ -53,6 +55,8 @@ def extend(
 ) -> None:
     """Continue a trained run at factor x its training length with a context-extension
     method (configs/extend/default.yaml); writes a new run directory."""
+    from omegaconf import OmegaConf
+
     from posenc_cli.cli.console import print_run_summary
     from posenc_cli.cli.preflight import preflight
     from posenc_cli.cli.ranks import run_job
@@ -73,6 +77,8 @@ def extend(
 
 def plan_extension(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, Path]:
     """The new run's config and directory (checked, not created)."""
+    from omegaconf import OmegaConf
+
     from posenc_cli.config.compose import compose, validate
     from posenc_cli.config.extension import child_config
     from posenc_cli.config.overrides import given, key_of
@@ -114,6 +120,8 @@ def plan_extension(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, Pat
 
 def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
     """.hydra/config.yaml and overrides.yaml, as `posenc train` leaves them."""
+    from omegaconf import OmegaConf
+
     from posenc_cli.common.atomic import write_text_atomic
 
     write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg))
