@@ -81,18 +81,12 @@ def plan_extension(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, Pat
 
     from posenc_cli.config.compose import compose, validate
     from posenc_cli.config.extension import child_config
-    from posenc_cli.config.overrides import given, key_of
+    from posenc_cli.config.overrides import given
     from posenc_cli.config.rundir import load_run_config, planned_run_dir
     from posenc_cli.encodings.registry import encoding_class
     from posenc_cli.engine.extension import parent_checkpoint
 
-    for key in map(key_of, overrides):
-        if not (key.startswith("extend.") or key in HOW) or key.removeprefix("extend.") in RECORDED:
-            raise PosencError(
-                f"`posenc extend` cannot set {key}",
-                "set extend.* (method, factor, steps, lr, warmup_steps, batch_size, "
-                "checkpoint) or how it runs (device, train.threads, hydra.run.dir, ...)",
-            )
+    _check_overrides(overrides)
     requested = compose(overrides, with_hydra=True)
     ext = requested.extend
     parent = load_run_config(run_dir)
@@ -116,6 +110,19 @@ def plan_extension(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, Pat
         path = Path("outputs") / time.strftime("%Y-%m-%d") / name
         where = OmegaConf.create({"hydra": {"run": {"dir": str(path)}}})
     return cfg, planned_run_dir(where, overrides)
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    """Only extend.* and how the run executes: the rest is the parent's."""
+    from posenc_cli.config.overrides import key_of
+
+    for key in map(key_of, overrides):
+        if not (key.startswith("extend.") or key in HOW) or key.removeprefix("extend.") in RECORDED:
+            raise PosencError(
+                f"`posenc extend` cannot set {key}",
+                "set extend.* (method, factor, steps, lr, warmup_steps, batch_size, "
+                "checkpoint) or how it runs (device, train.threads, hydra.run.dir, ...)",
+            )
 
 
 def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
