@@ -248,13 +248,16 @@ def data_for(
     cfg: DictConfig, saved: DictConfig, run_dir: Path, metrics: dict[str, Any], vocab_size: int
 ) -> tuple[Any, str | None, dict[str, Any]]:
     """The tokens to evaluate on, their label and source (none for a synthetic task, which
-    scores its own fixed test sets); refuses a tokenizer the model does not match."""
+    scores its own fixed test sets); refuses a tokenizer the model does not match (an imported
+    model may have more embedding rows than its tokenizer has tokens)."""
     if is_task(cfg):
         return None, None, {"name": f"task:{cfg.task.name}"}
-    data, label, source = eval_data(cfg, saved, run_dir, bool(metrics.get("imported")))
-    if data is not None and int(data.meta["vocab_size"]) != vocab_size:
+    imported = bool(metrics.get("imported"))
+    data, label, source = eval_data(cfg, saved, run_dir, imported)
+    tokens = int(data.meta["vocab_size"]) if data is not None else vocab_size
+    if tokens > vocab_size or (tokens < vocab_size and not imported):
         raise PosencError(
-            f"the tokenizer has {data.meta['vocab_size']} tokens but the model {vocab_size}",
+            f"the tokenizer has {tokens} tokens but the model {vocab_size}",
             "evaluate with the run's own data cache",
         )
     return data, label, source
