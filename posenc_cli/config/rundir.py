@@ -28,7 +28,7 @@ from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import resolve_received
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
-from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.encodings.names import META_KEYS
 
 LOCK = ".posenc.lock"
 _held: list[tuple[str, IO[str]]] = []

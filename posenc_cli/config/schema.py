@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import ListConfig
 
 from posenc_cli.config.groups import closest
-from posenc_cli.encodings.rope_scaling import METHODS as ROPE_SCALING
+from posenc_cli.encodings.names import ROPE_SCALING_METHODS as ROPE_SCALING
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 

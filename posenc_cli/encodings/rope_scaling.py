@@ -18,9 +18,8 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.names import ROPE_SCALING_METHODS as METHODS
 
-#: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
-METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
 #: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32;
 #: transformers' beta_slow and beta_fast).
 YARN_ALPHA, YARN_BETA = 1.0, 32.0

@@ -15,7 +15,7 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
-from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
