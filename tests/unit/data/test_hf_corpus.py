@@ -115,3 +115,20 @@ def test_without_datasets_installed_the_error_names_the_extra(
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(PosencError, match=r"needs the datasets package .*\[hf\]"):
         prepared(["data.dataset=parquet", f"data.data_files={tmp_path}/x.parquet"])
+
+
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["data.dataset=parquet"], "data.dataset is set but data=sotu does not read a `datasets`"),
+        (["data=text", "data.path=a.txt", "data.train_tokens=9"], "data.train_tokens is set but"),
+        (["data=hf", "data.dataset=parquet", "data.path=a.txt"], "reads a `datasets` source"),
+    ],
+)
+def test_a_source_key_of_another_data_kind_is_refused(
+    overrides: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("some text")
+    with pytest.raises(PosencError, match=says):
+        compose(overrides)
