@@ -18,6 +18,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
+from posenc_cli.config.effect_checks import check_effects
 from posenc_cli.config.eval_sections import eval_option
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
@@ -143,6 +144,7 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
         if ov.key_or_group not in ("data", "eval"):
             OmegaConf.update(cfg, ov.key_or_group, ov.value(), merge=False, force_add=True)
     validate(cfg)
+    check_effects(cfg, overrides)
     return cfg
 
 
