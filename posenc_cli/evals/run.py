@@ -24,9 +24,10 @@ from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData, cache_root
-from posenc_cli.data.corpus import Corpus
 from posenc_cli.data.eval_text import encode_for_eval
+from posenc_cli.data.hf_corpus import SOURCE_KEYS
 from posenc_cli.data.prepare import prepare
+from posenc_cli.data.sources import open_corpus
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
@@ -37,7 +38,7 @@ from posenc_cli.evals.writers import EvalWriters, refuse_non_finite, replaces_fi
 from posenc_cli.model import TransformerLM, build_model
 
 #: Data settings that change which tokens are evaluated.
-TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth")
+TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth", *SOURCE_KEYS, "train_tokens")
 ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
 
 
@@ -203,11 +204,11 @@ def eval_data(
 
 def data_source(data_cfg: DictConfig) -> dict[str, Any]:
     """The evaluated text: its name, its files and a short hash of their content."""
-    corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
+    corpus = open_corpus(data_cfg)
     digest = corpus.fingerprint(cache_root(data_cfg))
     return {
         "name": str(data_cfg.name),
-        "path": data_cfg.get("val_path") or data_cfg.get("path"),
+        "path": data_cfg.get("val_path") or data_cfg.get("path") or data_cfg.get("dataset"),
         "hash": digest[:8],
     }
 
