@@ -103,7 +103,7 @@ class ModelConfig:
 @dataclass
 class DataConfig:
     name: str = key("sotu", name=True)
-    kind: str = key("sotu", choices=("sotu", "text"))
+    kind: str = key("sotu", choices=("sotu", "text", "hf"))
     path: str | None = None
     val_path: str | None = None
     vocab_size: int = key(
@@ -111,6 +111,13 @@ class DataConfig:
     )
     val_every_nth: int = key(20, lo=2)
     cache_dir: str = "~/.cache/posenc"
+    dataset: str | None = None
+    subset: str | None = None
+    split: str = "train"
+    text_field: str = "text"
+    data_files: Any = None
+    revision: str | None = None
+    train_tokens: int | None = key(None, lo=1)
 
 
 @dataclass
