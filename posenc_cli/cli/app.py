@@ -235,13 +235,20 @@ def sweep(overrides: list[str] | None = OVERRIDES) -> None:
 def bench(overrides: list[str] | None = OVERRIDES) -> None:
     """Training and long-evaluation throughput, MFU and peak memory of every encoding, each
     case in a fresh process; writes bench.json under outputs/bench/ (or hydra.run.dir)."""
-    from posenc_cli.bench.suite import compose_bench, run_bench
+    from posenc_cli.bench.suite import compose_bench, failed_cases, run_bench
     from posenc_cli.bench.tables import print_report
 
     with user_errors():
         cfg, run_dir = compose_bench(list(overrides or []))
         report = run_bench(cfg, run_dir)
         print_report(report, Path(report["run_dir"]))
+    failed = failed_cases(report)
+    if failed:
+        fail(
+            f"posenc: {len(failed)} of {len(report['records'])} bench cases failed "
+            f"(first: {failed[0][:200]}); every error is in {report['run_dir']}/bench.json",
+            1,
+        )
 
 
 app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
