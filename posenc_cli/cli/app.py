@@ -3,23 +3,29 @@ and print.
 
 Every user-fixable problem is printed as one line `posenc: error: <what> — <fix>` with exit
 code 2; an unexpected exception is one line saying it is a bug and where its traceback is.
+
+Heavy modules (torch, Hydra, the stages) are imported inside the commands that use them, so
+`posenc --help`, `posenc COMMAND --help` and `posenc encodings` answer without them.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from omegaconf import DictConfig
 
 from posenc_cli.cli import cs336_commands, hf_commands
 from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import GROUPS, group_options
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 def _groups_help() -> str:
@@ -60,6 +66,8 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
     with user_errors():
         if _follow_rank_zero():
             return
+        from posenc_cli.config.compose import compose
+
         cfg = compose(overrides, with_hydra=True)
         if cfg.resume:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
@@ -85,6 +93,8 @@ def resume(
     """Continue a run from its last checkpoint, exactly where it stopped."""
     overrides = list(overrides or [])
     with user_errors():
+        from posenc_cli.config.compose import compose
+
         if not _follow_rank_zero():
             _resume(run_dir, compose(overrides) if overrides else None, overrides)
 
@@ -109,6 +119,8 @@ def _resume(
 
 def _follow_rank_zero() -> bool:
     """Under torchrun, a rank other than 0 trains the job rank 0 prepares; True when done."""
+    if not _under_launcher():
+        return False
     from posenc_cli.cli.ranks import follow, is_follower
 
     if not is_follower():
@@ -223,18 +235,26 @@ def sweep(overrides: list[str] | None = OVERRIDES) -> None:
 def bench(overrides: list[str] | None = OVERRIDES) -> None:
     """Training and long-evaluation throughput, MFU and peak memory of every encoding, each
     case in a fresh process; writes bench.json under outputs/bench/ (or hydra.run.dir)."""
-    from posenc_cli.bench.suite import compose_bench, run_bench
+    from posenc_cli.bench.suite import compose_bench, failed_cases, run_bench
     from posenc_cli.bench.tables import print_report
 
     with user_errors():
         cfg, run_dir = compose_bench(list(overrides or []))
         report = run_bench(cfg, run_dir)
         print_report(report, Path(report["run_dir"]))
+    failed = failed_cases(report)
+    if failed:
+        fail(
+            f"posenc: {len(failed)} of {len(report['records'])} bench cases failed "
+            f"(first: {failed[0][:200]}); every error is in {report['run_dir']}/bench.json",
+            1,
+        )
 
 
 app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
 app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
+app.command("import-hf")(hf_commands.import_hf)
 
 
 def main() -> None:
@@ -256,6 +276,8 @@ def main() -> None:
 
 def _refuse_torchrun_unless_training() -> None:
     """torchrun starts one process per rank; only training uses them."""
+    if not _under_launcher():
+        return
     from posenc_cli.engine.distributed import launched_ranks
 
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
@@ -264,6 +286,12 @@ def _refuse_torchrun_unless_training() -> None:
             f"posenc: error: `posenc {command}` under torchrun — only `posenc train` and "
             f"`posenc resume` run as several ranks; run `posenc {command}` without torchrun"
         )
+
+
+def _under_launcher() -> bool:
+    """Whether a launcher (torchrun, train.nproc) started this process. Only then are the rank
+    helpers, and torch with them, imported: help and one-line config errors print without."""
+    return "RANK" in os.environ
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from posenc_cli.common.console import console
 from posenc_cli.config.groups import config_dir
-from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.evals.base import registry, task_of
 
 

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import user_errors
 
 
@@ -36,3 +37,29 @@ def export_hf(
 
         for path in run_export(run_dir, out, rope_scaling, factor):
             print(f"wrote {path}", flush=True)
+
+
+def import_hf(
+    model: Annotated[
+        str, typer.Argument(help="A model folder, or a hub id already in the local cache")
+    ],
+    overrides: list[str] | None = OVERRIDES,
+    allow_download: Annotated[
+        bool,
+        typer.Option("--allow-download", help="Fetch a hub id that is not cached (safetensors)"),
+    ] = False,
+    revision: Annotated[
+        str | None, typer.Option("--revision", help="The hub revision (branch, tag, commit)")
+    ] = None,
+) -> None:
+    """Import a Llama-family checkpoint (llama, mistral, qwen2 without biases) as a posenc
+    run; then `posenc eval` and `posenc inspect` work on it."""
+    with user_errors():
+        from posenc_cli.hf.importer import import_hf as run_import
+
+        run_dir = run_import(model, list(overrides or []), allow_download, revision)
+        print(
+            f"posenc: imported {model} as {run_dir}; evaluate it with: posenc eval {run_dir} "
+            "eval.rope_scaling=yarn eval.rope_factor=4",
+            flush=True,
+        )

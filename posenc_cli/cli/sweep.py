@@ -19,8 +19,10 @@ from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import (
+    check_each_key_once,
     check_group_choices,
     expand_sweep,
+    first_job,
     fixed_overrides,
     given,
     key_of,
@@ -69,7 +71,8 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
             "posenc names and places the job folders of a sweep itself",
             "choose the sweep folder with hydra.sweep.dir=DIR",
         )
-    base = compose(fixed_overrides(overrides), with_hydra=True)
+    check_each_key_once(overrides)
+    base = compose(first_job(overrides), with_hydra=True)
     tasks = int(base.hydra.launcher.get("tasks_per_node") or 1)
     if tasks > 1:
         raise PosencError(

@@ -89,6 +89,12 @@ def _check_relations(cfg: DictConfig) -> None:
         f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}",
         "pick n_heads that divides d_model, e.g. model.n_heads=4",
     )
+    kv = m.n_kv_heads or m.n_heads
+    _require(
+        m.n_heads % kv == 0,
+        f"model.n_kv_heads={kv} does not divide model.n_heads={m.n_heads}",
+        "pick n_kv_heads that divides n_heads (null means n_heads)",
+    )
     _require(
         t.min_lr <= t.lr,
         f"train.min_lr={t.min_lr} is above train.lr={t.lr}",
@@ -107,10 +113,9 @@ def _check_relations(cfg: DictConfig) -> None:
     )
     ev = cfg.eval
     _require(
-        ev.rope_factor is None or ev.rope_scaling not in ("none", "dynamic_ntk"),
+        ev.rope_factor is None or ev.rope_scaling != "none",
         f"eval.rope_factor={ev.rope_factor} has no effect with eval.rope_scaling={ev.rope_scaling}",
-        "drop eval.rope_factor (dynamic_ntk takes its factor from each length), or pick "
-        "eval.rope_scaling=pi|ntk|yarn|llama3",
+        "drop eval.rope_factor, or pick eval.rope_scaling=pi|ntk|dynamic_ntk|yarn|llama3",
     )
     _check_encoding(cfg)
 

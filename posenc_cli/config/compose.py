@@ -23,9 +23,11 @@ from omegaconf.errors import (
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.checks import check_keys_present, check_rules
+from posenc_cli.config.effect_checks import check_effects, check_new_run
 from posenc_cli.config.errors import resolution_error, unknown_key
 from posenc_cli.config.eval_sections import check_sections, fold_older_names, typed_part
 from posenc_cli.config.groups import config_dir
+from posenc_cli.config.hydra_checks import check_hydra_layout
 from posenc_cli.config.overrides import check_group_choices
 from posenc_cli.config.schema import RootConfig
 from posenc_cli.config.task_checks import prepare_task
@@ -48,6 +50,10 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     finally:
         GlobalHydra.instance().clear()
     validate(cfg)
+    check_effects(cfg, overrides)
+    check_new_run(cfg, overrides)
+    if with_hydra:
+        check_hydra_layout(cfg)
     return cfg
 
 

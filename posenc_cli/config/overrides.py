@@ -92,6 +92,29 @@ def fixed_overrides(overrides: list[str]) -> list[str]:
     ]
 
 
+def first_job(overrides: list[str]) -> list[str]:
+    """The overrides with every sweep at its first value: a config that every key the sweep
+    needs has a value in (data=text with data.path=a.txt,b.txt composes with a.txt)."""
+    return [
+        text if not ov.is_sweep_override() else f"{ov.get_key_element()}={values_of(ov)[0]}"
+        for text, ov in zip(overrides, parse(overrides), strict=True)
+    ]
+
+
+def check_each_key_once(overrides: list[str]) -> None:
+    """A key given twice (swept and fixed, or twice either way) would leave it unclear which
+    value a job has, and jobs that differ only there would share one folder."""
+    seen: dict[str, str] = {}
+    for text in overrides:
+        key = key_of(text)
+        if key in seen:
+            raise PosencError(
+                f"{key} is given twice ('{seen[key]}' and '{text}')",
+                f"give {key} once, with every value to sweep, e.g. {key}=a,b",
+            )
+        seen[key] = text
+
+
 def expand_sweep(overrides: list[str], extra: dict[str, str] | None = None) -> list[list[str]]:
     """The override lists of every job a sweep would run (cartesian product of a,b,c lists);
     ``extra`` are the sweeper's params from the config, which the command line overrides."""

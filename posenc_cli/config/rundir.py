@@ -7,7 +7,8 @@ with the process, however it ends.
 
 A run directory may come from someone else: its saved config chooses neither which class is
 built (the encoding is mapped by name through posenc's own configs/encoding/) nor where the
-data cache lives (the user's $POSENC_CACHE, as for a new run).
+data cache lives (the user's $POSENC_CACHE, as for a new run), and its interpolations are
+resolved against the file alone (config/received.py).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.overrides import given
+from posenc_cli.config.received import resolve_received
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
-from posenc_cli.encodings.registry import META_KEYS
+from posenc_cli.encodings.names import META_KEYS
 
 LOCK = ".posenc.lock"
 _held: list[tuple[str, IO[str]]] = []
@@ -195,8 +197,9 @@ def load_run_config(run_dir: Path) -> DictConfig:
             f"'{saved}' cannot be read ({type(exc).__name__})",
             "restore the run's .hydra/config.yaml",
         ) from None
+    cfg = resolve_received(cfg, saved) if isinstance(cfg, DictConfig) else None
     if (
-        not isinstance(cfg, DictConfig)
+        cfg is None
         or not isinstance(cfg.get("encoding"), DictConfig)
         or not isinstance(cfg.get("data"), DictConfig)
     ):

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import ListConfig
 
 from posenc_cli.config.groups import closest
-from posenc_cli.encodings.rope_scaling import METHODS as ROPE_SCALING
+from posenc_cli.encodings.names import ROPE_SCALING_METHODS as ROPE_SCALING
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -95,12 +95,15 @@ class ModelConfig:
     n_heads: int = key(4, lo=1)
     d_ff: int | None = key(None, lo=1)
     logn_scaling: bool = False
+    n_kv_heads: int | None = key(None, lo=1)
+    rms_norm_eps: float = key(1e-5, lo=0, lo_open=True)
+    tie_embeddings: bool = False
 
 
 @dataclass
 class DataConfig:
     name: str = key("sotu", name=True)
-    kind: str = key("sotu", choices=("sotu", "text"))
+    kind: str = key("sotu", choices=("sotu", "text", "hf"))
     path: str | None = None
     val_path: str | None = None
     vocab_size: int = key(
@@ -108,6 +111,13 @@ class DataConfig:
     )
     val_every_nth: int = key(20, lo=2)
     cache_dir: str = "~/.cache/posenc"
+    dataset: str | None = None
+    subset: str | None = None
+    split: str = "train"
+    text_field: str = "text"
+    data_files: Any = None
+    revision: str | None = None
+    train_tokens: int | None = key(None, lo=1)
 
 
 @dataclass

@@ -41,15 +41,21 @@ def load_tokenizer(path: Path) -> Tokenizer:
         ) from None
 
 
+#: The end-of-text tokens of other tokenizers (imported models), tried after posenc's own.
+OTHER_EOTS = ("<|end_of_text|>", "</s>")
+
+
 def eot_id(tok: Tokenizer) -> int:
-    token_id = tok.token_to_id(EOT)
-    if token_id is None:
-        raise PosencError(
-            f"the tokenizer has no {EOT} token, which separates documents",
-            f"use a tokenizer trained with {EOT} as a special token (posenc's "
-            "own, or import-cs336 --special)",
-        )
-    return int(token_id)
+    """The id that separates documents: <|endoftext|>, else an imported model's end of text."""
+    for name in (EOT, *OTHER_EOTS):
+        token_id = tok.token_to_id(name)
+        if token_id is not None:
+            return int(token_id)
+    raise PosencError(
+        f"the tokenizer has no {EOT} token, which separates documents",
+        f"use a tokenizer trained with {EOT} as a special token (posenc's "
+        "own, or import-cs336 --special)",
+    )
 
 
 def encode(tok: Tokenizer, text: str) -> list[int]:

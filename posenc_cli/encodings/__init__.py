@@ -1,6 +1,23 @@
-"""Positional encodings. Each one is a file here plus a YAML in configs/encoding/."""
+"""Positional encodings. Each one is a file here plus a YAML in configs/encoding/.
 
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, Span
-from posenc_cli.encodings.registry import build_encoding
+The names below are loaded on first use (PEP 562) rather than here: importing this package
+must not import torch, so that the torch-free `names.py` serves `posenc --help` at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, Span
+    from posenc_cli.encodings.registry import build_encoding
 
 __all__ = ["BiasSite", "ForwardCache", "PositionalEncoding", "Span", "build_encoding"]
+_HOME = {name: "base" for name in __all__} | {"build_encoding": "registry"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

@@ -12,10 +12,9 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.names import META_KEYS
 
 PACKAGE = "posenc_cli.encodings"
-#: Keys of an encoding's YAML that describe it rather than parameterise it.
-META_KEYS = frozenset({"_target_", "name", "description", "paper"})
 
 
 def encoding_params(enc_cfg: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from torch import Tensor
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding, positive_number, range_key
 from posenc_cli.encodings.cache import BoundedCache
-from posenc_cli.encodings.rope_scaling import scaled_frequencies
+from posenc_cli.encodings.rope_scaling import YARN_RAMPS, scaled_frequencies
 
 
 def rotary_frequencies(
@@ -64,8 +64,15 @@ class RotaryEncoding(PositionalEncoding):
         theta: float = 10000.0,
         rotary_fraction: float = 1.0,
         p: float = 1.0,
+        yarn_ramp: str = "hf",
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
+        if yarn_ramp not in YARN_RAMPS:
+            raise PosencError(
+                f"encoding.yarn_ramp={yarn_ramp} is not one of " + ", ".join(YARN_RAMPS),
+                "use encoding.yarn_ramp=hf (transformers' YaRN) or paper (Peng et al. eq. 18)",
+            )
+        self.yarn_ramp = yarn_ramp
         if head_dim % 2:
             raise PosencError(
                 f"{self.family} needs an even head dimension, got {head_dim} "
@@ -84,7 +91,13 @@ class RotaryEncoding(PositionalEncoding):
         """Evaluate with ``method``'s frequencies for extension factor ``factor``
         (rope_scaling.py); ``none`` restores the trained ones."""
         inv, self.attention_factor = scaled_frequencies(
-            method, self.trained_inv_freq, self.theta, self.rotary_dims, factor, original_length
+            method,
+            self.trained_inv_freq,
+            self.theta,
+            self.rotary_dims,
+            factor,
+            original_length,
+            self.yarn_ramp,
         )
         self.inv_freq = inv.float().to(self.inv_freq.device)
         self._phases.clear()
@@ -127,4 +140,5 @@ class RotaryEncoding(PositionalEncoding):
     def extra_repr(self) -> str:
         extra = "" if self.rotary_fraction == 1 else f", rotary_fraction={self.rotary_fraction}"
         extra += "" if self.p == 1 else f", p={self.p}"
+        extra += "" if self.yarn_ramp == "hf" else f", yarn_ramp={self.yarn_ramp}"
         return f"{super().extra_repr()}, theta={self.theta}{extra}"

@@ -3,8 +3,11 @@ for a model trained at length L and evaluated at L' = S·L.
 
 Every method maps the trained inverse frequencies θ_k = b^(-2k/E) (E the rotated dimensions)
 to new ones; a frequency of 0 (a dimension RoPE leaves unrotated: partial rotary, p-RoPE)
-stays 0 under all of them. Each function names the paper and equation it implements, because
-libraries disagree (Hugging Face ramps YaRN over rounded dimension indices, for one).
+stays 0 under all of them. Each function names the paper or code it implements. By default
+every method is the one Hugging Face transformers computes (``modeling_rope_utils``, which vLLM
+and most published checkpoints follow): a model configured there with ``rope_scaling`` is the
+model posenc evaluates. YaRN's paper ramp (continuous in the rotations r) differs from that
+code's ramp (over rounded pair indices) and stays available as ``encoding.yarn_ramp=paper``.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.names import ROPE_SCALING_METHODS as METHODS
 
-#: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
-METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
-#: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32).
+#: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32;
+#: transformers' beta_slow and beta_fast).
 YARN_ALPHA, YARN_BETA = 1.0, 32.0
+#: encoding.yarn_ramp values: transformers' (and the YaRN authors' code) or the paper's eq. 18.
+YARN_RAMPS = ("hf", "paper")
 #: Llama 3.1's low- and high-frequency factors (Meta's reference rope scaling).
 LLAMA3_LOW, LLAMA3_HIGH = 1.0, 4.0
 
@@ -37,17 +42,38 @@ def ntk_aware(inv_freq: Tensor, base: float, rotary_dims: int, factor: float) ->
     return inv_freq ** (math.log(new_base) / math.log(base))  # b^(-2k/E) -> b'^(-2k/E)
 
 
-def yarn(inv_freq: Tensor, factor: float, original_length: int) -> tuple[Tensor, float]:
-    """YaRN (Peng et al. 2023, eqs. 17-21): NTK-by-parts, then the attention factor.
-
-    r_k = L/λ_k with λ_k = 2π/θ_k the wavelength; γ(r) = 0 below α = 1, 1 above β = 32 and
-    (r - α)/(β - α) between; θ'_k = (1 - γ)·θ_k/S + γ·θ_k. The logits are divided by t with
-    sqrt(1/t) = 0.1·ln S + 1, applied here as that factor on queries and keys each. (The paper
-    ramps linearly in r; Hugging Face ramps over dimension indices rounded to integers.)
-    """
+def yarn_paper_ramp(inv_freq: Tensor, original_length: int) -> Tensor:
+    """γ_k of the paper (Peng et al. 2023, eqs. 17-18): r_k = L/λ_k with λ_k = 2π/θ_k the
+    wavelength; 0 below α = 1 rotation, 1 above β = 32 and (r - α)/(β - α) between."""
     r = original_length * inv_freq / (2 * math.pi)
-    gamma = ((r - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0.0, 1.0)
-    scaled = (1 - gamma) * inv_freq / factor + gamma * inv_freq
+    return ((r - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0.0, 1.0)
+
+
+def yarn_correction_dim(rotations: float, rotary_dims: int, base: float, length: int) -> float:
+    """The pair index k whose θ_k = b^(-2k/E) turns ``rotations`` times over ``length``:
+    E·ln(L/(2π·r)) / (2·ln b) (transformers' ``find_correction_dim``)."""
+    return rotary_dims * math.log(length / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+
+def yarn_hf_ramp(inv_freq: Tensor, base: float, rotary_dims: int, original_length: int) -> Tensor:
+    """γ_k of transformers' ``_compute_yarn_parameters`` (truncate=True, its default): linear
+    in the pair index k from floor(k(β)) to ceil(k(α)), both clipped to [0, E-1] as that code
+    clips them, the upper bound nudged by 0.001 when they meet."""
+    low = math.floor(yarn_correction_dim(YARN_BETA, rotary_dims, base, original_length))
+    high = math.ceil(yarn_correction_dim(YARN_ALPHA, rotary_dims, base, original_length))
+    low, high = max(low, 0), min(high, rotary_dims - 1)
+    if low == high:
+        high += 0.001
+    k = torch.arange(inv_freq.numel(), dtype=torch.float64)
+    return 1 - ((k - low) / (high - low)).clamp(0.0, 1.0)
+
+
+def yarn(inv_freq: Tensor, factor: float, ramp: Tensor) -> tuple[Tensor, float]:
+    """YaRN (Peng et al. 2023, eqs. 19-21): NTK-by-parts with the ramp γ_k, then the
+    attention factor. θ'_k = (1 - γ)·θ_k/S + γ·θ_k. The logits are divided by t with
+    sqrt(1/t) = 0.1·ln S + 1, applied here as that factor on queries and keys each (as
+    transformers multiplies cos and sin by it)."""
+    scaled = (1 - ramp) * inv_freq / factor + ramp * inv_freq
     return scaled, 0.1 * math.log(factor) + 1.0
 
 
@@ -69,9 +95,11 @@ def scaled_frequencies(
     rotary_dims: int,
     factor: float,
     original_length: int,
+    yarn_ramp: str = "hf",
 ) -> tuple[Tensor, float]:
     """The inverse frequencies and attention factor ``method`` gives for extension factor S
-    (``dynamic_ntk`` is NTK-aware with S = L'/L of each evaluated length, chosen by the caller)."""
+    (``dynamic_ntk`` is NTK-aware with the S its caller computes for each evaluated length:
+    transformers' S·L'/L - (S - 1), evals/context_extension.py)."""
     if method not in METHODS:
         raise PosencError(
             f"unknown eval.rope_scaling '{method}'", "choose one of: " + ", ".join(METHODS)
@@ -86,7 +114,11 @@ def scaled_frequencies(
     elif method in ("ntk", "dynamic_ntk"):
         out, attention = ntk_aware(inv, base, rotary_dims, factor), 1.0
     elif method == "yarn":
-        out, attention = yarn(inv, factor, original_length)
+        if yarn_ramp == "paper":
+            ramp = yarn_paper_ramp(inv, original_length)
+        else:
+            ramp = yarn_hf_ramp(inv, base, rotary_dims, original_length)
+        out, attention = yarn(inv, factor, ramp)
     else:
         out, attention = llama3(inv, factor, original_length), 1.0
     return out.masked_fill(zero, 0.0), attention

@@ -31,8 +31,9 @@ class XPosEncoding(RotaryEncoding):
         theta: float = 10000.0,
         gamma: float = 0.4,
         scale_base: float = 512.0,
+        yarn_ramp: str = "hf",
     ) -> None:
-        super().__init__(d_model, n_heads, head_dim, n_layers, theta=theta)
+        super().__init__(d_model, n_heads, head_dim, n_layers, theta=theta, yarn_ramp=yarn_ramp)
         self.gamma = positive_number("gamma", gamma)
         self.scale_base = positive_number("scale_base", scale_base)
         k = torch.arange(0, head_dim, 2, dtype=torch.float64)

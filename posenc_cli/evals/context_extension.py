@@ -3,7 +3,8 @@
 The static methods (pi, ntk, yarn, llama3) use one factor S for every length, as a model
 configured for its longest context would: eval.rope_factor, by default the longest evaluated
 length / the training length — so they also show what stretching costs at 1x. dynamic_ntk
-recomputes S = max(1, L'/L) for each evaluated length L' (the "dynamic" of the method).
+recomputes its NTK factor for each evaluated length L' as transformers does, from
+eval.rope_factor (default 1: S = max(1, L'/L), the "dynamic" of the method).
 The formulas are in encodings/rope_scaling.py.
 """
 
@@ -16,10 +17,18 @@ from typing import Any
 from torch import nn
 
 
+def dynamic_ntk_factor(factor: float | None, length_ratio: float) -> float:
+    """The NTK-aware factor of transformers' dynamic NTK at L' = ratio·L: its base is
+    b·((S·L'/L) - (S - 1))^(E/(E-2)) past L and b up to L (``_compute_dynamic_ntk_parameters``),
+    i.e. NTK-aware scaling by S·ratio - (S - 1); S = 1 (the default) stretches by L'/L."""
+    S = 1.0 if factor is None else float(factor)
+    return S * max(1.0, length_ratio) - (S - 1.0)
+
+
 def factor_for(ev: Any, train_length: int, length: int, longest: int) -> float:
     """The extension factor S used at evaluation length ``length``."""
     if ev.rope_scaling == "dynamic_ntk":
-        return max(1.0, length / train_length)
+        return dynamic_ntk_factor(ev.rope_factor, length / train_length)
     if ev.rope_factor is not None:
         return float(ev.rope_factor)
     return max(1.0, longest / train_length)

@@ -105,13 +105,14 @@ def extrapolation(
 def length_record(
     ev: Any, train_length: int, lengths: list[int], results: dict[int, LengthResult]
 ) -> dict[str, Any]:
-    """The settings and, by length, the loss, perplexity, stride and time scored."""
+    """The settings used and, by length, the loss, perplexity, stride and time scored (a
+    stride outside sliding mode, e.g. one a saved config keeps, is recorded as unused)."""
     loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
     ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
     factors = sorted({int(f) for f in ev.factors})
     return {
         "mode": str(ev.mode),
-        "stride": None if ev.stride is None else int(ev.stride),
+        "stride": None if ev.stride is None or ev.mode != "sliding" else int(ev.stride),
         "strides": {str(L): r.stride for L, r in results.items()},
         "factors": factors,
         "lengths": lengths,

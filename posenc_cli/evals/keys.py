@@ -54,6 +54,7 @@ def result_key(
     method = str(ev.get("rope_scaling", "none"))
     if method != "none":  # a factor equal to the default (the largest eval factor) adds nothing
         factor = ev.get("rope_factor")
-        default = factor is None or float(factor) == float(max(factors))
+        usual = 1.0 if method == "dynamic_ntk" else float(max(factors))
+        default = factor is None or float(factor) == usual
         parts.append(method if default else f"{method}{float(factor):g}")
     return "_".join([*parts, *(identity or [])])

@@ -12,7 +12,8 @@ Modes: ``nonoverlapping`` tiles the budget with disjoint windows (each token con
 window prefix); ``sliding`` (Press et al. 2022) starts a window every ``stride`` tokens and scores
 only its last ``stride`` targets (the first window scores all), so every later scored token sees
 at least ``L - stride`` tokens of context. ``eval.stride=null`` means ``L // 2`` at each length; a
-stride above ``L`` is capped at ``L``. Sliding with stride ``L`` is nonoverlapping exactly.
+stride above ``L`` is capped at ``L`` (one above every length is refused, config/effect_checks.py).
+Sliding with stride ``L`` is nonoverlapping exactly.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ projections and a ``partial_rotary_factor``).
 
 A context-extension method becomes transformers' ``rope_scaling``: pi is ``linear``, llama3 and
 yarn keep their names, dynamic_ntk is ``dynamic``, and static NTK-aware scaling is the plain
-RoPE of base b·S^(E/(E-2)). transformers defines YaRN's ramp over rounded dimension indices and
-dynamic NTK by its own formula, so those two follow transformers' definition rather than
-posenc's `eval.rope_scaling` (encodings/rope_scaling.py); pi, ntk and llama3 are the same.
+RoPE of base b·S^(E/(E-2)). Every method is the one posenc's `eval.rope_scaling` computes
+(encodings/rope_scaling.py follows transformers' formulas; YaRN's paper ramp,
+`encoding.yarn_ramp=paper`, has no transformers equivalent).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict
             f"--factor {factor} does not extend the context",
             "give a factor above 1, e.g. --factor 4",
         )
-    longer = int(round(L * factor))
+    longer = round(L * factor)
     if method == "ntk":
         return shape.theta * factor ** (E / (E - 2)), None, longer
     if shape.rotary_dims < shape.head_dim:

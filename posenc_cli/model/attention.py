@@ -81,28 +81,42 @@ def _wide(x: Tensor) -> Tensor:
 
 
 class CausalSelfAttention(nn.Module):
-    """CS336 multi-head attention: q/k/v/output projections without biases."""
+    """CS336 multi-head attention: q/k/v/output projections without biases. With
+    ``n_kv_heads`` < ``n_heads``, grouped-query attention: each key/value head serves
+    n_heads/n_kv_heads consecutive query heads (Llama's layout)."""
 
-    def __init__(self, d_model: int, n_heads: int, layer: int) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, layer: int, n_kv_heads: int | None = None
+    ) -> None:
         super().__init__()
         self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads or n_heads
         self.head_dim = d_model // n_heads
         self.layer = layer
         self.q_proj = Linear(d_model, d_model)
-        self.k_proj = Linear(d_model, d_model)
-        self.v_proj = Linear(d_model, d_model)
+        self.k_proj = Linear(d_model, self.n_kv_heads * self.head_dim)
+        self.v_proj = Linear(d_model, self.n_kv_heads * self.head_dim)
         self.output_proj = Linear(d_model, d_model)
 
     def _heads(self, x_BTD: Tensor) -> Tensor:
         B, T, _ = x_BTD.shape
         return x_BTD.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
+    def grouped(self, x_BTD: Tensor) -> Tensor:
+        """Keys or values (B, n_heads, T, E): each key/value head repeated for its group, so
+        every encoding and attention path sees one key head per query head."""
+        B, T, _ = x_BTD.shape
+        kv = x_BTD.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if self.n_kv_heads == self.n_heads:
+            return kv
+        return kv.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
+
     def forward(self, x_BTD: Tensor, ctx: AttentionContext) -> Tensor:
         enc = ctx.encoding
         q, k, v = (
             self._heads(self.q_proj(x_BTD)),
-            self._heads(self.k_proj(x_BTD)),
-            self._heads(self.v_proj(x_BTD)),
+            self.grouped(self.k_proj(x_BTD)),
+            self.grouped(self.v_proj(x_BTD)),
         )
         scale = enc.softmax_scale(self.head_dim)
         qt, kt = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)

@@ -61,4 +61,8 @@ def heads(attn: CausalSelfAttention, x_BTD: Tensor) -> tuple[Tensor, Tensor, Ten
     def split(proj: torch.nn.Module) -> Tensor:
         return proj(x_BTD).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2).float()
 
-    return split(attn.q_proj), split(attn.k_proj), split(attn.v_proj)
+    return (
+        split(attn.q_proj),
+        attn.grouped(attn.k_proj(x_BTD)).float(),
+        attn.grouped(attn.v_proj(x_BTD)).float(),
+    )

@@ -16,11 +16,19 @@ from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 class TransformerBlock(nn.Module):
     """x + attn(ln1(x)), then x + ffn(ln2(x))."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, layer: int) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        layer: int,
+        n_kv_heads: int | None = None,
+        eps: float = 1e-5,
+    ) -> None:
         super().__init__()
-        self.ln1 = RMSNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads, layer)
-        self.ln2 = RMSNorm(d_model)
+        self.ln1 = RMSNorm(d_model, eps)
+        self.attn = CausalSelfAttention(d_model, n_heads, layer, n_kv_heads)
+        self.ln2 = RMSNorm(d_model, eps)
         self.ffn = SwiGLU(d_model, d_ff)
 
     def forward(self, x_BTD: Tensor, ctx: AttentionContext) -> Tensor:
@@ -29,7 +37,8 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    """Token embedding -> encoding.embed -> blocks -> RMSNorm -> untied LM head."""
+    """Token embedding -> encoding.embed -> blocks -> RMSNorm -> LM head (untied unless
+    ``tie_embeddings``, which imported checkpoints may need)."""
 
     def __init__(
         self,
@@ -40,6 +49,9 @@ class TransformerLM(nn.Module):
         d_ff: int | None,
         encoding: PositionalEncoding,
         logn_length: int | None = None,
+        n_kv_heads: int | None = None,
+        rms_norm_eps: float = 1e-5,
+        tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
@@ -48,10 +60,13 @@ class TransformerLM(nn.Module):
         self.encoding = encoding
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, i) for i in range(n_layers)
+            TransformerBlock(d_model, n_heads, d_ff, i, n_kv_heads, rms_norm_eps)
+            for i in range(n_layers)
         )
-        self.ln_final = RMSNorm(d_model)
+        self.ln_final = RMSNorm(d_model, rms_norm_eps)
         self.lm_head = Linear(d_model, vocab_size)
+        if tie_embeddings:
+            self.lm_head.weight = self.token_embeddings.weight
         self.bias_budget_bytes = DEFAULT_BIAS_BUDGET
         #: The training length when model.logn_scaling is on (queries past it are scaled up).
         self.logn_length = logn_length
@@ -85,4 +100,15 @@ def build_model(cfg: Any, vocab_size: int) -> TransformerLM:
     m = cfg.model
     enc = build_encoding(cfg.encoding, m.d_model, m.n_heads, m.n_layers)
     logn = int(cfg.train.context_length) if m.get("logn_scaling", False) else None
-    return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, enc, logn)
+    return TransformerLM(
+        vocab_size,
+        m.d_model,
+        m.n_layers,
+        m.n_heads,
+        m.d_ff,
+        enc,
+        logn,
+        m.get("n_kv_heads"),
+        float(m.get("rms_norm_eps", 1e-5)),
+        bool(m.get("tie_embeddings", False)),
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.report.provenance import append_provenance, command_line, provenance
 from posenc_cli.report.result_tables import report_results, result_tables
 from posenc_cli.report.runs import Group, Stat, group_runs, load_runs
 from posenc_cli.report.settings import describe, split_keys
@@ -187,5 +188,17 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     if task_runs:
         written += report_tasks(group_tasks(task_runs, notes), out_dir, console)
     written += report_results(result_tables(runs), out_dir, console)
+    _sign(written, provenance(runs, command_line(dirs, out)))
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
+
+
+def _sign(written: list[Path], block: str) -> None:
+    """Every Markdown file written gets the provenance block (report/provenance.py)."""
+    try:
+        append_provenance(written, block)
+    except OSError as exc:
+        raise PosencError(
+            f"cannot add the provenance to '{exc.filename}': {exc.strerror or exc}",
+            "choose a writable directory with --out DIR",
+        ) from exc

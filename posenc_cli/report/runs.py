@@ -15,8 +15,8 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
-from posenc_cli.encodings.registry import META_KEYS
-from posenc_cli.report.settings import describe, setting_key, split_keys
+from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
 TRAIN_KEYS = (
@@ -193,11 +193,9 @@ def group_defaults(group: str, name: str) -> dict[str, Any]:
 def settings_of(run: Run) -> dict[str, Any]:
     """What must be equal for two runs to be seeds of one experiment."""
     m, ex = run.metrics, run.extrapolation
-    model = m.get("model") if isinstance(m.get("model"), dict) else {}
-    model = {k: v for k, v in model.items() if v is not False}  # off = absent (older runs)
     return {
         **{k: m.get(k) for k in TRAIN_KEYS},
-        **model,
+        **model_settings(m),
         **({f"eval_{k}": ex.get(k) for k in EVAL_KEYS} if ex is not None else {}),
     }
 

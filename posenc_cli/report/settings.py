@@ -12,6 +12,21 @@ def setting_key(d: Any) -> str:
     return json.dumps(d, sort_keys=True, default=str)
 
 
+#: Model keys that runs made before them do not record, with the value those runs had.
+LATER_MODEL_KEYS = {"n_kv_heads": None, "rms_norm_eps": 1e-5, "tie_embeddings": False}
+
+
+def model_settings(metrics: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json's model section with switches off and later keys at their old value left
+    out, so a run compares with the runs made before those keys existed."""
+    model = metrics.get("model") if isinstance(metrics.get("model"), dict) else {}
+    return {
+        k: v
+        for k, v in model.items()
+        if v is not False and (k not in LATER_MODEL_KEYS or v != LATER_MODEL_KEYS[k])
+    }
+
+
 def describe(settings: dict[str, Any], keys: list[str]) -> str:
     """'train_length=128, steps=2000' for the given keys."""
     return ", ".join(f"{k}={settings.get(k)}" for k in keys)

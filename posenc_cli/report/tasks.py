@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
-from posenc_cli.report.settings import describe, split_keys
+from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
@@ -35,7 +35,6 @@ def _settings(run: Run) -> dict[str, Any]:
     (task.reversed, task.symbols …, from the saved config: addition reversed and plain are
     two experiments, not two seeds)."""
     m = run.metrics
-    model = m.get("model") if isinstance(m.get("model"), dict) else {}
     task = {
         f"task.{k}": v
         for k, v in saved_params(run.path, "task", str(m.get("task"))).items()
@@ -43,7 +42,7 @@ def _settings(run: Run) -> dict[str, Any]:
     }
     return {
         **{k: m.get(k) for k in TASK_KEYS},
-        **model,
+        **model_settings(m),
         **task,
         **{k: _result(run).get(k) for k in RESULT_KEYS},
     }

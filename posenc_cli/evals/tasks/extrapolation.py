@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.evals.base import EvalTask, log_hparams
 from posenc_cli.evals.keys import protocol
 
@@ -23,6 +25,20 @@ class Extrapolation(EvalTask):
     """ppl and loss by length on the same held-out tokens; the run's own key gets HParams."""
 
     name = "extrapolation"
+
+    def check(self, cfg: Any) -> None:
+        """The token budget holds one window of the shortest length: with less, nothing could
+        be scored (a length above the budget alone is skipped, with the reason recorded)."""
+        if is_task(cfg):
+            return
+        s = self.settings(cfg)
+        shortest = min(int(f) for f in s.factors) * int(cfg.train.context_length)
+        if int(s.tokens) < shortest:
+            raise PosencError(
+                f"eval.tokens={s.tokens} is less than one window of the shortest evaluated "
+                f"length {shortest}, so no length could be scored",
+                f"use eval.tokens >= {shortest}, e.g. eval.tokens=262144",
+            )
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         import torch

@@ -65,9 +65,10 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         ),
         (["train", "encoding=alibi", "eval.rope_scaling=pi"], "needs a RoPE-family encoding"),
         (
-            ["train", "eval.rope_scaling=dynamic_ntk", "eval.rope_factor=4"],
-            "eval.rope_factor=4.0 has no effect with eval.rope_scaling=dynamic_ntk",
+            ["train", "eval.rope_factor=4"],
+            "eval.rope_factor=4.0 has no effect with eval.rope_scaling=none",
         ),
+        (["train", "encoding.yarn_ramp=linear"], "encoding.yarn_ramp=linear is not one of"),
         (["train", "eval.rope_scaling=linear"], "unknown eval.rope_scaling 'linear'"),
         (["train", "encoding.rotary_fraction=0"], "encoding.rotary_fraction=0 is not in (0, 1]"),
         (["train", "encoding=rope", "encoding.p=2"], "encoding.p=2 is not in [0, 1]"),

@@ -133,19 +133,22 @@ YARN_GAMMA0 = (16 / (2 * math.pi) - 1) / 31  # r_0 = 16/(2π) = 2.546, between 1
 LLAMA_SMOOTH0 = (16 / (2 * math.pi) - 1) / 3  # λ_0 = 2π lies between L/4 and L
 
 
+# transformers' YaRN ramp: k(32) = 4 ln(16/(64π))/(2 ln 10⁴) = -0.55 -> floor -1 -> 0 and
+# k(1) = 4 ln(16/(2π))/(2 ln 10⁴) = 0.20 -> ceil 1: pair 0 is kept, pair 1 interpolated.
 @pytest.mark.parametrize(
-    ("method", "expected", "attention"),
+    ("method", "ramp", "expected", "attention"),
     [
-        ("pi", [0.25, 0.0025], 1.0),
-        ("ntk", [1.0, 0.0025], 1.0),  # b' = 10000 * 4^2 = 160000
-        ("yarn", [0.25 + 0.75 * YARN_GAMMA0, 0.0025], 0.1 * math.log(4) + 1),
-        ("llama3", [0.25 + 0.75 * LLAMA_SMOOTH0, 0.0025], 1.0),
+        ("pi", "hf", [0.25, 0.0025], 1.0),
+        ("ntk", "hf", [1.0, 0.0025], 1.0),  # b' = 10000 * 4^2 = 160000
+        ("yarn", "paper", [0.25 + 0.75 * YARN_GAMMA0, 0.0025], 0.1 * math.log(4) + 1),
+        ("yarn", "hf", [1.0, 0.0025], 0.1 * math.log(4) + 1),
+        ("llama3", "hf", [0.25 + 0.75 * LLAMA_SMOOTH0, 0.0025], 1.0),
     ],
 )
 def test_rope_scaling_frequencies_by_hand(
-    method: str, expected: list[float], attention: float
+    method: str, ramp: str, expected: list[float], attention: float
 ) -> None:
-    inv, factor = scaled_frequencies(method, THETA, 10000.0, 4, 4.0, 16)
+    inv, factor = scaled_frequencies(method, THETA, 10000.0, 4, 4.0, 16, ramp)
     torch.testing.assert_close(inv, torch.tensor(expected, dtype=torch.float64))
     assert factor == pytest.approx(attention)
 

@@ -52,3 +52,13 @@ def test_a_factor_equal_to_the_default_gets_the_default_key(config) -> None:
     saved = config().eval
     explicit = config("eval.rope_scaling=yarn", "eval.rope_factor=16").eval
     assert result_key("extrapolation", None, explicit, saved) == "extrapolation_yarn"
+
+
+def test_dynamic_ntk_takes_transformers_factor(config, model_for, val_ids, rt) -> None:
+    cfg = config("eval.factors=[1,4]", "eval.rope_scaling=dynamic_ntk", "eval.rope_factor=2")
+    result = extrapolation(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval, rt)
+    assert result["rope_factors"] == {"16": 1.0, "64": 7.0}  # 2·64/16 - (2 - 1)
+    saved = config().eval
+    assert result_key("extrapolation", None, cfg.eval, saved) == "extrapolation_x1-4_dynamic_ntk2"
+    plain = config("eval.rope_scaling=dynamic_ntk", "eval.rope_factor=1").eval
+    assert result_key("extrapolation", None, plain, saved) == "extrapolation_dynamic_ntk"

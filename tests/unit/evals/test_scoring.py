@@ -51,11 +51,11 @@ def test_ppl_at_1x_is_exp_of_the_mean_loss_on_the_same_tokens(
     assert result["loss"][str(TRAIN_LEN)] == pytest.approx(loss, rel=1e-5)
 
 
-@pytest.mark.parametrize("mode", ["nonoverlapping", "sliding"])
+@pytest.mark.parametrize("mode", ["eval.mode=nonoverlapping", "eval.mode=sliding eval.stride=5"])
 def test_every_length_scores_exactly_the_same_targets(
     mode: str, config, model_for, val_ids, rt
 ) -> None:
-    cfg = config(f"eval.mode={mode}", "eval.stride=5", "eval.factors=[1,3,4,16]")
+    cfg = config(*mode.split(), "eval.factors=[1,3,4,16]")
     blocks, results, skipped, _ = score_lengths(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval, rt)
     sample = np.concatenate([np.arange(s, s + size) for s, size in blocks])
     assert not skipped and sample.size == 512 and sorted(results) == [16, 48, 64, 256]
@@ -89,8 +89,9 @@ def test_window_plans_cover_each_target_once() -> None:
 
 def test_sliding_with_stride_equal_to_length_is_nonoverlapping(config, run) -> None:
     plain = run(config())
-    # eval.stride is capped at each length, so a huge stride means stride = L at every length.
-    sliding = run(config("eval.mode=sliding", "eval.stride=1000000"))
+    # eval.stride is capped at each length, so the longest length as the stride means stride = L
+    # at every length (a stride above every length is refused: config/effect_checks.py).
+    sliding = run(config("eval.mode=sliding", f"eval.stride={16 * TRAIN_LEN}"))
     assert sliding["ppl"] == plain["ppl"] and sliding["loss"] == plain["loss"]
     assert sliding["loss_by_position"] == plain["loss_by_position"]
     assert plan_windows(64, 512, 64) == [Window(s, 0) for s in range(0, 512, 64)]

@@ -147,7 +147,9 @@ def test_the_cli_writes_results_and_tensorboard(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", *COPY, "train.steps=4", f"hydra.run.dir={run}"])
+    result = CliRunner().invoke(
+        app, ["train", *COPY, "train.steps=4", "train.warmup_steps=2", f"hydra.run.dir={run}"]
+    )
     assert result.exit_code == 0, result.output
     import json
 

@@ -1,0 +1,77 @@
+"""A run directory's saved config read as data: nothing in it is resolved from the reader's
+environment.
+
+Hydra saves a run's config as composed, with its interpolations unresolved, so the configs
+posenc writes hold a few of its own: the older flat eval keys (``${.extrapolation.factors}``),
+CoPE's ``${posenc.add:${train.context_length},1}`` and the data cache's ``${oc.env:…}``. A
+received file could hold any other, and OmegaConf would resolve it on first access —
+``${oc.env:SECRET}`` in data.name would put the reader's secret into metrics.json and a cache
+folder name. So a saved config is resolved here, once, against itself alone:
+
+* a node interpolation (``${a.b}``, ``${.a.b}``) reads another key of the same file, and
+  posenc's own pure resolver ``posenc.add`` adds such keys and integers: both are resolved;
+* every other ``${…}`` (any other resolver, a string with an interpolation inside, an escaped
+  ``\\${``) is refused with a one-line error naming the key. Refused rather than read
+  literally: a literal ``${oc.env:X}`` would become a data name or cache folder name that
+  nobody meant, silently, while the error tells the user which key of which file to fix;
+* data.cache_dir is dropped unread (the reader's own cache is used, see config/rundir.py).
+
+What comes out holds plain values only, so no later access can resolve anything.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from posenc_cli.common.errors import PosencError
+
+_NODE = r"\$\{\.*[A-Za-z_]\w*(?:\.\w+)*\}"
+_ARG = rf"(?:{_NODE}|-?\d+)"
+ALLOWED = re.compile(rf"{_NODE}|\$\{{posenc\.add:{_ARG}(?:,{_ARG})*\}}")
+DROPPED = (("data", "cache_dir"),)
+
+
+def resolve_received(cfg: DictConfig, source: Path) -> DictConfig:
+    """``cfg`` (loaded from ``source``) with posenc's own interpolations resolved inside it
+    and no other; see the module docstring."""
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(plain, dict)
+    for section, key in DROPPED:
+        if isinstance(plain.get(section), dict):
+            plain[section].pop(key, None)
+    for where, value in _strings(plain, ""):
+        if "${" in value and not ALLOWED.fullmatch(value):
+            raise PosencError(
+                f"'{source}' sets {where} to {value[:60]!r}, an interpolation posenc does not "
+                "resolve in a received run",
+                f"write the value itself into {where}",
+            )
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.create(plain), resolve=True)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "a key"
+        raise PosencError(
+            f"'{source}': {key} cannot be resolved within the file ({type(exc).__name__})",
+            f"write the value itself into {key}",
+        ) from None
+    return OmegaConf.create(resolved)
+
+
+def _strings(node: Any, where: str) -> list[tuple[str, str]]:
+    """(dotted key, value) of every string in a plain container."""
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return [(where, node)] if isinstance(node, str) else []
+    return [
+        found
+        for key, value in items
+        for found in _strings(value, f"{where}.{key}" if where else str(key))
+    ]

@@ -1,0 +1,10 @@
+"""The names configs and the help screens check against, in a module without torch.
+
+`posenc --help`, `posenc encodings` and every one-line config error import this, not the
+encoding classes, so they answer before torch would have finished loading.
+"""
+
+#: Keys of an encoding's YAML that describe it rather than parameterise it.
+META_KEYS = frozenset({"_target_", "name", "description", "paper"})
+#: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
+ROPE_SCALING_METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")

@@ -1,0 +1,167 @@
+"""`posenc import-hf DIR_OR_HUB_ID`: a Llama-family checkpoint written as a posenc run directory.
+
+The run directory holds what `posenc train` writes — .hydra/config.yaml, the model's own
+tokenizer.json, checkpoints/last.pt and best.pt, metrics.json (marked imported) — so
+`posenc eval` (every protocol, every eval.rope_scaling method) and `posenc inspect` take it
+like any other run. Everything is read and checked before the run directory is created.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from posenc_cli.common.digest import file_digest
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.config.overrides import given, key_of
+from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
+from posenc_cli.data.tokenizer import eot_id, load_tokenizer
+from posenc_cli.engine.checkpoint import save_atomic
+from posenc_cli.engine.metrics import merge_metrics
+from posenc_cli.hf.export import require_safetensors
+from posenc_cli.hf.import_config import read_config, settings
+from posenc_cli.hf.import_weights import check_finite, posenc_state, read_safetensors, weight_files
+from posenc_cli.hf.source import model_folder
+from posenc_cli.model import TransformerLM, build_model
+
+
+def import_hf(
+    name: str, overrides: list[str], allow_download: bool = False, revision: str | None = None
+) -> Path:
+    """Check everything, then write the run directory; returns it."""
+    _check_overrides(overrides)
+    require_safetensors()
+    folder = model_folder(name, allow_download, revision)
+    config = read_config(folder)
+    derived = settings(config, folder)
+    vocab = int(config["vocab_size"])
+    cfg = compose(
+        [
+            "encoding=rope",
+            *(f"{k}={v}" for k, v in derived.items() if not given(overrides, k)),
+            *overrides,
+        ],
+        with_hydra=True,
+    )
+    tok = _tokenizer(folder, vocab)
+    m = cfg.model
+    state = posenc_state(
+        read_safetensors(weight_files(folder)),
+        int(m.n_layers),
+        int(m.d_model) // int(m.n_heads),
+        bool(m.tie_embeddings),
+    )
+    check_finite(state, folder)
+    model = _load_model(cfg, vocab, state, folder)
+    run_dir = claim_new_run_dir(cfg, overrides)
+    try:
+        _write_run(run_dir, cfg, overrides, model, folder / "tokenizer.json")
+        merge_metrics(run_dir, _metrics(cfg, model, tok, name, folder))
+    finally:
+        unlock_run_dir(run_dir)  # done: the run is free for `posenc eval` at once
+    return run_dir
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    """The checkpoint fixes the model and its encoding: only the rest may be set."""
+    for key in map(key_of, overrides):
+        if key.split(".")[0] in ("model", "encoding"):
+            raise PosencError(
+                f"cannot set '{key}' of an imported model (its config.json fixes it)",
+                "set only train.context_length, eval.*, data.*, seed or hydra.run.dir",
+            )
+
+
+def _tokenizer(folder: Path, model_vocab: int) -> Tokenizer:
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise PosencError(
+            f"{folder} has no tokenizer.json",
+            "save the model's fast tokenizer there (AutoTokenizer...save_pretrained)",
+        )
+    tok = load_tokenizer(path)
+    if tok.get_vocab_size() > model_vocab:
+        raise PosencError(
+            f"{path} has {tok.get_vocab_size()} tokens but the model only {model_vocab}",
+            "give the tokenizer this model was trained with",
+        )
+    eot_id(tok)
+    return tok
+
+
+def _load_model(
+    cfg: DictConfig, vocab: int, state: dict[str, Tensor], folder: Path
+) -> TransformerLM:
+    """posenc's model with the weights, refusing anything but an exact match (one line)."""
+    model = build_model(cfg, vocab)
+    expected = model.state_dict()
+    problems = [
+        *(f"missing {k}" for k in sorted(set(expected) - set(state))),
+        *(f"unexpected {k}" for k in sorted(set(state) - set(expected))),
+        *(
+            f"{k} is {tuple(state[k].shape)}, config.json says {tuple(v.shape)}"
+            for k, v in expected.items()
+            if k in state and state[k].shape != v.shape
+        ),
+    ]
+    if problems:
+        more = f" and {len(problems) - 2} more" if len(problems) > 2 else ""
+        raise PosencError(
+            f"{folder}: config.json and the weights disagree ({'; '.join(problems[:2])}{more})",
+            "use the config.json saved with these weights",
+        )
+    model.load_state_dict(state)
+    return model
+
+
+def _write_run(
+    run_dir: Path, cfg: DictConfig, overrides: list[str], model: TransformerLM, tok_path: Path
+) -> None:
+    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    (run_dir / ".hydra").mkdir(exist_ok=True)
+    OmegaConf.save(plain, run_dir / ".hydra" / "config.yaml")
+    OmegaConf.save(OmegaConf.create(list(overrides)), run_dir / ".hydra" / "overrides.yaml")
+    shutil.copyfile(tok_path, run_dir / "tokenizer.json")
+    state = {
+        "model": model.state_dict(),
+        "step": 0,
+        "imported": True,
+        "config": OmegaConf.to_container(plain),
+    }
+    save_atomic(state, run_dir / "checkpoints" / "last.pt")
+    save_atomic({**state, "val_loss": None}, run_dir / "checkpoints" / "best.pt")
+
+
+def _metrics(
+    cfg: DictConfig, model: TransformerLM, tok: Tokenizer, name: str, folder: Path
+) -> dict[str, Any]:
+    files = {"config": folder / "config.json", "tokenizer": folder / "tokenizer.json"}
+    return {
+        "encoding": "rope",
+        "seed": int(cfg.seed),
+        "train_length": int(cfg.train.context_length),
+        "steps": None,
+        "imported": {
+            "from": "hf",
+            "model": name,
+            "weights": [p.name for p in weight_files(folder)],
+            **{f"{k}_sha256": file_digest(p, "sha256") for k, p in files.items()},
+        },
+        "final_val_loss": None,
+        "final_train_loss": None,
+        "best_val_loss": None,
+        "tokens_per_s": None,
+        "n_params": model.num_parameters(),
+        "train_tokens": None,
+        "model": OmegaConf.to_container(cfg.model),
+        "data": "imported",
+        "vocab_size": model.vocab_size,
+        "tokenizer_tokens": tok.get_vocab_size(),
+        "precision": "fp32",  # evaluations pin it, so they reproduce on any machine
+    }

@@ -1,0 +1,43 @@
+"""The help screens and the encoding list answer without importing torch (or Hydra): a new
+interpreter runs `python -X importtime -m posenc_cli ...`, whose import log names every module
+the command loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = {"torch", "hydra", "numpy", "matplotlib", "tokenizers"}
+
+
+def _imported(stderr: str) -> set[str]:
+    """Top-level package names in a `-X importtime` log ("import time: self | total | name")."""
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("import time:")]
+    return {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in lines[1:]}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["train", "--help"], ["eval", "--help"]])
+def test_help_imports_no_heavy_module(run_cli, tmp_path, args) -> None:
+    out = run_cli(args, tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert out.returncode == 0, out.stderr
+    assert "Usage:" in out.stdout
+    imported = _imported(out.stderr)
+    assert "typer" in imported  # the log is read right: the CLI's own framework is in it
+    assert not HEAVY & imported
+
+
+def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
+    out = run_cli(["encodings"], tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert out.returncode == 0, out.stderr
+    assert not HEAVY & _imported(out.stderr)
+    rows = {ln.split("│")[1].strip(): ln for ln in out.stdout.splitlines() if "│" in ln}
+    yamls = sorted((REPO / "configs" / "encoding").glob("*.yaml"))
+    assert len(yamls) > 10 and set(rows) >= {p.stem for p in yamls}
+    for path in yamls:
+        description = yaml.safe_load(path.read_text())["description"]
+        assert description in rows[path.stem]

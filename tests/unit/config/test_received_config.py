@@ -1,0 +1,106 @@
+"""A received run directory's saved config is data: posenc's own interpolations resolve
+against the file, every other resolver is refused in one line and reads nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from typer.testing import CliRunner
+
+from posenc_cli.cli.app import app
+from posenc_cli.config.compose import compose
+from posenc_cli.data.tokenizer import train_tokenizer
+from posenc_cli.model import build_model
+
+SECRET = "s3cr3t-value-never-shown"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    """A run directory as `posenc train` leaves it (the config as Hydra saves it, unresolved)
+    of a tiny random CoPE model: made once, copied by each test."""
+    cfg = compose(
+        ["encoding=cope", "model=tiny", "train.context_length=16", "data=text"]
+        + [f"data.path={corpus}", "data.vocab_size=300", "device=cpu"]
+    )
+    run = tmp_path_factory.mktemp("received") / "run"
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")
+    tok = train_tokenizer(iter([corpus.read_text(encoding="utf-8")]), 300)
+    tok.save(str(run / "tokenizer.json"))
+    torch.manual_seed(0)
+    (run / "checkpoints").mkdir()
+    state = build_model(cfg, 300).state_dict()
+    torch.save({"model": state, "step": 3}, run / "checkpoints" / "last.pt")
+    return run
+
+
+def received(trained: Path, root: Path, key: str = "", value: str = "") -> Path:
+    """A copy of the trained run whose saved config sets ``key`` (dotted) to ``value``."""
+    run = Path(shutil.copytree(trained, root / "run"))
+    if key:
+        saved = run / ".hydra" / "config.yaml"
+        cfg = OmegaConf.load(saved)
+        OmegaConf.update(cfg, key, value, force_add=True)
+        OmegaConf.save(cfg, saved)
+    return run
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache of the test's own (a folder named after a secret would appear here), and the
+    secret in the reader's environment."""
+    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SECRET", SECRET)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("data.name", "${oc.env:SECRET}"),
+        ("data.name", "${oc.env:SECRET,fallback}"),
+        ("data.name", "${posenc.add:${oc.env:SECRET},1}"),
+        ("data.name", "x-${oc.env:SECRET}"),
+        ("data.name", "${oc.decode:'${oc.env:SECRET}'}"),
+        ("encoding.max_position", "${oc.create:{a: ${oc.env:SECRET}}}"),
+        ("seed", "${oc.select:nope.nope,${oc.env:SECRET}}"),
+        ("eval.tasks", "${oc.dict.keys:data}"),
+    ],
+)
+def test_a_resolver_in_a_received_config_is_refused_and_reads_nothing(
+    key: str, value: str, trained: Path, tmp_path: Path, own_cache: Path
+) -> None:
+    run = received(trained, tmp_path, key, value)
+    before = sorted(p.name for p in run.rglob("*"))
+    result = CliRunner().invoke(app, ["eval", str(run)])
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("posenc: error: "), lines
+    assert f"sets {key} to" in lines[0] and " — write the value itself" in lines[0]
+    assert SECRET not in result.output
+    assert sorted(p.name for p in run.rglob("*")) == before
+    assert not own_cache.exists() or SECRET not in str(list(own_cache.rglob("*")))
+
+
+def test_a_saved_cope_run_still_loads_and_evaluates(trained: Path, tmp_path: Path) -> None:
+    """CoPE's YAML derives max_position from the context length through posenc.add: a
+    saved run of it resolves against its own train.context_length (16 + 1)."""
+    run = received(trained, tmp_path)
+    saved = (run / ".hydra" / "config.yaml").read_text()
+    assert "max_position: ${posenc.add:${train.context_length},1}" in saved
+    args = ["eval", str(run), "eval.tokens=64", "eval.factors=[1,2]"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    metrics = json.loads((run / "metrics.json").read_text())
+    result = metrics["extrapolation_t64_x1-2"]
+    assert result["lengths"] == [16, 32]
+    for length, loss in result["loss"].items():
+        assert result["ppl"][length] == pytest.approx(math.exp(loss))

@@ -1,0 +1,154 @@
+"""`posenc import-hf`: a random transformers Llama (GQA, tied embeddings) as a posenc run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models
+from typer.testing import CliRunner
+
+from posenc_cli.cli.app import app
+from posenc_cli.config.rundir import load_run_config, unlock_run_dir
+from posenc_cli.data.tokenizer import eot_id, train_tokenizer
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.metrics import read_metrics
+from posenc_cli.model import build_model
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+#: float32 logits of size ~3 after two layers: both sides round differently in the last bits.
+TOLERANCE = 1e-4
+VOCAB = 300
+#: Embedding rows past the tokenizer's tokens, as many published models pad theirs.
+ROWS = 320
+TRAIN_LENGTH = 16
+
+
+@pytest.fixture
+def llama(tmp_path: Path, text: str) -> Path:
+    """A random LlamaForCausalLM (4 query heads on 2 key/value heads, tied embeddings, θ=500,
+    gains away from 1, ROWS embedding rows) saved by transformers, with a tokenizer of VOCAB
+    tokens."""
+    config = transformers.LlamaConfig(
+        vocab_size=ROWS,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=TRAIN_LENGTH,
+        rope_theta=500.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    folder = tmp_path / "llama"
+    model.save_pretrained(folder)
+    tok = train_tokenizer(iter([text]), VOCAB)
+    assert tok.get_vocab_size() == VOCAB
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, list(args))
+    return res.exit_code, res.output
+
+
+def imported(llama: Path, run: Path) -> Path:
+    code, out = invoke("import-hf", str(llama), f"hydra.run.dir={run}")
+    assert code == 0, out
+    return run
+
+
+def test_posenc_computes_transformers_logits(llama: Path, tmp_path: Path) -> None:
+    run = imported(llama, tmp_path / "run")
+    cfg = load_run_config(run)
+    assert (cfg.model.n_heads, cfg.model.n_kv_heads, cfg.model.tie_embeddings) == (4, 2, True)
+    assert (cfg.encoding.theta, cfg.model.rms_norm_eps) == (500.0, 1e-6)
+    model = build_model(cfg, ROWS)
+    model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
+    assert model.lm_head.weight.data_ptr() == model.token_embeddings.weight.data_ptr()
+    ids = torch.randint(0, ROWS, (2, 3 * TRAIN_LENGTH), generator=torch.Generator().manual_seed(1))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
+    with torch.no_grad():
+        expected, got = theirs(ids).logits, model(ids)
+    error = (expected - got).abs().max().item()
+    print(f"import-hf max |Δlogits| = {error:.2e}")
+    assert error < TOLERANCE, error
+    assert expected.abs().max() > 100 * TOLERANCE  # the logits are not all ~0
+    assert read_metrics(run)["imported"]["from"] == "hf"
+
+
+@pytest.mark.slow
+def test_posenc_eval_scores_the_imported_model_with_and_without_scaling(
+    llama: Path, tmp_path: Path, text: str
+) -> None:
+    run = imported(llama, tmp_path / "run")
+    (tmp_path / "val.txt").write_text(text * 3)
+    common = ["eval.factors=[1,2]", "eval.tokens=512", "data=text", f"data.path={tmp_path}/val.txt"]
+    for scaling in ([], ["eval.rope_scaling=yarn", "eval.rope_factor=2"]):
+        code, out = invoke("eval", str(run), *common, *scaling)
+        assert code == 0, out
+        unlock_run_dir(run)  # the command's lock lasts as long as its process, here the test's
+    results = {k: v for k, v in read_metrics(run).items() if k.startswith("extrapolation")}
+    assert len(results) == 2 and sum("yarn" in k for k in results) == 1, sorted(results)
+    plain, yarn = sorted(results.values(), key=lambda r: "yarn" in json.dumps(r))
+    for result in (plain, yarn):
+        assert set(result["ppl"]) == {str(TRAIN_LENGTH), str(2 * TRAIN_LENGTH)}
+    assert yarn["ppl"][str(2 * TRAIN_LENGTH)] != plain["ppl"][str(2 * TRAIN_LENGTH)]
+
+
+def _gpt2(folder: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+
+
+def _pickle_only(folder: Path) -> None:
+    (folder / "model.safetensors").unlink()
+    torch.save({"lm_head.weight": torch.zeros(1)}, folder / "pytorch_model.bin")
+
+
+def _wider(folder: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 64}))
+
+
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        (_gpt2, "not a Llama-family one"),
+        (_pickle_only, "only as a pickle (pytorch_model.bin)"),
+        (_wider, "config.json and the weights disagree"),
+    ],
+)
+def test_bad_checkpoints_are_one_line_and_write_nothing(
+    damage, says: str, llama: Path, tmp_path: Path
+) -> None:
+    damage(llama)
+    code, out = invoke("import-hf", str(llama), f"hydra.run.dir={tmp_path / 'run'}")
+    lines = out.strip().splitlines()
+    assert code == 2 and len(lines) == 1, out
+    assert lines[0].startswith("posenc: error:") and says in lines[0], lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_uncached_hub_id_is_not_downloaded(tmp_path: Path) -> None:
+    code, out = invoke("import-hf", "nobody-here/no-such-model", f"hydra.run.dir={tmp_path / 'r'}")
+    assert code == 2 and "not available in the local cache" in out, out
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_imported_tokenizer_separates_documents_with_its_own_end_of_text() -> None:
+    vocab = {"a": 0, "</s>": 1, "<|end_of_text|>": 2}
+    assert eot_id(Tokenizer(models.BPE(vocab=vocab, merges=[]))) == 2
+    del vocab["<|end_of_text|>"]
+    assert eot_id(Tokenizer(models.BPE(vocab=vocab, merges=[]))) == 1

@@ -1,0 +1,49 @@
+"""Every Markdown file `posenc compare` writes ends with where its figures come from: the
+command that rewrites it, the code, the runs and the machine, each read rather than typed."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+from pathlib import Path
+
+from posenc_cli.report.compare import compare
+from posenc_cli.report.provenance import HEADING, command_line
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_command_line_survives_the_shell() -> None:
+    dirs = [Path("runs/a b"), Path("it's")]
+    line = command_line(dirs, Path("docs/results/x"))
+    assert shlex.split(line) == ["posenc", "compare", "runs/a b", "it's", "--out", "docs/results/x"]
+    assert command_line([Path("r")], None) == "posenc compare r"
+
+
+def test_comparison_md_ends_with_the_provenance(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    compare([sweep / "multirun", sweep / "learned_0"], out)
+    text = (out / "comparison.md").read_text()
+    assert text.count(HEADING) == 1
+    table, block = text.split(HEADING)
+    assert "| rope |" in table and "| rope |" not in block
+    assert f"`posenc compare {sweep / 'multirun'} {sweep / 'learned_0'} --out {out}`" in block
+    assert "runs: 10;" in block  # 3 seeds of rope, alibi and sinusoidal, one learned
+    assert "seeds: 0, 1, 2\n" in block and "result keys: extrapolation;" in block
+    assert "device cpu, precision fp32" in block
+    assert f"{os.cpu_count()} CPUs, Python {platform.python_version()}" in block
+    if (REPO / ".git").exists():
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert f"commit {head[:12]}" in block
+
+
+def test_only_markdown_gets_the_block(sweep: Path, tmp_path: Path) -> None:
+    compare([sweep / "multirun"], tmp_path)
+    assert HEADING not in (tmp_path / "comparison.csv").read_text()
