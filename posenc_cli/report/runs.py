@@ -17,6 +17,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
+from posenc_cli.report.validity import implausible
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
 TRAIN_KEYS = (
@@ -148,6 +149,9 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
             continue
         if not isinstance(metrics, dict) or "encoding" not in metrics:
             notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
+            continue
+        if (why := implausible(metrics)) is not None:
+            notes.append(f"skipped {path}: {why}")
             continue
         run = Run(
             path.parent, metrics, saved_params(path.parent, "encoding", str(metrics["encoding"]))
