@@ -208,7 +208,7 @@ class ExtendConfig:
     factor: float = key(
         4.0, lo=1, lo_open=True, low="does not extend the context", fix="use e.g. extend.factor=4"
     )
-    steps: int = key(400, lo=1)
+    steps: int = key(400, lo=0)
     lr: float | None = key(None, lo=0, lo_open=True)
     warmup_steps: int = key(20, lo=0)
     batch_size: int | None = key(None, lo=1)
