@@ -54,7 +54,7 @@ class FireEncoding(PositionalEncoding):
         )
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
-    @property  # type: ignore[override]
+    @property
     def bias_buffers(self) -> int:
         """Bias-sized tensors a chunk holds: under autograd the MLP's hidden activations per
         (query, key) are kept too; without it ``pair_bias`` evaluates them in pieces."""

@@ -102,5 +102,5 @@ def test_files_and_functions_stay_small() -> None:
         assert text.count("\n") <= 300, f"{path} has {text.count(chr(10))} lines"
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                length = node.end_lineno - node.lineno + 1
                 assert length <= 40, f"{path}:{node.lineno} {node.name} has {length} lines"
