@@ -192,6 +192,15 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return report
 
 
+def failed_cases(report: dict[str, Any]) -> list[str]:
+    """'encoding mode length: error' of every case that failed (a skipped case did not)."""
+    return [
+        f"{r['encoding']} {r['mode']} {r['length']}: {r['error']}"
+        for r in report["records"]
+        if "error" in r and not str(r["error"]).startswith("skipped")
+    ]
+
+
 def warn_if_loaded() -> float:
     """The load average before the first case, with a warning when other work competes."""
     from posenc_cli.common.console import console

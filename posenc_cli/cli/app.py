@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from posenc_cli.cli import cs336_commands, hf_commands
+from posenc_cli.cli import cs336_commands, extend_command, hf_commands
 from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
@@ -236,19 +236,27 @@ def sweep(overrides: list[str] | None = OVERRIDES) -> None:
 def bench(overrides: list[str] | None = OVERRIDES) -> None:
     """Training and long-evaluation throughput, MFU and peak memory of every encoding, each
     case in a fresh process; writes bench.json under outputs/bench/ (or hydra.run.dir)."""
-    from posenc_cli.bench.suite import compose_bench, run_bench
+    from posenc_cli.bench.suite import compose_bench, failed_cases, run_bench
     from posenc_cli.bench.tables import print_report
 
     with user_errors():
         cfg, run_dir = compose_bench(list(overrides or []))
         report = run_bench(cfg, run_dir)
         print_report(report, Path(report["run_dir"]))
+    failed = failed_cases(report)
+    if failed:
+        fail(
+            f"posenc: {len(failed)} of {len(report['records'])} bench cases failed "
+            f"(first: {failed[0][:200]}); every error is in {report['run_dir']}/bench.json",
+            1,
+        )
 
 
 app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
 app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
 app.command("import-hf")(hf_commands.import_hf)
+app.command("extend", epilog=_groups_help())(extend_command.extend)
 
 
 def main() -> None:

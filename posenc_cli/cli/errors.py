@@ -5,8 +5,10 @@ that command modules besides app.py share it without importing app.py."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 
@@ -22,7 +24,8 @@ def fail(message: str, code: int = 2) -> None:
 def user_errors() -> Iterator[None]:
     """PosencError, signals and unexpected exceptions as one line and an exit code."""
     try:
-        yield
+        with _sigterm_like_sigint():
+            yield
     except PosencError as exc:
         fail(f"posenc: error: {exc}")
     except Interrupted as exc:
@@ -43,3 +46,25 @@ def user_errors() -> Iterator[None]:
             f"the full traceback is in {save_traceback()}",
             1,
         )
+
+
+def _stopped_by_sigterm(signum: int, frame: Any) -> None:
+    raise Interrupted(143, "posenc: stopped by SIGTERM")
+
+
+@contextlib.contextmanager
+def _sigterm_like_sigint() -> Iterator[None]:
+    """SIGTERM ends a command the way Ctrl-C does: the files being written are removed
+    (atomic writes clean up on any exception) and one line is printed, exit code 143. A
+    handler already installed (a launcher's, the trainer's own) is left as it is."""
+    try:
+        installed = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        if installed:
+            signal.signal(signal.SIGTERM, _stopped_by_sigterm)
+    except ValueError:  # not the main thread: signals are the main thread's
+        installed = False
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,13 +1,15 @@
 """The one way posenc replaces a file: write a private temporary file, fsync, rename over.
 
 A kill or a full disk in the middle leaves either the old file or the new one, never half of
-one, and the temporary file is removed when the write fails.
+one, and the temporary file is removed when the write fails. A folder of files (an export) is
+written the same way: into a hidden sibling folder renamed into place once complete.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +40,26 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, obj: Any, indent: int | None = 2) -> None:
     write_text_atomic(path, json.dumps(obj, indent=indent))
+
+
+def write_folder_atomic(out: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a new hidden sibling folder of ``out``, then rename it to
+    ``out`` (absent, or an empty folder): ``out`` is either whole or as it was, and a failed
+    or interrupted write can simply be run again. A sibling left by a process killed with
+    SIGKILL (``.OUT.partial<pid>``) is hidden and never mistaken for the export."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial{os.getpid()}")
+    if tmp.is_symlink() or tmp.is_file():
+        tmp.unlink()
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        write(tmp)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(out.parent)
 
 
 def fsync_dir(folder: Path) -> None:

@@ -1,7 +1,8 @@
 """Fault injection for the crash tests: pause at a named point so a test can kill the process.
 
 Set POSENC_FAULT=<point>:<step> (points: `after_save`, `in_save_last`, `in_save_best`,
-`in_eval` — the start of the final evaluation). The process then writes
+`in_eval` — the start of the final evaluation; `in_export:0` — `posenc export-cs336` after
+its first file, the marker in the export's temporary folder). The process then writes
 `<run>/checkpoints/.paused-<point>` (`.paused-<point>-rank<r>` for rank r > 0 of a
 multi-process run) and sleeps, so the test can deliver a real SIGKILL at a known moment; a
 SIGINT or SIGTERM ends the pause and is then handled as usual. Unset (always, outside tests)

@@ -19,6 +19,8 @@ from posenc_cli.config.overrides import given
 from posenc_cli.config.task_checks import is_task
 
 STRIDE_KEYS = ("eval.stride", "eval.extrapolation.stride")
+#: The data keys only data=hf reads.
+HF_KEYS = ("dataset", "subset", "split", "text_field", "data_files", "revision", "train_tokens")
 
 
 def check_effects(cfg: DictConfig, overrides: list[str]) -> None:
@@ -43,16 +45,24 @@ def check_new_run(cfg: DictConfig, overrides: list[str]) -> None:
 
 
 def _check_data_source(cfg: DictConfig, overrides: list[str]) -> None:
-    """data.path and data.val_path are read only by data=text (and the groups built on it)."""
+    """data.path and data.val_path are read only by data=text (and the groups built on it),
+    the `datasets` keys only by data=hf."""
     d = cfg.data
-    if str(d.kind) == "text":
-        return
-    for key in ("path", "val_path"):
-        if given(overrides, f"data.{key}") and d.get(key) is not None:
-            raise PosencError(
-                f"data.{key} is set but data={d.name} reads its built-in corpus, not a file",
-                f"add data=text to use the file, or drop data.{key}",
-            )
+    if str(d.kind) != "text":
+        for key in ("path", "val_path"):
+            if given(overrides, f"data.{key}") and d.get(key) is not None:
+                reads = "a `datasets` source" if str(d.kind) == "hf" else "its built-in corpus"
+                raise PosencError(
+                    f"data.{key} is set but data={d.name} reads {reads}, not a file",
+                    f"add data=text to use the file, or drop data.{key}",
+                )
+    if str(d.kind) != "hf":
+        for key in HF_KEYS:
+            if given(overrides, f"data.{key}"):
+                raise PosencError(
+                    f"data.{key} is set but data={d.name} does not read a `datasets` source",
+                    f"add data=hf to use it, or drop data.{key}",
+                )
 
 
 def _check_stride(ex: DictConfig, train_length: int, overrides: list[str]) -> None:

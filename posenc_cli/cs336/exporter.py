@@ -3,7 +3,9 @@
 OUT gets checkpoint.pt (save_checkpoint's layout: model, iteration), the tokenizer as GPT-2
 text (vocab.json, merges.txt) and as the assignment's pickles (vocab.pkl: dict[int, bytes],
 merges.pkl: list[tuple[bytes, bytes]]), and model_config.json with the hyper-parameters the
-assignment's TransformerLM takes.
+assignment's TransformerLM takes. The files are written into a hidden sibling folder that is
+renamed to OUT once complete, so OUT is either absent or whole, and a failed export can be run
+again.
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
+from posenc_cli.common import faults
+from posenc_cli.common.atomic import (
+    write_atomic,
+    write_folder_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
-from posenc_cli.config.rundir import load_run_config, make_dirs
+from posenc_cli.config.rundir import load_run_config
 from posenc_cli.cs336.bpe_files import tokenizer_files
 from posenc_cli.cs336.gpt2_bytes import to_bytes, token_bytes
 from posenc_cli.engine import checkpoint
@@ -49,21 +57,39 @@ def export_cs336(run_dir: Path, out: Path) -> list[Path]:
     if not tok_path.is_file():
         raise PosencError(f"{run_dir} has no tokenizer.json", "export a run posenc trained")
     vocab, merges = tokenizer_files(json.loads(tok_path.read_text(encoding="utf-8")))
-    make_dirs(out)
+    model = model_config(cfg, ck["model"])
     state = {"model": ck["model"], "iteration": int(ck.get("step", 0))}
-    write_atomic(out / "checkpoint.pt", lambda fh: torch.save(state, fh))
-    write_json_atomic(out / "vocab.json", vocab)
+    try:
+        write_folder_atomic(out, lambda tmp: _write_files(tmp, state, vocab, merges, model))
+    except OSError as exc:
+        raise PosencError(
+            f"cannot write the export '{out}': {exc.strerror or exc}",
+            "choose a writable folder with free space (nothing was left behind)",
+        ) from None
+    return [out / f for f in FILES]
+
+
+def _write_files(
+    folder: Path,
+    state: dict[str, Any],
+    vocab: dict[str, int],
+    merges: list[tuple[str, str]],
+    model: dict[str, Any],
+) -> None:
+    """FILES into ``folder`` (the export's temporary sibling)."""
+    write_atomic(folder / "checkpoint.pt", lambda fh: torch.save(state, fh))
+    faults.pause("in_export", 0, folder)
+    write_json_atomic(folder / "vocab.json", vocab)
     write_text_atomic(
-        out / "merges.txt", "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)
+        folder / "merges.txt", "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)
     )
     by_id = {i: token_bytes(t) for t, i in vocab.items()}
-    write_atomic(out / "vocab.pkl", lambda fh: pickle.dump(by_id, fh))
+    write_atomic(folder / "vocab.pkl", lambda fh: pickle.dump(by_id, fh))
     write_atomic(
-        out / "merges.pkl",
+        folder / "merges.pkl",
         lambda fh: pickle.dump([(to_bytes(a), to_bytes(b)) for a, b in merges], fh),
     )
-    write_json_atomic(out / "model_config.json", model_config(cfg, ck["model"]))
-    return [out / f for f in FILES]
+    write_json_atomic(folder / "model_config.json", model)
 
 
 def model_config(cfg: DictConfig, model: dict[str, Any]) -> dict[str, Any]:

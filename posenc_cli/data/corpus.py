@@ -132,6 +132,9 @@ class Corpus:
             )
         self.val_files = text_files(val_path) if val_path else None
         self.nth = max(val_every_nth, 2)
+        #: Every id of the files is kept (a data=hf corpus bounds its own).
+        self.train_limit: int | None = None
+        self.val_limit: int | None = None
 
     def _segments(self, files: list[Path]) -> Iterator[str]:
         for f in files:
@@ -145,6 +148,15 @@ class Corpus:
         for i, seg in enumerate(self._segments(self.files)):
             if self.val_files is not None or not self._is_val(i):
                 yield seg
+
+    def tokenizer_segments(self) -> Iterator[str]:
+        """What the tokenizer learns from: all the training text."""
+        return self.train_segments()
+
+    def documents(self) -> Iterator[str]:
+        """Every document of data.path, in file order, for evaluating a model on this text."""
+        for f in self.files:
+            yield from split_documents(read_chunks(f))
 
     def val_segments(self) -> Iterator[str]:
         if self.val_files is not None:

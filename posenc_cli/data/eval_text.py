@@ -5,8 +5,9 @@ with the run's tokenizer.json (never a newly trained one) and cached keyed by th
 content, the tokenizer's bytes and which part of the text was taken.
 
 Which text: ``held_out=True`` takes the corpus's validation segments (data.val_path when set,
-else every ``val_every_nth`` segment, as in training); ``held_out=False`` takes every document
-of data.path (other text was never trained on, so none of it needs holding out). Either way at
+else every ``val_every_nth`` segment, as in training; for data=hf the documents its hash holds
+out); ``held_out=False`` takes every document of data.path or of the data=hf source (other text
+was never trained on, so none of it needs holding out). Either way at
 most the first MAX_TOKENS tokens are kept: evaluation needs ``eval.tokens``, not a whole corpus.
 """
 
@@ -23,7 +24,7 @@ from tokenizers import Tokenizer
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
-from posenc_cli.data.corpus import Corpus, read_chunks, split_documents
+from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
 
@@ -34,13 +35,13 @@ MAX_TOKENS = 1 << 22
 def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> TokenData:
     """Token ids of ``data_cfg``'s text under the given tokenizer (cached; see module doc)."""
     cache_dir = cache_root(data_cfg)
-    corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
+    corpus = open_corpus(data_cfg)
     target = cache_dir / "eval" / _cache_name(data_cfg, corpus, tokenizer_path, held_out, cache_dir)
 
     tok = load_tokenizer(tokenizer_path)
 
     def build(tmp: Path) -> dict[str, Any]:
-        segments = corpus.val_segments() if held_out else _documents(corpus)
+        segments = corpus.val_segments() if held_out else corpus.documents()
         return _build(tok, segments, tmp)
 
     expect = {"format": FORMAT_VERSION, "vocab_size": tok.get_vocab_size()}
@@ -49,7 +50,11 @@ def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> Toke
 
 
 def _cache_name(
-    data_cfg: Any, corpus: Corpus, tokenizer_path: Path, held_out: bool, cache_dir: Path
+    data_cfg: Any,
+    corpus: Corpus | HfCorpus,
+    tokenizer_path: Path,
+    held_out: bool,
+    cache_dir: Path,
 ) -> str:
     part = f"val{data_cfg.val_every_nth}" if held_out else "all"
     settings = f"{FORMAT_VERSION}|{data_cfg.kind}|{part}|{MAX_TOKENS}|{file_digest(tokenizer_path)}"
@@ -57,12 +62,6 @@ def _cache_name(
         f"{settings}|{corpus.fingerprint(cache_dir)}".encode(), digest_size=10
     ).hexdigest()
     return f"{data_cfg.name}-{part}-{digest}"
-
-
-def _documents(corpus: Corpus) -> Iterator[str]:
-    """Every document of the corpus's files (data.path), in file order."""
-    for f in corpus.files:
-        yield from split_documents(read_chunks(f))
 
 
 def _build(tok: Tokenizer, segments: Iterator[str], tmp: Path) -> dict[str, Any]:

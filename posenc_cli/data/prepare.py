@@ -15,14 +15,15 @@ import numpy as np
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
-from posenc_cli.data.corpus import Corpus
+from posenc_cli.data.progress import PrepProgress
+from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
 from posenc_cli.data.tokenizer import eot_id, train_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
 
 FORMAT_VERSION = 3  # 3: universal newlines
 
 
-def cache_key(data_cfg: Any, corpus: Corpus, cache_dir: Path) -> str:
+def cache_key(data_cfg: Any, corpus: Corpus | HfCorpus, cache_dir: Path) -> str:
     """Corpus content + every setting that changes the tokens."""
     settings = f"{FORMAT_VERSION}|{data_cfg.kind}|{data_cfg.vocab_size}|{data_cfg.val_every_nth}"
     digest = hashlib.blake2b(
@@ -34,7 +35,7 @@ def cache_key(data_cfg: Any, corpus: Corpus, cache_dir: Path) -> str:
 def prepare(data_cfg: Any) -> TokenData:
     """Train the tokenizer and write token files once; later calls reuse the checked cache."""
     cache_dir = cache_root(data_cfg)
-    corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
+    corpus = open_corpus(data_cfg)
     target = cache_dir / cache_key(data_cfg, corpus, cache_dir)
     return ensure(
         target,
@@ -44,14 +45,22 @@ def prepare(data_cfg: Any) -> TokenData:
     )
 
 
-def _build(corpus: Corpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
+def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
-    tok = train_tokenizer(corpus.train_segments(), vocab_size)
+    with PrepProgress("tokenizer") as shown:
+        tok = train_tokenizer(shown.counted(corpus.tokenizer_segments()), vocab_size)
     tok.save(str(tmp / "tokenizer.json"))
     t1 = time.perf_counter()
     dtype = id_dtype(tok.get_vocab_size())
-    n_train, _ = write_ids(tok, corpus.train_segments(), tmp / "train.bin", dtype)
-    n_val, _ = write_ids(tok, corpus.val_segments(), tmp / "val.bin", dtype)
+    parts = (
+        ("train", corpus.train_segments(), corpus.train_limit),
+        ("val", corpus.val_segments(), corpus.val_limit),
+    )
+    counts: dict[str, int] = {}
+    for part, segments, limit in parts:
+        with PrepProgress(part) as shown:
+            counts[part], _ = write_ids(tok, segments, tmp / f"{part}.bin", dtype, limit, shown)
+    n_train, n_val = counts["train"], counts["val"]
     if n_train == 0 or n_val == 0:
         raise PosencError(
             "the corpus is too small to hold out validation text",

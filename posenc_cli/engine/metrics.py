@@ -2,12 +2,15 @@
 
 Training writes the keys it owns; `posenc eval` and later tasks add theirs. Nothing replaces
 the file wholesale, so no later command loses what an earlier one recorded. A file that cannot
-be parsed is moved aside (metrics.json.corrupt-N), never silently overwritten.
+be parsed is moved aside (metrics.json.corrupt-N), never silently overwritten. JSON has no NaN
+or infinity: a non-finite number (a diverged model's loss) is stored as null, and the result
+that held it names it under "non_finite", so the file stays valid JSON that says why.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,34 @@ def _free_name(path: Path) -> Path:
 def merge_metrics(run_dir: Path, update: dict[str, Any]) -> dict[str, Any]:
     """metrics.json with ``update`` merged over what it already holds; returns the result."""
     metrics = read_metrics(run_dir, keep_corrupt=True)
-    metrics.update(update)
+    for key, value in update.items():
+        bad = non_finite(value)
+        metrics[key] = as_finite(value)
+        if bad and isinstance(metrics[key], dict):
+            metrics[key]["non_finite"] = bad
     write_json_atomic(run_dir / FILE, metrics)
     return metrics
+
+
+def non_finite(value: Any, where: str = "") -> list[str]:
+    """The dotted places of every NaN or infinite number in a JSON-ready value."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [where or "value"]
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = list(enumerate(value))
+    else:
+        return []
+    return [p for k, v in items for p in non_finite(v, f"{where}.{k}" if where else str(k))]
+
+
+def as_finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite number replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: as_finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_finite(v) for v in value]
+    return value

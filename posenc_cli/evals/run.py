@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
@@ -25,19 +24,21 @@ from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData, cache_root
-from posenc_cli.data.corpus import Corpus
 from posenc_cli.data.eval_text import encode_for_eval
+from posenc_cli.data.hf_corpus import SOURCE_KEYS
 from posenc_cli.data.prepare import prepare
+from posenc_cli.data.sources import open_corpus
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
 from posenc_cli.evals.base import get_task
 from posenc_cli.evals.keys import data_label, result_key
 from posenc_cli.evals.runner import run_tasks
+from posenc_cli.evals.writers import EvalWriters, refuse_non_finite, replaces_finite
 from posenc_cli.model import TransformerLM, build_model
 
 #: Data settings that change which tokens are evaluated.
-TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth")
+TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth", *SOURCE_KEYS, "train_tokens")
 ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
 
 
@@ -68,11 +69,16 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
             writer_for=writers.get,
             extra={"source": source},
         )
-    finally:
-        writers.close()
+    except BaseException:  # an evaluation that did not finish replaces no earlier curve
+        writers.close(keep_earlier=writers.open)
+        raise
+    kept = replaces_finite(out, metrics)
+    writers.close(keep_earlier=kept)
+    out = {key: result for key, result in out.items() if key not in kept}
     for key in out:
         out[key]["replaced_earlier"] = key in metrics
     record(run_dir, cfg, metrics, out)
+    refuse_non_finite(kept)
     return cfg, out
 
 
@@ -85,33 +91,6 @@ def identity_suffix(rt: Runtime, metrics: dict[str, Any]) -> list[str]:
     if metrics.get("device") not in (None, rt.device.type):
         out.append(rt.device.type)
     return out
-
-
-class EvalWriters:
-    """One TensorBoard run per result key, under RUN/eval/<key>/: a repeated evaluation
-    replaces that run's event files, so every series has one point per step."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.root = run_dir / "eval"
-        self.open: dict[str, SummaryWriter] = {}
-
-    def get(self, key: str) -> SummaryWriter:
-        if key not in self.open:
-            folder = self.root / key
-            if any(p.is_symlink() for p in (self.root, folder)):
-                raise PosencError(
-                    f"'{folder}' is a link out of the run directory",
-                    "remove it (posenc writes TensorBoard files there)",
-                )
-            for old in folder.glob("events.out.tfevents.*"):
-                if old.is_file() and not old.is_symlink():
-                    old.unlink()
-            self.open[key] = SummaryWriter(str(folder))
-        return self.open[key]
-
-    def close(self) -> None:
-        for writer in self.open.values():
-            writer.close()
 
 
 def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
@@ -225,11 +204,11 @@ def eval_data(
 
 def data_source(data_cfg: DictConfig) -> dict[str, Any]:
     """The evaluated text: its name, its files and a short hash of their content."""
-    corpus = Corpus(data_cfg.kind, data_cfg.path, data_cfg.val_path, data_cfg.val_every_nth)
+    corpus = open_corpus(data_cfg)
     digest = corpus.fingerprint(cache_root(data_cfg))
     return {
         "name": str(data_cfg.name),
-        "path": data_cfg.get("val_path") or data_cfg.get("path"),
+        "path": data_cfg.get("val_path") or data_cfg.get("path") or data_cfg.get("dataset"),
         "hash": digest[:8],
     }
 

@@ -17,6 +17,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
+from posenc_cli.report.validity import implausible
 
 #: metrics.json keys (plus the model dims) that make runs comparable; the seed is not among them.
 TRAIN_KEYS = (
@@ -149,6 +150,9 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         if not isinstance(metrics, dict) or "encoding" not in metrics:
             notes.append(f"skipped {path}: not a posenc metrics.json (no 'encoding')")
             continue
+        if (why := implausible(metrics)) is not None:
+            notes.append(f"skipped {path}: {why}")
+            continue
         run = Run(
             path.parent, metrics, saved_params(path.parent, "encoding", str(metrics["encoding"]))
         )
@@ -191,8 +195,10 @@ def group_defaults(group: str, name: str) -> dict[str, Any]:
 
 
 def settings_of(run: Run) -> dict[str, Any]:
-    """What must be equal for two runs to be seeds of one experiment."""
+    """What two seeds of one experiment share (`posenc extend` runs: what the parent trained)."""
     m, ex = run.metrics, run.extrapolation
+    parent = (m.get("extend") or {}).get("parent")
+    m = {**m, **parent} if isinstance(parent, dict) else m
     return {
         **{k: m.get(k) for k in TRAIN_KEYS},
         **model_settings(m),
@@ -246,8 +252,17 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
         differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
         extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
         label = f"{r.encoding} ({extra})" if extra else r.encoding
-        labels[id(r)] = label if r.variant is None else f"{label} + {r.variant}"
+        label = label if r.variant is None else f"{label} + {r.variant}"
+        labels[id(r)] = label + extension_label(r.metrics.get("extend"))
     return labels
+
+
+def extension_label(ext: Any) -> str:
+    """', 400 steps @512' after the method of a `posenc extend` run ('' for other runs)."""
+    if not isinstance(ext, dict):
+        return ""
+    method = "" if ext.get("method") == "none" else f" + {ext.get('method')}"
+    return f"{method}, {ext.get('steps')} steps @{ext.get('train_length')}"
 
 
 def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:

@@ -1,0 +1,56 @@
+"""Numbers a metrics.json cannot hold: a received or hand-edited file is checked before
+`posenc compare` shows anything of it.
+
+A perplexity is exp(mean cross-entropy), so a real number >= 1; a loss and a throughput are
+real numbers >= 0. null stands for "not measured" (posenc stores a non-finite result as null,
+engine/metrics.py); a string, NaN, infinity, a boolean or a value below the bound is not one
+posenc wrote, and a run holding one is skipped with a note naming the first such value,
+rather than becoming a table row of nonsense.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: (field of every extrapolation result, the least value it can hold)
+RESULT_FIELDS = (("ppl", 1.0), ("loss", 0.0))
+#: (top-level key, the least value it can hold)
+RUN_FIELDS = (("final_val_loss", 0.0), ("tokens_per_s", 0.0))
+
+
+def implausible(metrics: dict[str, Any]) -> str | None:
+    """The first value compare reads that posenc could not have written, described, or None."""
+    for key, least in RUN_FIELDS:
+        if (why := _bad(metrics.get(key), least)) is not None:
+            return f"{key} is {why}"
+    for key, result in metrics.items():
+        why = _result_problem(result) if key.startswith("extrapolation") else None
+        if why is not None:
+            return f"{key}.{why}"
+    return None
+
+
+def _result_problem(result: Any) -> str | None:
+    """The first bad perplexity or loss of one extrapolation result, or None."""
+    if not isinstance(result, dict):
+        return None
+    for field, least in RESULT_FIELDS:
+        values = result.get(field)
+        if values is not None and not isinstance(values, dict):
+            return f"{field} is {values!r:.40}, not a table by length"
+        for length, value in (values or {}).items():
+            if (why := _bad(value, least)) is not None:
+                return f"{field}.{length} is {why}"
+    return None
+
+
+def _bad(value: Any, least: float) -> str | None:
+    """Why ``value`` is not null or a finite real number >= ``least``, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{value!r:.40}, not a number"
+    if not math.isfinite(value) or value < least:
+        return f"{value}, not a finite number >= {least:g}"
+    return None
