@@ -104,3 +104,17 @@ def test_files_and_functions_stay_small() -> None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 assert length <= 40, f"{path}:{node.lineno} {node.name} has {length} lines"
+
+
+def test_no_type_ignore_comments() -> None:
+    """No type checker runs in CI (type hints document the code), so a comment telling one to ignore a line
+    would only hide what a reader should see; the formatter and linter are ruff's."""
+    marker = "type: " + "ignore"
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{n}"
+        for root in (PACKAGE, PACKAGE.parent / "tests")
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if marker in line
+    ]
+    assert not found, found

@@ -60,7 +60,7 @@ def fast(enc: CopeEncoding, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return enc.content_bias(q, k, BiasSite(queries, keys, 1, ForwardCache(keys)))
 
 
-def values_and_gradients(fn, enc, q, k):  # type: ignore[no-untyped-def]
+def values_and_gradients(fn, enc, q, k):
     bias = fn(enc, q, k)
     finite = torch.isfinite(bias)
     weights = torch.randn(bias.shape, generator=torch.Generator().manual_seed(5), dtype=q.dtype)
@@ -74,7 +74,7 @@ def values_and_gradients(fn, enc, q, k):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("T", [10, 4])
 @pytest.mark.parametrize("reference", [autograd_composition, naive])
-def test_contextual_bias_equals_the_references_in_float64(T: int, reference) -> None:  # type: ignore[no-untyped-def]
+def test_contextual_bias_equals_the_references_in_float64(T: int, reference) -> None:
     """Queries [10 - T, 10) against 10 keys; positions reach the clamp (max_position 5)."""
     enc = cope64()
     gen = torch.Generator().manual_seed(1)
