@@ -16,6 +16,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.report.extension_rows import extension_label
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
 
@@ -255,14 +256,6 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
         label = label if r.variant is None else f"{label} + {r.variant}"
         labels[id(r)] = label + extension_label(r.metrics.get("extend"))
     return labels
-
-
-def extension_label(ext: Any) -> str:
-    """', 400 steps @512' after the method of a `posenc extend` run ('' for other runs)."""
-    if not isinstance(ext, dict):
-        return ""
-    method = "" if ext.get("method") == "none" else f" + {ext.get('method')}"
-    return f"{method}, {ext.get('steps')} steps @{ext.get('train_length')}"
 
 
 def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
