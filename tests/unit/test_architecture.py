@@ -107,8 +107,8 @@ def test_files_and_functions_stay_small() -> None:
 
 
 def test_no_type_ignore_comments() -> None:
-    """No type checker runs in CI (type hints document the code), so a comment telling one to ignore a line
-    would only hide what a reader should see; the formatter and linter are ruff's."""
+    """No type checker runs in CI (type hints document the code), so a comment telling one to
+    ignore a line would only hide what a reader should see; the linter is ruff."""
     marker = "type: " + "ignore"
     found = [
         f"{path.relative_to(PACKAGE.parent)}:{n}"
