@@ -1,6 +1,6 @@
-"""The help screens and the encoding list answer without importing torch (or Hydra): a new
-interpreter runs `python -X importtime -m posenc_cli ...`, whose import log names every module
-the command loaded."""
+"""The help screens and the encoding list answer without importing torch (or Hydra), and a bad
+override is refused without torch: a new interpreter runs `python -X importtime -m posenc_cli
+...`, whose import log names every module the command loaded."""
 
 from __future__ import annotations
 
@@ -41,3 +41,15 @@ def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
     for path in yamls:
         description = yaml.safe_load(path.read_text())["description"]
         assert description in rows[path.stem]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["train", "model.d_modl=3"], ["sweep", "encoding=rope,ropee"], ["resume", "no-such-run"]],
+)
+def test_a_config_error_is_one_line_without_torch(run_cli, tmp_path, args) -> None:
+    out = run_cli(args, tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    said = [ln for ln in out.stderr.splitlines() if not ln.startswith("import time:")]
+    assert out.returncode == 2 and len(said) == 1 and said[0].startswith("posenc: error: ")
+    assert not (HEAVY - {"hydra"}) & _imported(out.stderr)
+    assert list(tmp_path.iterdir()) == []
