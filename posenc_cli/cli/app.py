@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from posenc_cli.cli import cs336_commands, hf_commands
+from posenc_cli.cli import cs336_commands, extend_command, hf_commands
 from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
@@ -256,6 +256,7 @@ app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
 app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
 app.command("import-hf")(hf_commands.import_hf)
+app.command("extend", epilog=_groups_help())(extend_command.extend)
 
 
 def main() -> None:
