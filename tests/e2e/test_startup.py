@@ -4,6 +4,9 @@ override is refused without torch: a new interpreter runs `python -X importtime 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,29 @@ def test_help_imports_no_heavy_module(run_cli, tmp_path, args) -> None:
     imported = _imported(out.stderr)
     assert "typer" in imported  # the log is read right: the CLI's own framework is in it
     assert not HEAVY & imported
+
+
+EVERY_HELP = """
+import json, sys, typer
+from posenc_cli.cli.app import app, main
+for name in typer.main.get_command(app).commands:
+    sys.argv = ["posenc", name, "--help"]
+    try:
+        main()
+    except SystemExit as exc:
+        assert exc.code in (0, None), name
+print(json.dumps([len(typer.main.get_command(app).commands), sorted(sys.modules)]))
+"""
+
+
+def test_every_command_help_in_one_process_imports_no_heavy_module() -> None:
+    """All of them in one interpreter, so a command whose help imports torch cannot hide."""
+    out = subprocess.run(
+        [sys.executable, "-c", EVERY_HELP], capture_output=True, text=True, check=True
+    )
+    count, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert count >= 13 and "Usage:" in out.stdout
+    assert not HEAVY & {m.split(".")[0] for m in modules}
 
 
 def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
