@@ -74,10 +74,9 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
         from posenc_cli.cli.launch import launch
         from posenc_cli.cli.preflight import preflight
         from posenc_cli.config.overrides import quote
-        from posenc_cli.config.rundir import claim_new_run_dir, planned_run_dir
+        from posenc_cli.config.rundir import claim_new_run_dir
 
-        planned_run_dir(cfg, overrides)  # a bad hydra.run.dir before minutes of tokenizing
-        preflight(cfg)
+        preflight(cfg, overrides=overrides)
         run_dir = claim_new_run_dir(cfg, overrides)
         launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
 
