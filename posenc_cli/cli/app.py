@@ -76,7 +76,7 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
         from posenc_cli.config.overrides import quote
         from posenc_cli.config.rundir import claim_new_run_dir
 
-        preflight(cfg)
+        preflight(cfg, overrides=overrides)
         run_dir = claim_new_run_dir(cfg, overrides)
         launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
 
@@ -102,13 +102,14 @@ def resume(
 def _resume(
     run_dir: Path, requested: DictConfig | None = None, overrides: list[str] | None = None
 ) -> None:
+    from posenc_cli.engine.resume import resume_config
+
+    cfg = resume_config(run_dir, requested, overrides)  # its one-line errors need no torch
     from posenc_cli.cli.console import print_run_summary
     from posenc_cli.cli.preflight import preflight
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir
-    from posenc_cli.engine.resume import resume_config
 
-    cfg = resume_config(run_dir, requested, overrides)
     preflight(cfg)
     lock_run_dir(run_dir)
     t0 = time.perf_counter()
