@@ -29,45 +29,87 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding
 from posenc_cli.encodings.relative import future_mask
 
+#: Keys per block of ``ContextualBias``, walked from the diagonal back: once every query of
+#: a chunk has counted max_position - 1 gates, farther keys all read the last embedding.
+KEY_BLOCK = 512
+
 
 class ContextualBias(torch.autograd.Function):
     """Bias of CoPE for T queries that end with S keys: q·e[p] interpolated, -inf where j > i.
 
-    Forward, per (B, H) row: g = σ(s·q·kᵀ) with g = 0 where j > i; p = the reverse cumulative
-    sum of g clamped at P - 1; bias = e_q[⌊p⌋] + (p - ⌊p⌋)·Δe_q[⌊p⌋] with e_q = q·e (T, P)
-    and Δe_q its forward difference (0 at P - 1). Everything in float32 at least.
+    Per (B, H) row: g = σ(s·q·kᵀ) with g = 0 where j > i; p = the reverse cumulative sum of g
+    clamped at P - 1; bias = e_q[⌊p⌋] + (p - ⌊p⌋)·Δe_q[⌊p⌋] with e_q = q·e (T, P) and Δe_q
+    its forward difference (0 at P - 1). Keys are taken in blocks from the diagonal back,
+    carrying each row's count; once every row's count has reached P - 1, all farther keys
+    are clamped (g ≥ 0): their bias is e_q[P - 1] and nothing flows back to their gates, so
+    they are filled, not computed. Everything in float32 at least.
     """
 
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, emb: Tensor, scale: float) -> Tensor:
-        future = _future_bias(q.shape[-2], k.shape[-2], q)
-        gates = _gates(q, k, scale, future)
-        top = emb.shape[-1] - 1
-        weight = gates.flip(-1).cumsum_(-1).flip(-1).clamp_(max=top)
-        index = weight.long()
-        weight.frac_()
+        T, S, top = q.shape[-2], k.shape[-2], emb.shape[-1] - 1
         table = torch.matmul(q, emb)
-        slope = F.pad(table.diff(dim=-1), (0, 1))  # 0 at P - 1: clamped positions stay there
-        bias = table.gather(-1, index).addcmul_(weight, slope.gather(-1, index))
-        ctx.save_for_backward(q, k, emb, gates, weight, index, slope, future)
-        ctx.scale = scale
-        return bias.add_(future)
+        future, count = _future_bias(T, S, q), q.new_zeros(*q.shape[:-1], 1)
+        parts, saved, lo = [], [], S
+        while lo > 0 and (lo == S or count.min() < top):
+            hi, lo = lo, max(0, lo - KEY_BLOCK)
+            mask = future[:, lo:hi] if hi > S - T else None
+            bias, gates, weight, index = _block(q, k[..., lo:hi, :], scale, mask, count, table)
+            parts.append(bias.add_(mask) if mask is not None else bias)
+            saved += [gates, weight, index]
+        if lo:
+            parts.append(table[..., top:].expand(*table.shape[:-1], lo))
+        ctx.save_for_backward(q, k, emb, table, future, *saved)
+        ctx.scale, ctx.saturated = scale, lo
+        return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=-1)
 
     @staticmethod
     def backward(ctx: Any, grad_bias: Tensor) -> tuple[Tensor | None, ...]:
-        q, k, emb, gates, weight, index, slope, future = ctx.saved_tensors
+        q, k, emb, table, future, *saved = ctx.saved_tensors
+        lo, top = ctx.saturated, emb.shape[-1] - 1
+        slope = _slopes(table)
         grad = grad_bias * (future == 0)  # nothing flows through the masked entries
-        grad_table = torch.zeros_like(slope).scatter_add_(-1, index, grad)
-        grad_slope = torch.zeros_like(slope).scatter_add_(-1, index, grad * weight)
+        grad_table, grad_slope = torch.zeros_like(table), torch.zeros_like(table)
+        grad_table[..., top] = grad[..., :lo].sum(-1)
+        grad_q, grad_k = torch.zeros_like(q), torch.zeros_like(k)
+        carry = q.new_zeros(*q.shape[:-1], 1)  # Σ ∂L/∂p over the farther keys
+        for n in reversed(range(len(saved) // 3)):  # from the farthest block to the diagonal
+            gates, weight, index = saved[3 * n : 3 * n + 3]
+            hi = lo + gates.shape[-1]
+            part = grad[..., lo:hi]
+            grad_table.scatter_add_(-1, index, part)
+            grad_slope.scatter_add_(-1, index, part * weight)
+            grad_gates = part.mul_(slope.gather(-1, index)).cumsum_(-1).add_(carry)
+            carry = grad_gates[..., -1:]  # the adjoint of a reverse cumulative sum: a forward one
+            grad_logit = torch.ops.aten.sigmoid_backward(grad_gates, gates).mul_(ctx.scale)
+            grad_q += torch.matmul(grad_logit, k[..., lo:hi, :])
+            grad_k[..., lo:hi, :] = torch.matmul(grad_logit.transpose(-1, -2), q)
+            lo = hi
         grad_table[..., 1:] += grad_slope[..., :-1]
         grad_table[..., :-1] -= grad_slope[..., :-1]
-        grad_gates = grad.mul_(slope.gather(-1, index)).cumsum_(-1)  # the adjoint of p
-        grad_logit = torch.ops.aten.sigmoid_backward(grad_gates, gates)
-        grad_q = torch.matmul(grad_logit, k).mul_(ctx.scale)
         grad_q += torch.matmul(grad_table, emb.transpose(0, 1))
-        grad_k = torch.matmul(grad_logit.transpose(-1, -2), q).mul_(ctx.scale)
         grad_emb = torch.einsum("bhte,bhtp->ep", q, grad_table)
         return grad_q, grad_k, grad_emb, None
+
+
+def _block(
+    q: Tensor, k: Tensor, scale: float, mask: Tensor | None, count: Tensor, table: Tensor
+) -> tuple[Tensor, ...]:
+    """One key block's bias (before the mask), gates, interpolation weights and indices;
+    ``count`` (each row's gates over the nearer keys) grows, in place, by this block's."""
+    gates = _gates(q, k, scale, mask)
+    pos = gates.flip(-1).cumsum_(-1).flip(-1).add_(count)
+    count.copy_(pos[..., :1])
+    weight = pos.clamp_(max=table.shape[-1] - 1)
+    index = weight.long()
+    weight.frac_()
+    bias = table.gather(-1, index).addcmul_(weight, _slopes(table).gather(-1, index))
+    return bias, gates, weight, index
+
+
+def _slopes(table: Tensor) -> Tensor:
+    """Forward differences of the last dimension, 0 at the end: clamped positions stay there."""
+    return F.pad(table.diff(dim=-1), (0, 1))
 
 
 def _future_bias(T: int, S: int, like: Tensor) -> Tensor:
@@ -76,12 +118,11 @@ def _future_bias(T: int, S: int, like: Tensor) -> Tensor:
     return zeros.masked_fill_(future_mask(T, S, like.device), float("-inf"))
 
 
-def _gates(q: Tensor, k: Tensor, scale: float, future: Tensor) -> Tensor:
-    """σ(s·q·kᵀ) with exact zeros where j > i: the mask joins the logits in the matmul."""
+def _gates(q: Tensor, k: Tensor, scale: float, mask: Tensor | None) -> Tensor:
+    """σ(s·q·kᵀ), with exact zeros where ``mask`` is -inf: it joins the logits in the matmul."""
     B, H, T, E = q.shape
-    logits = torch.baddbmm(
-        future, q.reshape(B * H, T, E), k.reshape(B * H, -1, E).transpose(1, 2), alpha=scale
-    )
+    q3, k3 = q.reshape(B * H, T, E), k.reshape(B * H, -1, E).transpose(1, 2)
+    logits = torch.bmm(q3 * scale, k3) if mask is None else torch.baddbmm(mask, q3, k3, alpha=scale)
     return logits.sigmoid_().view(B, H, T, -1)
 
 

@@ -1,6 +1,7 @@
 """CoPE's one-node bias (encodings/cope.py ``ContextualBias``) equals, in float64, the autograd
 composition it replaced and an independent naive formula, in values and in the gradients of
-q, k and the position embeddings, for whole sequences and for a chunk of later queries."""
+q, k and the position embeddings, for whole sequences and for a chunk of later queries, in
+one key block and in several (where the far keys are filled as clamped, not computed)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import pytest
 import torch
 
-from posenc_cli.encodings import BiasSite, ForwardCache, Span
+from posenc_cli.encodings import BiasSite, ForwardCache, Span, cope
 from posenc_cli.encodings.cope import CopeEncoding
 
 CPU = torch.device("cpu")
@@ -60,7 +61,7 @@ def fast(enc: CopeEncoding, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return enc.content_bias(q, k, BiasSite(queries, keys, 1, ForwardCache(keys)))
 
 
-def values_and_gradients(fn, enc, q, k):  # type: ignore[no-untyped-def]
+def values_and_gradients(fn, enc, q, k):
     bias = fn(enc, q, k)
     finite = torch.isfinite(bias)
     weights = torch.randn(bias.shape, generator=torch.Generator().manual_seed(5), dtype=q.dtype)
@@ -72,18 +73,25 @@ def values_and_gradients(fn, enc, q, k):  # type: ignore[no-untyped-def]
     ]
 
 
-@pytest.mark.parametrize("T", [10, 4])
+@pytest.mark.parametrize("key_block", [512, 4])
+@pytest.mark.parametrize("T", [24, 4])
 @pytest.mark.parametrize("reference", [autograd_composition, naive])
-def test_contextual_bias_equals_the_references_in_float64(T: int, reference) -> None:  # type: ignore[no-untyped-def]
-    """Queries [10 - T, 10) against 10 keys; positions reach the clamp (max_position 5)."""
+def test_contextual_bias_equals_the_references_in_float64(
+    T: int, reference, key_block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queries [24 - T, 24) against 24 keys; positions reach the clamp (max_position 5)."""
+    monkeypatch.setattr(cope, "KEY_BLOCK", key_block)
     enc = cope64()
     gen = torch.Generator().manual_seed(1)
-    q = (3 * torch.randn(2, 2, T, 4, generator=gen, dtype=torch.float64)).requires_grad_()
-    k = (3 * torch.randn(2, 2, 10, 4, generator=gen, dtype=torch.float64)).requires_grad_()
+    q = 2 * torch.randn(2, 2, T, 4, generator=gen, dtype=torch.float64)
+    k = 2 * torch.randn(2, 2, 24, 4, generator=gen, dtype=torch.float64)
+    q[..., 0], k[..., 0] = 2.0, k[..., 0] + 3  # most gates open, some half way
+    q, k = q.requires_grad_(), k.requires_grad_()
     got = values_and_gradients(fast, enc, q, k)
     want = values_and_gradients(reference, enc, q, k)
     assert torch.equal(got[1], want[1])  # the same entries are masked
-    assert enc.positions(q, k).max() > enc.max_position  # the clamp is exercised
+    if key_block < 24 - T:  # every query has counted past the clamp by the fourth block back
+        assert enc.positions(q, k)[..., : 24 - 3 * key_block].min() > enc.max_position
     for name, a, b in zip(("bias", "mask", "q", "k", "embeddings"), got, want, strict=True):
         assert (a.double() - b.double()).abs().max() <= 1e-10, name
 
