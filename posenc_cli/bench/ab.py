@@ -12,6 +12,9 @@ alternate (the order rotates every round), so a burst of load elsewhere hits all
     python -m posenc_cli.bench.ab --variants none:fp32,fox:fp32 --eval 4096 \
         model=base                                      # no-grad forwards at batch 1
 
+    python -m posenc_cli.bench.ab --clock cpu --variants none:fp32,cope:fp32 \
+        train.threads=1                                 # ratios on a machine others load
+
 A variant is an optional encoding and a colon (default: the config's), a precision
 (fp32|bf16), optionally with "+compile". Overrides are the ones `posenc train` takes. ``--eval
 N`` times no-grad forwards of one sequence of N tokens instead of training steps. Prints one
@@ -34,7 +37,7 @@ import torch
 from posenc_cli.bench.case import evaluation_step, training_step
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
-from posenc_cli.engine.runtime import keep_freed_memory
+from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory
 from posenc_cli.engine.step import make_optimizer
 from posenc_cli.model import build_model
 
@@ -73,10 +76,15 @@ def make_step(variant: Variant, cfg: Any, x: torch.Tensor, y: torch.Tensor, eval
     return training_step(model, opt, x, y, variant.precision, variant.compile, cfg.train.grad_clip)
 
 
-def timed(fn: Any) -> float:
-    t0 = time.perf_counter()
+#: --clock: wall time, or this process's CPU time, which other processes' load barely touches
+#: (with one thread it is the step's own compute; with more it sums their busy time).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def timed(fn: Any, clock: Any = time.perf_counter) -> float:
+    t0 = clock()
     fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -91,6 +99,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         metavar="N",
         help="time no-grad forwards of one N-token sequence instead of training",
     )
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="cpu: time by this process's CPU time, for ratios on a loaded machine "
+        "(use with train.threads=1)",
+    )
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("overrides", nargs="*", help="`posenc train` overrides, e.g. encoding=rope")
     return p.parse_args(argv)
@@ -104,18 +119,19 @@ def tokens_per_step(cfg: Any, evaluate: int | None) -> tuple[int, int]:
 def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.Namespace) -> None:
     """Build every variant, then alternate their timed blocks (the order rotates per round)."""
     cfg = configs[0]
+    clock = CLOCKS[args.clock]
     batch, length = tokens_per_step(cfg, args.eval)
     gen = torch.Generator().manual_seed(cfg.seed)
     ids = torch.randint(0, int(cfg.data.vocab_size), (batch, length + 1), generator=gen)
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
     for v, v_cfg in zip(variants, configs, strict=True):
         v.step = make_step(v, v_cfg, x, y, bool(args.eval))
-        v.first_step_s = timed(v.step)
+        v.first_step_s = timed(v.step, clock)
         for _ in range(args.warmup):
             v.step()
     for r in range(args.rounds):
         for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
-            v.times += [timed(v.step) for _ in range(args.steps)]
+            v.times += [timed(v.step, clock) for _ in range(args.steps)]
 
 
 def report(variants: list[Variant], cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -127,7 +143,7 @@ def report(variants: list[Variant], cfg: Any, args: argparse.Namespace) -> list[
     print(
         f"{cfg.encoding.name}, d_model {cfg.model.d_model}, {mode}, batch {batch} x {length}, "
         f"{torch.get_num_threads()} threads, torch {torch.__version__}; "
-        f"{args.rounds} rounds x {args.steps} steps per variant"
+        f"{args.rounds} rounds x {args.steps} steps per variant, {args.clock} clock"
     )
     rows = []
     for v in variants:
@@ -160,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ab_train: error: {err}", file=sys.stderr)
         return 2
     keep_freed_memory()
+    flush_denormals()
     if configs[0].train.threads:
         torch.set_num_threads(int(configs[0].train.threads))
     run_interleaved(variants, configs, args)

@@ -149,9 +149,10 @@ def _measure(step: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from posenc_cli.engine.runtime import keep_freed_memory
+    from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory
 
     keep_freed_memory()
+    flush_denormals()
     torch.set_num_threads(spec["threads"])
     model = build(spec)
     baseline = reset_peak_rss()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from posenc_cli.cli import cs336_commands, hf_commands
+from posenc_cli.cli import cs336_commands, extend_command, hf_commands
 from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
@@ -102,13 +102,14 @@ def resume(
 def _resume(
     run_dir: Path, requested: DictConfig | None = None, overrides: list[str] | None = None
 ) -> None:
+    from posenc_cli.engine.resume import resume_config
+
+    cfg = resume_config(run_dir, requested, overrides)  # its one-line errors need no torch
     from posenc_cli.cli.console import print_run_summary
     from posenc_cli.cli.preflight import preflight
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir
-    from posenc_cli.engine.resume import resume_config
 
-    cfg = resume_config(run_dir, requested, overrides)
     preflight(cfg)
     lock_run_dir(run_dir)
     t0 = time.perf_counter()
@@ -255,6 +256,7 @@ app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
 app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
 app.command("import-hf")(hf_commands.import_hf)
+app.command("extend", epilog=_groups_help())(extend_command.extend)
 
 
 def main() -> None:

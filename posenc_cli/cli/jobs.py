@@ -17,10 +17,12 @@ from posenc_cli.cli.console import TrainProgress
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.extension import is_extension
 from posenc_cli.config.task_checks import is_task, prepare_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.distributed import Comm, rank0_first
+from posenc_cli.engine.extension import extension_metrics, same_tokenizer, start_from_parent
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.engine.signals import InterruptNow
@@ -40,9 +42,13 @@ def run_training(
         data = _prepare_in_turn(cfg, rt.comm)
         with rank0_first(rt.comm):  # rank 0 keeps the tokenizer, then the others compare
             _keep_tokenizer(run_dir, data, rt.is_main)
+        same_tokenizer(run_dir, cfg)
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
-        if resume and _resume(trainer) and trainer.finished:
+        resumed = resume and _resume(trainer)
+        if not resumed and is_extension(cfg):
+            start_from_parent(trainer.lm, cfg)
+        if resumed and trainer.finished:
             console.print(
                 f"posenc: {run_dir} finished at step {trainer.state.step} of "
                 f"{cfg.train.steps}; nothing to train — `posenc eval {run_dir}` "
@@ -50,7 +56,7 @@ def run_training(
             )
             return None
         trainer.fit(TrainProgress)
-        metrics = trainer.metrics()
+        metrics = {**trainer.metrics(), **extension_metrics(cfg, trainer.lm)}
         if rt.world_size > 1:
             metrics["weights_sha256_by_rank"] = trainer.replica_digests()
         metrics = _write(run_dir, metrics, rt.is_main)

@@ -36,11 +36,11 @@ FAILED_FILE = "FAILED.txt"
 
 def run_sweep(overrides: list[str]) -> None:
     """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
+    overrides = [task_key_for_any_task(o) for o in overrides]
+    base, jobs = plan(overrides)  # a bad key is one line before torch is imported
     from posenc_cli.cli.launch import launch
     from posenc_cli.cli.preflight import preflight
 
-    overrides = [task_key_for_any_task(o) for o in overrides]
-    base, jobs = plan(overrides)
     for job in jobs:
         preflight(compose(job), data_fit=False)
     root = claim_sweep_dir(base, overrides)

@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.extension import check_extension_eval
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 
@@ -117,6 +118,7 @@ def _check_relations(cfg: DictConfig) -> None:
         f"eval.rope_factor={ev.rope_factor} has no effect with eval.rope_scaling={ev.rope_scaling}",
         "drop eval.rope_factor, or pick eval.rope_scaling=pi|ntk|dynamic_ntk|yarn|llama3",
     )
+    check_extension_eval(cfg)
     _check_encoding(cfg)
 
 

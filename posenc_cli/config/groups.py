@@ -6,7 +6,17 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-GROUPS = ("encoding", "model", "data", "train", "eval", "bench", "task", "experiment")
+GROUPS = (
+    "encoding",
+    "model",
+    "data",
+    "train",
+    "eval",
+    "bench",
+    "extend",
+    "task",
+    "experiment",
+)
 
 
 def config_dir() -> Path:

@@ -201,6 +201,25 @@ class BenchConfig:
 
 
 @dataclass
+class ExtendConfig:
+    """extend.*: `posenc extend`'s fine-tuning at a longer length, and the parent it records."""
+
+    method: str = key("none", choices=ROPE_SCALING)
+    factor: float = key(
+        4.0, lo=1, lo_open=True, low="does not extend the context", fix="use e.g. extend.factor=4"
+    )
+    steps: int = key(400, lo=1)
+    lr: float | None = key(None, lo=0, lo_open=True)
+    warmup_steps: int = key(20, lo=0)
+    batch_size: int | None = key(None, lo=1)
+    checkpoint: str = key("last", choices=("last", "best"))
+    parent: str | None = None
+    parent_step: int | None = key(None, lo=0)
+    parent_sha256: str | None = None
+    original_length: int | None = key(None, lo=2)
+
+
+@dataclass
 class RootConfig:
     encoding: dict[str, Any] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -208,6 +227,7 @@ class RootConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    extend: ExtendConfig = field(default_factory=ExtendConfig)
     #: Free-form like ``encoding``: each synthetic task has its own keys (config/checks.py).
     task: dict[str, Any] = field(default_factory=lambda: {"name": "lm"})
     seed: int = key(0, lo=0)

@@ -15,6 +15,7 @@ import numpy as np
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
+from posenc_cli.data.progress import PrepProgress
 from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
 from posenc_cli.data.tokenizer import eot_id, train_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
@@ -46,14 +47,20 @@ def prepare(data_cfg: Any) -> TokenData:
 
 def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
-    tok = train_tokenizer(corpus.tokenizer_segments(), vocab_size)
+    with PrepProgress("tokenizer") as shown:
+        tok = train_tokenizer(shown.counted(corpus.tokenizer_segments()), vocab_size)
     tok.save(str(tmp / "tokenizer.json"))
     t1 = time.perf_counter()
     dtype = id_dtype(tok.get_vocab_size())
-    n_train, _ = write_ids(
-        tok, corpus.train_segments(), tmp / "train.bin", dtype, corpus.train_limit
+    parts = (
+        ("train", corpus.train_segments(), corpus.train_limit),
+        ("val", corpus.val_segments(), corpus.val_limit),
     )
-    n_val, _ = write_ids(tok, corpus.val_segments(), tmp / "val.bin", dtype, corpus.val_limit)
+    counts: dict[str, int] = {}
+    for part, segments, limit in parts:
+        with PrepProgress(part) as shown:
+            counts[part], _ = write_ids(tok, segments, tmp / f"{part}.bin", dtype, limit, shown)
+    n_train, n_val = counts["train"], counts["val"]
     if n_train == 0 or n_val == 0:
         raise PosencError(
             "the corpus is too small to hold out validation text",

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from posenc_cli.data.progress import PrepProgress
 from posenc_cli.data.tokenizer import eot_id
 
 ENCODE_BATCH_CHARS = 1 << 22
@@ -22,7 +23,12 @@ def id_dtype(vocab_size: int) -> type:
 
 
 def write_ids(
-    tok: Tokenizer, segments: Iterator[str], path: Path, dtype: type, limit: int | None = None
+    tok: Tokenizer,
+    segments: Iterator[str],
+    path: Path,
+    dtype: type,
+    limit: int | None = None,
+    progress: PrepProgress | None = None,
 ) -> tuple[int, bool]:
     """Encode in batches of ~4 M characters (parallel in Rust), <|endoftext|> after each
     segment; stop after ``limit`` ids. Returns (ids written, whether the limit cut the text)."""
@@ -31,6 +37,8 @@ def write_ids(
         for batch in _batches(segments):
             encoded = tok.encode_batch(batch, add_special_tokens=False)
             ids = _joined(encoded, eot, dtype)
+            if progress is not None and progress.shown:
+                progress.add(len(batch), int(ids.size), sum(len(s.encode("utf-8")) for s in batch))
             if limit is not None and count + ids.size >= limit:
                 ids[: limit - count].tofile(fh)
                 return limit, True

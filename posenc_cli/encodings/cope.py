@@ -9,25 +9,128 @@ max_position) start at zero and are learned per layer, shared by its heads.
 
 No absolute position enters anywhere, so attention is shift-invariant. The bias depends on q
 and k: a ``content_bias``, materialised per layer and query chunk (explicit softmax path).
-Time goes to q·kᵀ once more for the gates, the reverse cumulative sum over the keys and two
-gathers over (B, H, T, S).
+``ContextualBias`` computes a chunk's bias in one autograd node with a hand-written backward:
+autograd would keep about ten (B, H, T, S) intermediates per chunk (the flips of the reverse
+cumulative sum, both gathers and their indices); here the gates, the interpolation weights
+and one index are kept, and the backward is the adjoint of each step (a reverse cumulative
+sum's is a forward one). The interpolation reads a per-row table of slopes, so one index
+serves both gathers.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding
-from posenc_cli.encodings.relative import mask_future_
+from posenc_cli.encodings.relative import future_mask
+
+#: Keys per block of ``ContextualBias``, walked from the diagonal back: once every query of
+#: a chunk has counted max_position - 1 gates, farther keys all read the last embedding.
+KEY_BLOCK = 512
+
+
+class ContextualBias(torch.autograd.Function):
+    """Bias of CoPE for T queries that end with S keys: q·e[p] interpolated, -inf where j > i.
+
+    Per (B, H) row: g = σ(s·q·kᵀ) with g = 0 where j > i; p = the reverse cumulative sum of g
+    clamped at P - 1; bias = e_q[⌊p⌋] + (p - ⌊p⌋)·Δe_q[⌊p⌋] with e_q = q·e (T, P) and Δe_q
+    its forward difference (0 at P - 1). Keys are taken in blocks from the diagonal back,
+    carrying each row's count; once every row's count has reached P - 1, all farther keys
+    are clamped (g ≥ 0): their bias is e_q[P - 1] and nothing flows back to their gates, so
+    they are filled, not computed. Everything in float32 at least.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, k: Tensor, emb: Tensor, scale: float) -> Tensor:
+        T, S, top = q.shape[-2], k.shape[-2], emb.shape[-1] - 1
+        table = torch.matmul(q, emb)
+        future, count = _future_bias(T, S, q), q.new_zeros(*q.shape[:-1], 1)
+        parts, saved, lo = [], [], S
+        while lo > 0 and (lo == S or count.min() < top):
+            hi, lo = lo, max(0, lo - KEY_BLOCK)
+            mask = future[:, lo:hi] if hi > S - T else None
+            bias, gates, weight, index = _block(q, k[..., lo:hi, :], scale, mask, count, table)
+            parts.append(bias.add_(mask) if mask is not None else bias)
+            saved += [gates, weight, index]
+        if lo:
+            parts.append(table[..., top:].expand(*table.shape[:-1], lo))
+        ctx.save_for_backward(q, k, emb, table, future, *saved)
+        ctx.scale, ctx.saturated = scale, lo
+        return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=-1)
+
+    @staticmethod
+    def backward(ctx: Any, grad_bias: Tensor) -> tuple[Tensor | None, ...]:
+        q, k, emb, table, future, *saved = ctx.saved_tensors
+        lo, top = ctx.saturated, emb.shape[-1] - 1
+        slope = _slopes(table)
+        grad = grad_bias * (future == 0)  # nothing flows through the masked entries
+        grad_table, grad_slope = torch.zeros_like(table), torch.zeros_like(table)
+        grad_table[..., top] = grad[..., :lo].sum(-1)
+        grad_q, grad_k = torch.zeros_like(q), torch.zeros_like(k)
+        carry = q.new_zeros(*q.shape[:-1], 1)  # Σ ∂L/∂p over the farther keys
+        for n in reversed(range(len(saved) // 3)):  # from the farthest block to the diagonal
+            gates, weight, index = saved[3 * n : 3 * n + 3]
+            hi = lo + gates.shape[-1]
+            part = grad[..., lo:hi]
+            grad_table.scatter_add_(-1, index, part)
+            grad_slope.scatter_add_(-1, index, part * weight)
+            grad_gates = part.mul_(slope.gather(-1, index)).cumsum_(-1).add_(carry)
+            carry = grad_gates[..., -1:]  # the adjoint of a reverse cumulative sum: a forward one
+            grad_logit = torch.ops.aten.sigmoid_backward(grad_gates, gates).mul_(ctx.scale)
+            grad_q += torch.matmul(grad_logit, k[..., lo:hi, :])
+            grad_k[..., lo:hi, :] = torch.matmul(grad_logit.transpose(-1, -2), q)
+            lo = hi
+        grad_table[..., 1:] += grad_slope[..., :-1]
+        grad_table[..., :-1] -= grad_slope[..., :-1]
+        grad_q += torch.matmul(grad_table, emb.transpose(0, 1))
+        grad_emb = torch.einsum("bhte,bhtp->ep", q, grad_table)
+        return grad_q, grad_k, grad_emb, None
+
+
+def _block(
+    q: Tensor, k: Tensor, scale: float, mask: Tensor | None, count: Tensor, table: Tensor
+) -> tuple[Tensor, ...]:
+    """One key block's bias (before the mask), gates, interpolation weights and indices;
+    ``count`` (each row's gates over the nearer keys) grows, in place, by this block's."""
+    gates = _gates(q, k, scale, mask)
+    pos = gates.flip(-1).cumsum_(-1).flip(-1).add_(count)
+    count.copy_(pos[..., :1])
+    weight = pos.clamp_(max=table.shape[-1] - 1)
+    index = weight.long()
+    weight.frac_()
+    bias = table.gather(-1, index).addcmul_(weight, _slopes(table).gather(-1, index))
+    return bias, gates, weight, index
+
+
+def _slopes(table: Tensor) -> Tensor:
+    """Forward differences of the last dimension, 0 at the end: clamped positions stay there."""
+    return F.pad(table.diff(dim=-1), (0, 1))
+
+
+def _future_bias(T: int, S: int, like: Tensor) -> Tensor:
+    """(T, S) -inf where key j comes after query i (queries end with the keys), else 0."""
+    zeros = torch.zeros(T, S, dtype=like.dtype, device=like.device)
+    return zeros.masked_fill_(future_mask(T, S, like.device), float("-inf"))
+
+
+def _gates(q: Tensor, k: Tensor, scale: float, mask: Tensor | None) -> Tensor:
+    """σ(s·q·kᵀ), with exact zeros where ``mask`` is -inf: it joins the logits in the matmul."""
+    B, H, T, E = q.shape
+    q3, k3 = q.reshape(B * H, T, E), k.reshape(B * H, -1, E).transpose(1, 2)
+    logits = torch.bmm(q3 * scale, k3) if mask is None else torch.baddbmm(mask, q3, k3, alpha=scale)
+    return logits.sigmoid_().view(B, H, T, -1)
 
 
 class CopeEncoding(PositionalEncoding):
     """Gated, content-counted positions with interpolated position embeddings."""
 
     relative = True
-    bias_buffers = 10
+    bias_buffers = 6
 
     def __init__(
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_position: int = 128
@@ -45,21 +148,20 @@ class CopeEncoding(PositionalEncoding):
         """(B, H, T, S) contextual positions p_ij (0 where j > i), before clamping; in float32
         even under autocast (a sum of up to S gates)."""
         with torch.autocast(q_BHTE.device.type, enabled=False):
-            logits = q_BHTE.float() @ k_BHSE.float().transpose(-1, -2)
-            gates = torch.sigmoid(mask_future_(logits.mul_(self.softmax_scale(self.head_dim))))
+            q, k = q_BHTE.float(), k_BHSE.float()
+            future = _future_bias(q.shape[-2], k.shape[-2], q)
+            gates = _gates(q, k, self.softmax_scale(self.head_dim), future)
             return gates.flip(-1).cumsum(-1).flip(-1)
 
     def content_bias(self, q_BHTE: Tensor, k_BHSE: Tensor, site: BiasSite) -> Tensor:
-        top = self.max_position - 1
-        pos = self.positions(q_BHTE, k_BHSE).clamp_(max=top)
-        low = pos.detach().floor()
-        weight = pos - low
-        low_i = low.long()
+        wide = torch.promote_types(q_BHTE.dtype, torch.float32)
         with torch.autocast(q_BHTE.device.type, enabled=False):
-            table = q_BHTE.float() @ self.embeddings[site.layer].float()
-        below = table.gather(-1, low_i)
-        above = table.gather(-1, (low_i + 1).clamp_(max=top))
-        return mask_future_(below + weight * (above - below))
+            return ContextualBias.apply(
+                q_BHTE.to(wide),
+                k_BHSE.to(wide),
+                self.embeddings[site.layer].to(wide),
+                self.softmax_scale(self.head_dim),
+            )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, max_position={self.max_position}"

@@ -10,7 +10,13 @@ scale starting at 1), as in the paper's listing, all learned.
 Shared by every layer (as T5's table and KERPLE's kernels are here): the bias depends on both
 positions, not on i - j alone, so it is materialised per query chunk (``pair_bias``) — once
 per forward, not once per layer. The paper also trains per-layer FIRE; sharing keeps the
-comparison with the other learned biases like for like and the cost one MLP pass per forward.
+comparison with the other learned biases like for like.
+
+The MLP is never run over the (T, S) pairs: with a scalar input and ReLU, f_θ is exactly
+piecewise linear, with a kink where a hidden unit switches (u = -b_k/w_k). ``pieces`` turns
+the weights into one slope and one intercept per piece and head (differentiably, for every
+parameter), so a pair costs a bucket search and one multiply-add per head instead of a
+hidden layer of 32 — the same function, not an approximation (tests/unit/encodings).
 """
 
 from __future__ import annotations
@@ -23,8 +29,6 @@ from posenc_cli.encodings.base import PositionalEncoding, positive_number
 
 #: Added to the normaliser ψ(max(L, i)), as in the paper's listing.
 FIRE_EPS = 1e-6
-#: Largest (rows x keys x hidden) MLP activation evaluated at once without autograd.
-FIRE_PIECE_CELLS = 2**23
 
 
 class FireEncoding(PositionalEncoding):
@@ -54,40 +58,61 @@ class FireEncoding(PositionalEncoding):
         )
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
-    @property  # type: ignore[override]
-    def bias_buffers(self) -> int:
-        """Bias-sized tensors a chunk holds: under autograd the MLP's hidden activations per
-        (query, key) are kept too; without it ``pair_bias`` evaluates them in pieces."""
-        return self.hidden + 2 if torch.is_grad_enabled() else 2
+    #: Bias-sized tensors ``pair_bias`` holds at once: the gathered slopes and intercepts
+    #: and their sum.
+    bias_buffers = 3
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """float32, or float64 for a float64 model (exactness tests): never below float32."""
+        return torch.promote_types(self.c.dtype, torch.float32)
 
     def psi(self, x: Tensor) -> Tensor:
-        return torch.log(torch.abs(self.c.float() * x) + 1)
+        return torch.log(torch.abs(self.c.to(self.compute_dtype) * x) + 1)
 
     @property
     def threshold(self) -> Tensor:
-        return (self.threshold_scale.float() * self.init_threshold).abs()
+        return (self.threshold_scale.to(self.compute_dtype) * self.init_threshold).abs()
 
     def normalised_distance(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """(T, S) ψ(i - j)/(ψ(max(L, i)) + ε), with i - j clamped at 0 above the diagonal."""
-        i, j = pos_T.float()[:, None], pos_S.float()[None, :]
+        i, j = pos_T.to(self.compute_dtype)[:, None], pos_S.to(self.compute_dtype)[None, :]
         return self.psi((i - j).clamp(min=0)) / (
             self.psi(torch.maximum(i, self.threshold)) + FIRE_EPS
         )
+
+    def pieces(self) -> tuple[Tensor, Tensor, Tensor]:
+        """f_θ as pieces: sorted kinks (N,) and per-piece slopes and intercepts (H, N + 1),
+        so f_θ(u) = slope[:, p]·u + intercept[:, p] with p = bucketize(u, kinks). A unit is
+        on in a piece when it is on at the piece's midpoint (a unit with w_k = 0 when
+        b_k > 0), which is the ReLU's own derivative anywhere inside the piece."""
+        first, second = self.mlp[0], self.mlp[2]
+        w, b = first.weight[:, 0].to(self.compute_dtype), first.bias.to(self.compute_dtype)
+        kinks = torch.sort((-b / w)[w != 0].detach()).values
+        mids = kinks.new_zeros(1)
+        if kinks.numel():
+            pad = 1 + kinks[[0, -1]].abs()
+            mids = torch.cat(
+                [kinks[:1] - pad[0], (kinks[:-1] + kinks[1:]) / 2, kinks[-1:] + pad[1]]
+            )
+        on = (mids[:, None] * w.detach() + b.detach() > 0).to(w.dtype)  # (N + 1, hidden)
+        out = second.weight.to(self.compute_dtype)
+        slope = (on * w) @ out.T
+        intercept = (on * b) @ out.T + second.bias.to(self.compute_dtype)
+        return kinks, slope.T, intercept.T
 
     def pair_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """In float32 even under autocast: bf16 would merge the normalised distances of far
         keys (a few hundred distinct values among thousands) and the gradients of c and L."""
         with torch.autocast(pos_T.device.type, enabled=False):
             u = self.normalised_distance(pos_T, pos_S)
-            if torch.is_grad_enabled():
-                return self.mlp(u[..., None]).permute(2, 0, 1)
-            rows = max(1, FIRE_PIECE_CELLS // max(1, u.shape[1] * self.hidden))
-            return torch.cat(
-                [
-                    self.mlp(u[a : a + rows, :, None]).permute(2, 0, 1)
-                    for a in range(0, u.shape[0], rows)
-                ],
-                dim=1,
+            kinks, slope, intercept = self.pieces()
+            piece = torch.bucketize(u.detach(), kinks).flatten()
+            shape = (slope.shape[0], *u.shape)
+            return torch.addcmul(
+                intercept.index_select(1, piece).view(shape),
+                slope.index_select(1, piece).view(shape),
+                u,
             )
 
     def extra_repr(self) -> str:

@@ -85,11 +85,20 @@ class RotaryEncoding(PositionalEncoding):
         self.register_buffer("trained_inv_freq", inv, persistent=False)
         self.register_buffer("inv_freq", inv.float(), persistent=False)
         self.attention_factor = 1.0
+        self.adopted: tuple[str, float, int] = ("none", 1.0, 0)
         self._phases = BoundedCache()
+
+    def adopt_extension(self, method: str, factor: float, original_length: int) -> None:
+        """A model fine-tuned with ``method`` (`posenc extend`): its frequencies become the
+        model's own, the ones ``extend_context("none", ...)`` restores."""
+        self.adopted = (method, float(factor), int(original_length))
+        self.extend_context("none", 1.0, original_length)
 
     def extend_context(self, method: str, factor: float, original_length: int) -> None:
         """Evaluate with ``method``'s frequencies for extension factor ``factor``
-        (rope_scaling.py); ``none`` restores the trained ones."""
+        (rope_scaling.py); ``none`` restores the trained (or adopted) ones."""
+        if method == "none":
+            method, factor, original_length = self.adopted
         inv, self.attention_factor = scaled_frequencies(
             method,
             self.trained_inv_freq,

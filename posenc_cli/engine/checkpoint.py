@@ -145,8 +145,13 @@ def remove_partial_saves(folder: Path) -> None:
 
 def weights_digest(model: nn.Module) -> str:
     """SHA-256 over the bytes of the state dict's tensors, in order."""
+    return state_digest(model.state_dict())
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """``weights_digest`` of a saved state dict (the model need not be built)."""
     h = hashlib.sha256()
-    for name, value in model.state_dict().items():
+    for name, value in state.items():
         h.update(name.encode())
         h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from omegaconf import DictConfig
 from posenc_cli.common.atomic import fsync_dir, write_json_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.config.extension import is_extension
 from posenc_cli.config.rundir import load_run_config, make_dirs
 from posenc_cli.data.corpus import EOT
 from posenc_cli.encodings.rope import rotary_frequencies
@@ -49,13 +51,41 @@ def export_hf(run_dir: Path, out: Path, method: str = "none", factor: float = 1.
     eot = next((t["id"] for t in vocab if t.get("content") == EOT), None)
     if eot is None:
         raise PosencError(f"{tok_path} has no {EOT} token", "export a run posenc trained")
-    shape = _shape(cfg, state, int(eot))
+    method, factor, length = run_scaling(cfg, run_dir, method, factor)
+    shape = replace(_shape(cfg, state, int(eot)), train_length=length)
     config = hf_config(shape, method, factor)
     tensors = llama_state(state, shape.n_layers, shape.head_dim, shape.rotary_dims)
     if config["model_type"] == "phi3":
         tensors = phi3_state(tensors, shape.n_layers)
     _write_folder(out, lambda tmp: _write_files(tmp, config, tensors, tok_path))
     return [out / f for f in FILES]
+
+
+def run_scaling(
+    cfg: DictConfig, run_dir: Path, method: str, factor: float
+) -> tuple[str, float, int]:
+    """The method, factor and original length to write: those a `posenc extend` run was
+    fine-tuned with (dynamic NTK as transformers' factor 1, which reaches S at S·L), else the
+    options' with the run's own length."""
+    length = int(cfg.train.context_length)
+    if is_extension(cfg):
+        ext = cfg.extend
+        if method != "none":
+            raise PosencError(
+                f"{run_dir} was fine-tuned with extend.method={ext.method}, which its "
+                "config.json then says",
+                "export it without --rope-scaling and --factor",
+            )
+        if ext.method != "none":
+            method, length = str(ext.method), int(ext.original_length)
+            factor = 1.0 if method == "dynamic_ntk" else float(ext.factor)
+    if method == "yarn" and cfg.encoding.get("yarn_ramp", "hf") == "paper":
+        raise PosencError(
+            f"{run_dir} uses YaRN's paper ramp (encoding.yarn_ramp=paper), which transformers' "
+            "YaRN does not compute",
+            "export a run with encoding.yarn_ramp=hf, or without --rope-scaling yarn",
+        )
+    return method, factor, length
 
 
 def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:

@@ -48,7 +48,7 @@ def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict
     L, E = shape.train_length, shape.rotary_dims
     if method == "none":
         return shape.theta, None, L
-    if factor <= 1:
+    if factor < 1 or (factor == 1 and method != "dynamic_ntk"):  # dynamic: L'/L past L
         raise PosencError(
             f"--factor {factor} does not extend the context",
             "give a factor above 1, e.g. --factor 4",

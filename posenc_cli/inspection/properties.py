@@ -73,18 +73,19 @@ def causality_error(model: TransformerLM, ids_BT: Tensor, vocab: int) -> float:
 
 def rotation_errors(enc: RotaryEncoding, longest: int) -> tuple[float, float]:
     """(‖R_m x‖ vs ‖x‖, ⟨R_m q, R_n k⟩ vs ⟨q, R_{n-m} k⟩) for random q, k at random ranges
-    of positions up to ``longest``, on the encoding's rotation alone (its ``rotate``)."""
+    of positions up to ``longest``, on the encoding's rotation alone (its ``rotate``, less
+    YaRN's attention factor on q and k of a run `posenc extend` fine-tuned with it)."""
     gen = torch.Generator().manual_seed(0)
-    E, t = enc.head_dim, min(64, longest)
+    E, t, scale_qk = enc.head_dim, min(64, longest), enc.attention_factor
     norm = relative = 0.0
     for _ in range(8):
         q, k = torch.randn(1, 1, t, E, generator=gen), torch.randn(1, 1, t, E, generator=gen)
         a, b = (int(x) for x in torch.randint(0, longest - t + 1, (2,), generator=gen))
         m, n = torch.arange(a, a + t), torch.arange(b, b + t)
-        rq = enc.rotate(q, m)
+        rq = enc.rotate(q, m) / scale_qk
         norm = max(norm, _rel(rq.norm(dim=-1), q.norm(dim=-1)))
-        lhs = (rq * enc.rotate(k, n)).sum(-1)
-        rhs = (q * enc.rotate(k, n - m)).sum(-1)  # one distance b - a for every row
+        lhs = (rq * enc.rotate(k, n) / scale_qk).sum(-1)
+        rhs = (q * enc.rotate(k, n - m) / scale_qk).sum(-1)  # one distance b - a for every row
         scale = (q.norm(dim=-1) * k.norm(dim=-1)).max()
         relative = max(relative, float((lhs - rhs).abs().max() / scale))
     return norm, relative

@@ -99,6 +99,9 @@ def build_model(cfg: Any, vocab_size: int) -> TransformerLM:
     """The model described by a composed config (cfg.model, cfg.encoding)."""
     m = cfg.model
     enc = build_encoding(cfg.encoding, m.d_model, m.n_heads, m.n_layers)
+    ext = cfg.get("extend")
+    if ext is not None and ext.get("parent") is not None and ext.method != "none":
+        enc.adopt_extension(str(ext.method), float(ext.factor), int(ext.original_length))
     logn = int(cfg.train.context_length) if m.get("logn_scaling", False) else None
     return TransformerLM(
         vocab_size,

@@ -16,6 +16,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.report.extension_rows import extension_label
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
 
@@ -195,8 +196,10 @@ def group_defaults(group: str, name: str) -> dict[str, Any]:
 
 
 def settings_of(run: Run) -> dict[str, Any]:
-    """What must be equal for two runs to be seeds of one experiment."""
+    """What two seeds of one experiment share (`posenc extend` runs: what the parent trained)."""
     m, ex = run.metrics, run.extrapolation
+    parent = (m.get("extend") or {}).get("parent")
+    m = {**m, **parent} if isinstance(parent, dict) else m
     return {
         **{k: m.get(k) for k in TRAIN_KEYS},
         **model_settings(m),
@@ -250,7 +253,8 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
         differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
         extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
         label = f"{r.encoding} ({extra})" if extra else r.encoding
-        labels[id(r)] = label if r.variant is None else f"{label} + {r.variant}"
+        label = label if r.variant is None else f"{label} + {r.variant}"
+        labels[id(r)] = label + extension_label(r.metrics.get("extend"))
     return labels
 
 

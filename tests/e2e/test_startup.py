@@ -1,9 +1,12 @@
-"""The help screens and the encoding list answer without importing torch (or Hydra): a new
-interpreter runs `python -X importtime -m posenc_cli ...`, whose import log names every module
-the command loaded."""
+"""The help screens and the encoding list answer without importing torch (or Hydra), and a bad
+override is refused without torch: a new interpreter runs `python -X importtime -m posenc_cli
+...`, whose import log names every module the command loaded."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,29 @@ def test_help_imports_no_heavy_module(run_cli, tmp_path, args) -> None:
     assert not HEAVY & imported
 
 
+EVERY_HELP = """
+import json, sys, typer
+from posenc_cli.cli.app import app, main
+for name in typer.main.get_command(app).commands:
+    sys.argv = ["posenc", name, "--help"]
+    try:
+        main()
+    except SystemExit as exc:
+        assert exc.code in (0, None), name
+print(json.dumps([len(typer.main.get_command(app).commands), sorted(sys.modules)]))
+"""
+
+
+def test_every_command_help_in_one_process_imports_no_heavy_module() -> None:
+    """All of them in one interpreter, so a command whose help imports torch cannot hide."""
+    out = subprocess.run(
+        [sys.executable, "-c", EVERY_HELP], capture_output=True, text=True, check=True
+    )
+    count, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert count >= 13 and "Usage:" in out.stdout
+    assert not HEAVY & {m.split(".")[0] for m in modules}
+
+
 def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
     out = run_cli(["encodings"], tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert out.returncode == 0, out.stderr
@@ -41,3 +67,15 @@ def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
     for path in yamls:
         description = yaml.safe_load(path.read_text())["description"]
         assert description in rows[path.stem]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["train", "model.d_modl=3"], ["sweep", "encoding=rope,ropee"], ["resume", "no-such-run"]],
+)
+def test_a_config_error_is_one_line_without_torch(run_cli, tmp_path, args) -> None:
+    out = run_cli(args, tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    said = [ln for ln in out.stderr.splitlines() if not ln.startswith("import time:")]
+    assert out.returncode == 2 and len(said) == 1 and said[0].startswith("posenc: error: ")
+    assert not (HEAVY - {"hydra"}) & _imported(out.stderr)
+    assert list(tmp_path.iterdir()) == []

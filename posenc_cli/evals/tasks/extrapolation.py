@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.extension import base_length
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.evals.base import EvalTask, log_hparams
 from posenc_cli.evals.keys import protocol
@@ -32,7 +33,7 @@ class Extrapolation(EvalTask):
         if is_task(cfg):
             return
         s = self.settings(cfg)
-        shortest = min(int(f) for f in s.factors) * int(cfg.train.context_length)
+        shortest = min(int(f) for f in s.factors) * base_length(cfg)
         if int(s.tokens) < shortest:
             raise PosencError(
                 f"eval.tokens={s.tokens} is less than one window of the shortest evaluated "
@@ -49,7 +50,7 @@ class Extrapolation(EvalTask):
             return extrapolation(
                 model,
                 data.val,
-                int(cfg.train.context_length),
+                base_length(cfg),
                 self.settings(cfg),
                 rt,
                 data.meta.get("eot_id"),

@@ -13,6 +13,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.data.corpus import EOT
 from posenc_cli.data.prepare import prepare
+from posenc_cli.data.progress import PrepProgress
 
 datasets = pytest.importorskip("datasets")
 huggingface_hub = pytest.importorskip("huggingface_hub")
@@ -132,3 +133,14 @@ def test_a_source_key_of_another_data_kind_is_refused(
     (tmp_path / "a.txt").write_text("some text")
     with pytest.raises(PosencError, match=says):
         compose(overrides)
+
+
+def test_preparation_progress_counts_documents_ids_and_bytes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    with PrepProgress("train") as shown:
+        assert list(shown.counted(iter(["ab", "é"]))) == ["ab", "é"]
+        shown.add(3, 40, 7)
+    assert (shown.docs, shown.ids, shown.bytes) == (5, 40, 11)  # "é" is 2 bytes
+    assert "prepared data: train: 5 documents, 40 ids" in capsys.readouterr().out

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.config.compose import compose
+from posenc_cli.config.extension import child_config
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.tokenizer import encode, load_tokenizer
 from posenc_cli.engine import checkpoint
@@ -45,6 +49,7 @@ def export(run: Path, out: Path, *extra: str) -> None:
         (["encoding.rotary_fraction=0.5", "encoding.theta=500"], [], "phi3"),
         (["encoding.theta=2000"], ["--rope-scaling", "pi", "--factor", "4"], "llama"),
         ([], ["--rope-scaling", "llama3", "--factor", "4"], "llama"),
+        ([], ["--rope-scaling", "yarn", "--factor", "4"], "llama"),
         (["encoding.rotary_fraction=0.5"], ["--rope-scaling", "ntk", "--factor", "2"], "phi3"),
     ],
 )
@@ -73,6 +78,40 @@ def test_transformers_gives_posencs_tokens_and_logits(
     error = (theirs - ours).abs().max().item()
     assert error < TOLERANCE, error
     assert (theirs - posenc_logits(run, batch)).abs().max() > 100 * TOLERANCE or not scaling
+
+
+def extension_of(run: Path, method: str, factor: float) -> Path:
+    """A `posenc extend` run of ``run`` (its weights unchanged: what matters here is that the
+    export writes the method the run carries)."""
+    child = run.parent / f"{run.name}-{method}"
+    (child / ".hydra").mkdir(parents=True)
+    (child / "checkpoints").mkdir()
+    saved = checkpoint.load(run / "checkpoints" / "last.pt")
+    ext = compose([f"extend.method={method}", f"extend.factor={factor}"]).extend
+    cfg = child_config(load_run_config(run), ext, run, 3, checkpoint.state_digest(saved["model"]))
+    OmegaConf.save(cfg, child / ".hydra" / "config.yaml")
+    shutil.copy(run / "checkpoints" / "last.pt", child / "checkpoints" / "last.pt")
+    shutil.copy(run / "tokenizer.json", child / "tokenizer.json")
+    return child
+
+
+@pytest.mark.parametrize("method", ["pi", "ntk", "dynamic_ntk", "yarn", "llama3"])
+def test_an_extension_is_exported_with_its_method(
+    method: str, make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    child = extension_of(make_run(), method, 4.0)
+    export(child, tmp_path / "hf")
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    batch = torch.arange(64)[None] % 300  # 4x the parent's length: the fine-tuned length
+    with torch.no_grad():
+        theirs = model(batch).logits
+    cfg = load_run_config(child)
+    ours = build_model(cfg, 300)
+    ours.load_state_dict(checkpoint.load(child / "checkpoints" / "last.pt")["model"])
+    with torch.no_grad():
+        error = (theirs - ours(batch)).abs().max().item()
+    assert error < TOLERANCE, error
+    assert (theirs - posenc_logits(child.parent / "run", batch)).abs().max() > 100 * TOLERANCE
 
 
 def test_yarn_is_written_as_transformers_rope_scaling(

@@ -107,6 +107,15 @@ def test_posenc_eval_scores_the_imported_model_with_and_without_scaling(
     assert yarn["ppl"][str(2 * TRAIN_LENGTH)] != plain["ppl"][str(2 * TRAIN_LENGTH)]
 
 
+@pytest.mark.slow
+def test_posenc_inspect_draws_the_imported_model(llama: Path, tmp_path: Path) -> None:
+    run = imported(llama, tmp_path / "run")
+    code, out = invoke("inspect", str(run))
+    assert code == 0, out
+    summary = (run / "inspect" / "summary.md").read_text()
+    assert "RoPE" in summary and any((run / "inspect").glob("*.png"))
+
+
 def _gpt2(folder: Path) -> None:
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))

@@ -1,0 +1,93 @@
+"""`posenc extend`'s parent: the checkpoint a new run starts from, checked before anything is
+created, loaded into the new model when training begins (the same weights, by SHA-256), and
+recorded in the new run's metrics.json for `posenc compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+from torch import nn
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.extension import is_extension
+from posenc_cli.config.task_checks import is_task
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.metrics import read_metrics
+
+
+def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, str]:
+    """The step and weights' SHA-256 of the parent's checkpoint ``which`` (last | best)."""
+    if is_task(cfg):
+        raise PosencError(
+            f"{run_dir} is a synthetic-task run ({cfg.task.name})",
+            "extend a language-model run (task=lm)",
+        )
+    if is_extension(cfg):
+        raise PosencError(
+            f"{run_dir} is itself an extension of {cfg.extend.parent}",
+            f"extend its parent {cfg.extend.parent} with the factor you want",
+        )
+    path = run_dir / "checkpoints" / f"{which}.pt"
+    if not path.is_file():
+        raise PosencError(
+            f"{run_dir} has no checkpoints/{which}.pt",
+            "extend a run that has trained until its first checkpoint"
+            + (", or use extend.checkpoint=last" if which == "best" else ""),
+        )
+    ck = checkpoint.load(path)
+    return int(ck.get("step", 0)), checkpoint.state_digest(ck["model"])
+
+
+def start_from_parent(model: nn.Module, cfg: DictConfig) -> None:
+    """Load the parent's weights (only: the optimizer starts afresh) into a new run's model."""
+    ext = cfg.extend
+    path = Path(str(ext.parent)) / "checkpoints" / f"{ext.checkpoint}.pt"
+    ck = checkpoint.load(path)
+    if checkpoint.state_digest(ck["model"]) != ext.parent_sha256:
+        raise PosencError(
+            f"{path} changed since this run was made from it",
+            "extend the parent again (`posenc extend PARENT ...`) into a new run",
+        )
+    model.load_state_dict(ck["model"])
+
+
+def extension_metrics(cfg: DictConfig, model: nn.Module) -> dict[str, Any]:
+    """metrics.json's ``extend`` record (nothing for other runs, so they keep their shape):
+    the method and its parameters, and what the parent trained, so `posenc compare` puts the
+    run in the parent's table with a row of its own."""
+    if not is_extension(cfg):
+        return {}
+    ext, enc = cfg.extend, getattr(model, "encoding", None)
+    parent = read_metrics(Path(str(ext.parent)))
+    return {
+        "extend": {
+            "method": str(ext.method),
+            "factor": float(ext.factor),
+            "steps": int(cfg.train.steps),
+            "train_length": int(cfg.train.context_length),
+            "original_length": int(ext.original_length),
+            "lr": float(cfg.train.lr),
+            "attention_factor": float(getattr(enc, "attention_factor", 1.0)),
+            "parent": {
+                "path": str(ext.parent),
+                "step": int(ext.parent_step),
+                "sha256": str(ext.parent_sha256),
+                **{k: parent.get(k) for k in ("train_length", "steps", "train_tokens")},
+            },
+        }
+    }
+
+
+def same_tokenizer(run_dir: Path, cfg: DictConfig) -> None:
+    """The new run's tokenizer is the parent's, so token ids mean the same thing."""
+    if not is_extension(cfg):
+        return
+    own, parent = run_dir / "tokenizer.json", Path(str(cfg.extend.parent)) / "tokenizer.json"
+    if parent.is_file() and own.is_file() and own.read_bytes() != parent.read_bytes():
+        raise PosencError(
+            f"the data cache's tokenizer differs from {parent}, so the token ids would differ "
+            "from the parent's",
+            "extend with the cache the parent was trained with ($POSENC_CACHE)",
+        )

@@ -1,0 +1,127 @@
+"""`posenc extend` end to end: every method on a rope run and `none` on an alibi run, evaluated
+at the parent's lengths, labelled by `posenc compare` (in-process, through the Typer app), and
+resumed bit-identically after a SIGKILL under train.threads=1 (in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from contextlib import chdir
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from posenc_cli.cli.app import app
+
+pytestmark = pytest.mark.slow
+
+#: What every extension here runs: 6 steps at 2x, a checkpoint every 3, one thread.
+EXTEND = [
+    "extend.factor=2",
+    "extend.steps=6",
+    "extend.warmup_steps=2",
+    "train.checkpoint_every=3",
+    "train.threads=1",
+]
+
+
+@pytest.fixture(scope="module")
+def work(
+    tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli, tiny_args
+):  # type: ignore[no-untyped-def]
+    """A folder with a trained tiny rope run (`rope`) and alibi run (`alibi`)."""
+    work = tmp_path_factory.mktemp("extend")
+    for enc in ("rope", "alibi"):
+        posenc(
+            [
+                "train",
+                *tiny_args,
+                f"encoding={enc}",
+                "eval.factors=[1,2,4]",
+                "train.threads=1",
+                "data=text",
+                f"data.path={corpus}",
+                f"hydra.run.dir={enc}",
+            ],
+            work,
+        )
+    return work
+
+
+def posenc(args: list[str], cwd: Path) -> str:
+    """`posenc ARGS` in this process, in ``cwd``; its output (it must succeed)."""
+    with chdir(cwd):
+        res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, (res.output, res.exception)
+    return res.output
+
+
+def metrics(run: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((run / "metrics.json").read_text())
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model"]
+
+
+@pytest.mark.parametrize(
+    ("parent", "method"),
+    [("rope", m) for m in ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")]
+    + [("alibi", "none")],
+)
+def test_every_method_extends_and_is_evaluated_at_the_parents_lengths(
+    work: Path, parent: str, method: str
+) -> None:
+    child = f"{parent}-{method}"
+    posenc(["extend", parent, f"extend.method={method}", *EXTEND, f"hydra.run.dir={child}"], work)
+    m, p = metrics(work / child), metrics(work / parent)
+    ext = m["extend"]
+    assert (ext["method"], ext["train_length"], ext["original_length"]) == (method, 32, 16)
+    assert ext["parent"]["step"] == p["steps"] and ext["parent"]["train_length"] == 16
+    assert m["extrapolation"]["lengths"] == p["extrapolation"]["lengths"] == [16, 32, 64]
+    assert m["extrapolation"]["val_tokens"] == p["extrapolation"]["val_tokens"]
+    assert m["extrapolation"]["ppl"] != p["extrapolation"]["ppl"]
+    assert ext["attention_factor"] == pytest.approx(
+        1.0 + (0.1 * 0.6931471805599453) * (method == "yarn")
+    )
+
+
+def test_compare_puts_the_extension_beside_its_parent(work: Path) -> None:
+    posenc(["extend", "rope", "extend.method=yarn", *EXTEND, "hydra.run.dir=labelled"], work)
+    out = posenc(["compare", "rope", "labelled", "--out", "cmp"], work)
+    table = (work / "cmp" / "comparison.md").read_text()
+    assert "| rope + yarn, 6 steps @32 |" in table and "| rope |" in table
+    assert "tables, one per setting" not in out
+
+
+def test_sigkill_then_resume_is_bit_identical(
+    work: Path, cache_dir: Path, run_cli, cli_command
+) -> None:  # type: ignore[no-untyped-def]
+    args = ["extend", "rope", "extend.method=yarn", *EXTEND]
+    res = run_cli([*args, "hydra.run.dir=whole"], work, cache_dir)
+    assert res.returncode == 0, res.stderr
+    env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "after_save:3"}
+    proc = subprocess.Popen(
+        [*cli_command, *args, "hydra.run.dir=cut"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    marker, end = work / "cut" / "checkpoints" / ".paused-after_save", time.time() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < end, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    res = run_cli(["resume", "cut"], work, cache_dir)
+    assert res.returncode == 0, res.stderr
+    a, b = weights(work / "whole"), weights(work / "cut")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert metrics(work / "whole")["final_val_loss"] == metrics(work / "cut")["final_val_loss"]

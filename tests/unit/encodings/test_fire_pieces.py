@@ -1,0 +1,85 @@
+"""FIRE's piecewise-linear evaluation (encodings/fire.py ``pieces``) is its MLP: equal in float64
+to the MLP run over every pair (how the bias was computed before) and to the formula summed
+term by term, in values and in the gradients of every parameter (MLP weights, c, L)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc_cli.encodings.fire import FIRE_EPS, FireEncoding
+
+
+def fire64(seed: int = 0) -> FireEncoding:
+    """A float64 FIRE with varied kinks, one unit with w = 0 and a threshold inside the range."""
+    torch.manual_seed(seed)
+    enc = FireEncoding(8, 3, 4, 2, hidden=6, c=0.7, threshold=5.0).double()
+    with torch.no_grad():
+        enc.mlp[0].weight.copy_(torch.tensor([[2.0], [-3.0], [0.0], [5.0], [-0.5], [1.5]]))
+        enc.mlp[0].bias.copy_(torch.tensor([-0.5, 1.2, 0.3, -4.0, 0.1, 0.2]))
+    return enc
+
+
+def mlp_over_pairs(enc: FireEncoding, pos: torch.Tensor) -> torch.Tensor:
+    """The bias as it was computed before the pieces: the MLP over every (query, key) pair."""
+    u = enc.normalised_distance(pos, pos)
+    return enc.mlp(u[..., None]).permute(2, 0, 1)
+
+
+def term_by_term(enc: FireEncoding, i: int, j: int) -> list[float]:
+    """f_θ(ψ(i - j)/(ψ(max(L, i)) + ε)) in plain Python floats."""
+    c = enc.c.item()
+    L = abs(enc.threshold_scale.item()) * enc.init_threshold.item()
+    u = math.log(abs(c * max(i - j, 0)) + 1) / (math.log(abs(c * max(L, i)) + 1) + FIRE_EPS)
+    w, b = enc.mlp[0].weight[:, 0].tolist(), enc.mlp[0].bias.tolist()
+    hidden = [max(0.0, wk * u + bk) for wk, bk in zip(w, b, strict=True)]
+    return [
+        sum(o * h for o, h in zip(row, hidden, strict=True)) + b2
+        for row, b2 in zip(enc.mlp[2].weight.tolist(), enc.mlp[2].bias.tolist(), strict=True)
+    ]
+
+
+def values_and_gradients(enc: FireEncoding, bias: torch.Tensor) -> list[torch.Tensor]:
+    weights = torch.randn(bias.shape, generator=torch.Generator().manual_seed(3), dtype=bias.dtype)
+    grads = torch.autograd.grad((bias * weights).sum(), list(enc.parameters()))
+    return [bias.detach(), *grads]
+
+
+def test_pieces_equal_the_mlp_over_every_pair_in_float64() -> None:
+    enc, pos = fire64(), torch.arange(12)
+    fast = values_and_gradients(enc, enc.pair_bias(pos, pos))
+    ref = values_and_gradients(enc, mlp_over_pairs(enc, pos))
+    names = ["bias", *(name for name, _ in enc.named_parameters())]
+    assert len(fast) == len(names) == 7  # the bias, four MLP tensors, c, the threshold scale
+    for name, a, b in zip(names, fast, ref, strict=True):
+        assert (a - b).abs().max() <= 1e-12 * max(1.0, b.abs().max().item()), name
+    assert fast[-1].abs().max() > 0 and fast[-2].abs().max() > 0  # L and c do get gradients
+
+
+def test_pieces_equal_the_formula_term_by_term() -> None:
+    enc = fire64(seed=1)
+    pos = torch.arange(9)
+    bias = enc.pair_bias(pos, pos)
+    for i, j in [(0, 0), (3, 1), (5, 0), (8, 2), (8, 8)]:
+        expected = torch.tensor(term_by_term(enc, i, j), dtype=torch.float64)
+        assert (bias[:, i, j] - expected).abs().max() <= 1e-12, (i, j)
+
+
+def test_pieces_in_float32_stay_within_rounding_of_the_mlp() -> None:
+    enc = fire64().float()
+    pos = torch.arange(0, 3000, 7)
+    with torch.no_grad():
+        fast, ref = enc.pair_bias(pos, pos), mlp_over_pairs(enc, pos)
+    assert fast.dtype == torch.float32
+    assert (fast - ref).abs().max() <= 1e-5 * ref.abs().max()
+
+
+def test_an_mlp_without_kinks_is_one_affine_piece() -> None:
+    enc = fire64()
+    with torch.no_grad():
+        enc.mlp[0].weight.zero_()
+    kinks, slope, intercept = enc.pieces()
+    assert kinks.numel() == 0 and slope.shape == intercept.shape == (3, 1)
+    pos = torch.arange(6)
+    assert (enc.pair_bias(pos, pos) - mlp_over_pairs(enc, pos)).abs().max() <= 1e-12
