@@ -18,12 +18,19 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+
+# One intra-op thread per test process: xdist already runs one worker per core, and a second
+# thread in every worker and every CLI subprocess (they inherit this) only oversubscribes the
+# cores (a tiny `posenc train` took 1.6x the wall time with two, on a loaded 2-core machine).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402 (after the thread setting, which torch reads when imported)
 from hypothesis import settings
 from omegaconf import OmegaConf
 
@@ -64,6 +71,8 @@ WORDS = (
     "at which but have an they you were her she there been one all we their has would "
     "when if so no will more can what said who may up out them into some"
 ).split()
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("fuzz", derandomize=False, print_blob=True)
@@ -173,6 +182,21 @@ def run_cli(cli_command: list[str]) -> Callable[..., subprocess.CompletedProcess
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def wait_for() -> Callable[..., None]:
+    """wait_for(path, proc, timeout=120): block until ``path`` exists, failing at once (with
+    the process's output) if ``proc`` ends first."""
+
+    def wait(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+        end = time.time() + timeout
+        while not path.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < end, f"{path} never appeared"
+            time.sleep(0.05)
+
+    return wait
 
 
 # --- tiny models ------------------------------------------------------------------------------

@@ -56,8 +56,10 @@ def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
         means = [s.mean for s in stats if s is not None]
         best = pick(means) if len(means) > 1 else None
         cis = [r.ci.get(group.lengths[i]) if i < len(group.lengths) else None for r in group.rows]
-        best_ci = next((c for s, c in zip(stats, cis) if s is not None and s.mean == best), None)
-        for row, r, s, ci in zip(body, group.rows, stats, cis):
+        best_ci = next(
+            (c for s, c in zip(stats, cis, strict=True) if s is not None and s.mean == best), None
+        )
+        for row, r, s, ci in zip(body, group.rows, stats, cis, strict=True):
             is_best = s is not None and s.mean == best
             text = _cell(s, len(r.runs), digits, spread) + _interval(ci, best_ci, is_best, s)
             row.append((text, is_best))
@@ -152,7 +154,7 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
         out_dir.mkdir(parents=True, exist_ok=True)
         write_csv(groups, paths[0])
         write_text_atomic(paths[1], markdown(groups))
-        for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:]):
+        for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:], strict=True):
             if not plot(groups, path):
                 path.unlink(missing_ok=True)
                 notes.append(f"{path.name} not written: no run has the data for it")

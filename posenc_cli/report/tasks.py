@@ -80,7 +80,7 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
 def _fill(g: TaskGroup, labels: dict[int, str]) -> None:
     first = _result(g.runs[0])
     g.lengths = [int(n) for n in first["lengths"]]
-    g.train_lengths = tuple(int(n) for n in first["train_lengths"])  # type: ignore[assignment]
+    g.train_lengths = tuple(int(n) for n in first["train_lengths"])
     g.size_unit = str(first.get("size_unit", "items"))
     by_label: dict[str, list[Run]] = {}  # the encoding, plus its parameters where runs differ
     for run in sorted(g.runs, key=lambda r: int(r.metrics.get("seed", 0))):
@@ -122,7 +122,7 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
     for n in g.lengths:
         means = [r.exact[n].mean for r in g.rows if r.exact[n] is not None]
         best = max(means) if len(means) > 1 and max(means) > 0 else None
-        for row, r in zip(body, g.rows):
+        for row, r in zip(body, g.rows, strict=True):
             row.append((cell(r.exact[n]), r.exact[n] is not None and r.exact[n].mean == best))
     return body
 

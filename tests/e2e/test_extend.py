@@ -33,7 +33,7 @@ EXTEND = [
 @pytest.fixture(scope="module")
 def work(
     tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli, tiny_args
-):  # type: ignore[no-untyped-def]
+):
     """A folder with a trained tiny rope run (`rope`) and alibi run (`alibi`)."""
     work = tmp_path_factory.mktemp("extend")
     for enc in ("rope", "alibi"):
@@ -61,7 +61,7 @@ def posenc(args: list[str], cwd: Path) -> str:
     return res.output
 
 
-def metrics(run: Path) -> dict:  # type: ignore[type-arg]
+def metrics(run: Path) -> dict:
     return json.loads((run / "metrics.json").read_text())
 
 
@@ -101,7 +101,7 @@ def test_compare_puts_the_extension_beside_its_parent(work: Path) -> None:
 
 def test_sigkill_then_resume_is_bit_identical(
     work: Path, cache_dir: Path, run_cli, cli_command
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     args = ["extend", "rope", "extend.method=yarn", *EXTEND]
     res = run_cli([*args, "hydra.run.dir=whole"], work, cache_dir)
     assert res.returncode == 0, res.stderr
