@@ -11,6 +11,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from posenc_cli.common.atomic import write_atomic
+
 if TYPE_CHECKING:
     from posenc_cli.report.runs import Group, Row
 
@@ -47,7 +49,7 @@ def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
     guides = {k: handles.pop(k) for k in GUIDES if k in handles}
     ordered = {**dict(sorted(handles.items())), **guides}
     fig.legend(ordered.values(), ordered.keys(), loc="outside right center", frameon=False)
-    fig.savefig(path, dpi=130)
+    write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
 
 
 def _train_line(ax: Any, group: Group) -> None:
