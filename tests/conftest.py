@@ -13,25 +13,30 @@ explores fresh random examples.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
 import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+
+# One intra-op thread per test process: xdist already runs one worker per core, and a second
+# thread in every worker and every CLI subprocess (they inherit this) only oversubscribes the
+# cores (a tiny `posenc train` took 1.6x the wall time with two, on a loaded 2-core machine).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402 (after the thread setting, which torch reads when imported)
 from hypothesis import settings
 from omegaconf import OmegaConf
 
 from posenc_cli.encodings import PositionalEncoding, build_encoding
-from posenc_cli.encodings.cope import CopeEncoding
-from posenc_cli.encodings.deberta import DebertaEncoding
-from posenc_cli.encodings.fox import ForgettingEncoding
-from posenc_cli.encodings.transformer_xl import TransformerXLEncoding
 from posenc_cli.model import TransformerLM
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +69,8 @@ WORDS = (
     "at which but have an they you were her she there been one all we their has would "
     "when if so no will more can what said who may up out them into some"
 ).split()
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("fuzz", derandomize=False, print_blob=True)
@@ -175,6 +182,21 @@ def run_cli(cli_command: list[str]) -> Callable[..., subprocess.CompletedProcess
     return run
 
 
+@pytest.fixture(scope="session")
+def wait_for() -> Callable[..., None]:
+    """wait_for(path, proc, timeout=120): block until ``path`` exists, failing at once (with
+    the process's output) if ``proc`` ends first."""
+
+    def wait(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+        end = time.time() + timeout
+        while not path.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < end, f"{path} never appeared"
+            time.sleep(0.05)
+
+    return wait
+
+
 # --- tiny models ------------------------------------------------------------------------------
 
 
@@ -281,79 +303,21 @@ def reference_attention() -> Callable[..., torch.Tensor]:
     return _reference_attention
 
 
-def sinusoid_naive(d: torch.Tensor, width: int, base: float = 10000.0) -> torch.Tensor:
-    """[sin(dθ_0), cos(dθ_0), …] for an integer tensor d of any shape."""
-    theta = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
-    angles = d.double()[..., None] * theta
-    return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2).float()
-
-
-def transformer_xl_naive(
-    txl: TransformerXLEncoding,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    pos_t: torch.Tensor,
-    pos_s: torch.Tensor,
-    layer: int,
-) -> torch.Tensor:
-    """Terms (b) + (c) + (d) of Dai et al.'s score, times the softmax scale, materialising the
-    (T, S, H, E) projected sinusoids: O(T²E). Term (a), q·k, is the attention's own."""
-    H, E = txl.n_heads, txl.head_dim
-    r = sinusoid_naive(pos_t[:, None] - pos_s[None, :], txl.d_model, txl.base)
-    wr = (r @ txl.r_proj[layer].weight.T).unflatten(-1, (H, E))  # (T, S, H, E)
-    b = torch.einsum("bhte,tshe->bhts", q, wr)
-    c = torch.einsum("he,bhse->bhs", txl.u, k)[:, :, None, :]
-    d = torch.einsum("he,tshe->hts", txl.v, wr)[None]
-    return (b + c + d) * txl.softmax_scale(E)
-
-
-def deberta_naive(
-    deb: DebertaEncoding,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    pos_t: torch.Tensor,
-    pos_s: torch.Tensor,
-    layer: int,
-) -> torch.Tensor:
-    """c2p + p2c of He et al., gathered per (query, key) pair from the clipped relative
-    distances δ(i, j) and δ(j, i), over 1/sqrt(3E): O(T²E). c2c, q·k, is the attention's own."""
-    H, E, k_max = deb.n_heads, deb.head_dim, deb.max_relative
-    rel = pos_t[:, None] - pos_s[None, :]
-    delta_ij = rel.clamp(-k_max, k_max - 1) + k_max
-    delta_ji = (-rel).clamp(-k_max, k_max - 1) + k_max
-    k_r = (deb.rel_embeddings @ deb.k_r_proj[layer].weight.T).unflatten(-1, (H, E))
-    q_r = (deb.rel_embeddings @ deb.q_r_proj[layer].weight.T).unflatten(-1, (H, E))
-    c2p = torch.einsum("bhte,tshe->bhts", q, k_r[delta_ij])
-    p2c = torch.einsum("bhse,tshe->bhts", k, q_r[delta_ji])
-    return (c2p + p2c) / math.sqrt(3 * E)
-
-
-def cope_naive(cope: CopeEncoding, q: torch.Tensor, k: torch.Tensor, layer: int) -> torch.Tensor:
-    """Golovneva et al.'s q_i·e[p_ij]: gates σ(q·k/√E) of the causal keys, p_ij = Σ_{t>=j} g_it
-    as a product with a lower-triangular ones matrix, and the embedding vector of each p
-    interpolated before the dot product with q: O(T²E)."""
-    T, S = q.shape[-2], k.shape[-2]
-    causal = torch.ones(T, S, dtype=torch.bool).tril(S - T)
-    gates = torch.sigmoid(q @ k.transpose(-1, -2) / math.sqrt(cope.head_dim)) * causal
-    p = (gates @ torch.ones(S, S).tril()).clamp(max=cope.max_position - 1)
-    low = p.floor()
-    w = (p - low)[..., None]
-    table = cope.embeddings[layer].T  # (max_position, E)
-    high = (low + 1).clamp(max=cope.max_position - 1)
-    e = table[low.long()] * (1 - w) + table[high.long()] * w  # (B, H, T, S, E)
-    return torch.einsum("bhte,bhtse->bhts", q, e)
-
-
-def fox_naive(fox: ForgettingEncoding, x: torch.Tensor, layer: int) -> torch.Tensor:
-    """Lin et al.'s Σ_{l=j+1..i} log σ(w·x_l + b), summed term by term for each (i, j)."""
-    gate = fox.gates[layer]
-    log_f = torch.nn.functional.logsigmoid(x @ gate.weight.T + gate.bias)
-    B, T, H = log_f.shape
-    out = torch.zeros(B, H, T, T)
-    for i in range(T):
-        for j in range(i + 1):
-            out[:, :, i, j] = log_f[:, j + 1 : i + 1].sum(1)
-    return out
+def _reference_module(name: str) -> Any:
+    """tests/reference/<name>.py, loaded as a submodule of the reference package (which is
+    not importable by name: test code never imports other test code)."""
+    package = "posenc_reference"
+    if package not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            package, REPO / "tests" / "reference" / "__init__.py"
+        )
+        sys.modules[package] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[package])
+    path = REPO / "tests" / "reference" / f"{name}.py"
+    assert path.is_file(), (
+        f"no naive reference for encoding '{name}': add tests/reference/{name}.py"
+    )
+    return importlib.import_module(f"{package}.{name}")
 
 
 def _reference_bias(
@@ -367,19 +331,9 @@ def _reference_bias(
 ) -> torch.Tensor:
     if not enc.has_content_bias:
         return enc.position_bias(pos_t, pos_s)
-    if isinstance(enc, TransformerXLEncoding):
-        bias = transformer_xl_naive(enc, q, k, pos_t, pos_s, layer)
-    elif isinstance(enc, DebertaEncoding):
-        bias = deberta_naive(enc, q, k, pos_t, pos_s, layer)
-    elif isinstance(enc, CopeEncoding):
-        bias = cope_naive(enc, q, k, layer)
-    elif isinstance(enc, ForgettingEncoding):
-        bias = fox_naive(enc, attn_input, layer)
-    else:
-        raise NotImplementedError(
-            f"no naive reference bias for {type(enc).__name__}: add its "
-            "paper's formula to tests/conftest.py"
-        )
+    bias = _reference_module(type(enc).__module__.rpartition(".")[2]).content_bias(
+        enc, q, k, pos_t, pos_s, layer, attn_input
+    )
     return bias.float().masked_fill(pos_s[None, :] > pos_t[:, None], float("-inf"))
 
 
@@ -388,12 +342,12 @@ def reference_bias() -> Callable[..., torch.Tensor]:
     """reference_bias(enc, q, k, pos_t, pos_s, layer, attn_input=None): the (1|B, H, T, S)
     float32 logit bias of an encoding that has one, added to the scaled logits, -inf where
     j > i. Position biases: ``enc.position_bias``; content biases (Transformer-XL, DeBERTa,
-    CoPE, FoX): the papers' naive formulas from this layer's q and k (before
-    ``transform_qk``) or its input."""
+    CoPE, FoX): the papers' naive formulas (tests/reference/NAME.py) from this layer's q and
+    k (before ``transform_qk``) or its input."""
     return _reference_bias
 
 
 @pytest.fixture(scope="session")
 def naive_sinusoid() -> Callable[..., torch.Tensor]:
     """naive_sinusoid(d, width, base=10000.0): [sin(dθ_0), cos(dθ_0), …] for integer d."""
-    return sinusoid_naive
+    return _reference_module("sinusoidal").sinusoid

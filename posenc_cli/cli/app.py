@@ -76,7 +76,7 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
         from posenc_cli.config.overrides import quote
         from posenc_cli.config.rundir import claim_new_run_dir
 
-        preflight(cfg)
+        preflight(cfg, overrides=overrides)
         run_dir = claim_new_run_dir(cfg, overrides)
         launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
 

@@ -12,33 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from posenc_cli.cli.errors import user_errors
-from posenc_cli.common.errors import PosencError
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-#: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
-HOW = {
-    "device",
-    "hydra.run.dir",
-    "eval.at_end",
-    *(
-        f"train.{k}"
-        for k in (
-            "threads",
-            "compile",
-            "nproc",
-            "deterministic",
-            "precision",
-            "checkpoint_every",
-            "eval_every",
-            "eval_batches",
-            "log_every",
-        )
-    ),
-}
-#: extend.* keys that `posenc extend` writes itself.
-RECORDED = ("parent", "parent_step", "parent_sha256", "original_length")
+    from posenc_cli.cli.extend_plan import Job
 
 
 def extend(
@@ -48,81 +26,52 @@ def extend(
         typer.Argument(
             show_default=False,
             help="extend.method (none|pi|ntk|dynamic_ntk|yarn|llama3), extend.factor, "
-            "extend.steps, extend.lr, extend.warmup_steps, extend.batch_size, "
-            "extend.checkpoint; device, train.threads, hydra.run.dir, ...",
+            "extend.steps (0: the method without fine-tuning), extend.lr, "
+            "extend.warmup_steps, extend.batch_size, extend.checkpoint; "
+            "experiment=context_extension; device, train.threads, hydra.run.dir, ...",
         ),
     ] = None,
 ) -> None:
     """Continue a trained run at factor x its training length with a context-extension
-    method (configs/extend/default.yaml); writes a new run directory."""
+    method (configs/extend/default.yaml); writes a new run directory. Swept values
+    (extend.method=pi,yarn) or experiment=context_extension run every combination."""
+    from posenc_cli.cli.extend_plan import plan_jobs
+    from posenc_cli.cli.preflight import preflight
+
+    with user_errors():
+        jobs, root = plan_jobs(run_dir, list(overrides or []))
+        for job in jobs:
+            if job.cfg is not None:
+                preflight(job.cfg)
+        if root is not None:
+            print(f"posenc extend: {len(jobs)} jobs in {root}", flush=True)
+        for job in jobs:
+            _run(run_dir, job)
+        if root is not None:
+            print(f"posenc extend: compare them with: posenc compare {run_dir} {root}")
+
+
+def _run(run_dir: Path, job: Job) -> None:
+    """Train one new run, or evaluate the parent with the method (extend.steps=0)."""
     from omegaconf import OmegaConf
 
-    from posenc_cli.cli.console import print_run_summary
-    from posenc_cli.cli.preflight import preflight
+    from posenc_cli.cli.console import print_eval_result, print_run_summary
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import claim_new_run_dir
+    from posenc_cli.evals.run import evaluate_run
 
-    args = list(overrides or [])
-    with user_errors():
-        cfg, planned = plan_extension(run_dir, args)
-        preflight(cfg)
-        where = OmegaConf.create({"hydra": {"run": {"dir": str(planned)}}})
-        child = claim_new_run_dir(where, args)
-        _save_config(child, cfg, args)
-        t0 = time.perf_counter()
-        metrics = run_job(cfg, child)
-        if metrics is not None:
-            print_run_summary(metrics, child, time.perf_counter() - t0)
-
-
-def plan_extension(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, Path]:
-    """The new run's config and directory (checked, not created)."""
-    from omegaconf import OmegaConf
-
-    from posenc_cli.config.compose import compose, validate
-    from posenc_cli.config.extension import child_config
-    from posenc_cli.config.overrides import given
-    from posenc_cli.config.rundir import load_run_config, planned_run_dir
-    from posenc_cli.encodings.registry import encoding_class
-    from posenc_cli.engine.extension import parent_checkpoint
-
-    _check_overrides(overrides)
-    requested = compose(overrides, with_hydra=True)
-    ext = requested.extend
-    parent = load_run_config(run_dir)
-    enc = parent.encoding
-    if ext.method != "none" and not encoding_class(str(enc._target_)).rotary:
-        raise PosencError(
-            f"extend.method={ext.method} needs a RoPE-family encoding, not '{enc.name}'",
-            "use extend.method=none (continued training at the longer length), or extend a "
-            "rope or xpos run",
-        )
-    step, sha256 = parent_checkpoint(run_dir, parent, str(ext.checkpoint))
-    cfg = child_config(parent, ext, run_dir, step, sha256)
-    for key in HOW - {"hydra.run.dir"}:
-        if given(overrides, key):
-            OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
-    validate(cfg)
-    if given(overrides, "hydra.run.dir"):
-        where = requested
-    else:
-        name = f"{time.strftime('%H-%M-%S')}-{enc.name}-{ext.method}x{float(ext.factor):g}"
-        path = Path("outputs") / time.strftime("%Y-%m-%d") / name
-        where = OmegaConf.create({"hydra": {"run": {"dir": str(path)}}})
-    return cfg, planned_run_dir(where, overrides)
-
-
-def _check_overrides(overrides: list[str]) -> None:
-    """Only extend.* and how the run executes: the rest is the parent's."""
-    from posenc_cli.config.overrides import key_of
-
-    for key in map(key_of, overrides):
-        if not (key.startswith("extend.") or key in HOW) or key.removeprefix("extend.") in RECORDED:
-            raise PosencError(
-                f"`posenc extend` cannot set {key}",
-                "set extend.* (method, factor, steps, lr, warmup_steps, batch_size, "
-                "checkpoint) or how it runs (device, train.threads, hydra.run.dir, ...)",
-            )
+    if job.cfg is None:
+        cfg, out = evaluate_run(run_dir, list(job.eval_overrides))
+        for key, result in out.items():
+            print_eval_result(run_dir, cfg, key, result)
+        return
+    where = OmegaConf.create({"hydra": {"run": {"dir": str(job.planned)}}})
+    child = claim_new_run_dir(where, list(job.overrides))
+    _save_config(child, job.cfg, list(job.overrides))
+    t0 = time.perf_counter()
+    metrics = run_job(job.cfg, child)
+    if metrics is not None:
+        print_run_summary(metrics, child, time.perf_counter() - t0)
 
 
 def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:

@@ -7,6 +7,7 @@ from omegaconf import DictConfig
 from posenc_cli.cli.ranks import check_nproc
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import is_extension
+from posenc_cli.config.rundir import planned_run_dir
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.memory import check_training_memory
@@ -14,9 +15,13 @@ from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
 
 
-def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
-    """The device and precision exist here, the evaluation tasks exist, the data are prepared
-    and (unless ``data_fit`` is off: a sweep reports such a job as failed) fit the run."""
+def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | None = None) -> None:
+    """The device and precision exist here, the evaluation tasks exist (and their settings hold
+    when training ends on an evaluation), the data are prepared and (unless ``data_fit`` is
+    off: a sweep reports such a job as failed) fit the run. Given the command's
+    ``overrides``, its run directory is checked first, before any tokenizing."""
+    if overrides is not None:
+        planned_run_dir(cfg, overrides)
     if cfg.eval.rope_scaling != "none" and not is_extension(cfg):
         raise PosencError(
             f"eval.rope_scaling={cfg.eval.rope_scaling} is an evaluation of a "
@@ -28,7 +33,9 @@ def preflight(cfg: DictConfig, data_fit: bool = True) -> None:
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)
     for name in cfg.eval.tasks:
-        get_task(str(name)).check(cfg)
+        task = get_task(str(name))
+        if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with
+            task.check(cfg)
     if is_task(cfg):  # a synthetic task needs no corpus
         return
     data = prepare(cfg.data)

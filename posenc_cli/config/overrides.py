@@ -102,17 +102,18 @@ def first_job(overrides: list[str]) -> list[str]:
 
 
 def check_each_key_once(overrides: list[str]) -> None:
-    """A key given twice (swept and fixed, or twice either way) would leave it unclear which
-    value a job has, and jobs that differ only there would share one folder."""
-    seen: dict[str, str] = {}
-    for text in overrides:
-        key = key_of(text)
-        if key in seen:
+    """A swept key given again (swept or fixed) would leave it unclear which value a job has,
+    and jobs that differ only there would share one folder. A fixed key given twice is
+    harmless: the last value wins, as in `posenc train`."""
+    seen: dict[str, tuple[str, bool]] = {}
+    for text, ov in zip(overrides, parse(overrides), strict=True):
+        key, swept = key_of(text), bool(ov.is_sweep_override())
+        if key in seen and (swept or seen[key][1]):
             raise PosencError(
-                f"{key} is given twice ('{seen[key]}' and '{text}')",
+                f"{key} is given twice ('{seen[key][0]}' and '{text}')",
                 f"give {key} once, with every value to sweep, e.g. {key}=a,b",
             )
-        seen[key] = text
+        seen[key] = (text, swept)
 
 
 def expand_sweep(overrides: list[str], extra: dict[str, str] | None = None) -> list[list[str]]:

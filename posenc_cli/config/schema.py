@@ -5,6 +5,11 @@ each has and which values make sense (``Rule`` in each field's metadata). config
 checks the config as composed against both, so a key that is missing, of the wrong type or
 out of range is one line before anything is created. `encoding` and `task` are free-form
 because every encoding and task has its own parameters (its class checks them).
+
+A field's default restates its YAML value, because a run directory saved before a key existed
+is completed from here (config/rundir.py) without composing; the YAML stays the one users read
+and change, and tests/unit/config/test_one_value_per_key.py fails on any key whose two
+values differ.
 """
 
 from __future__ import annotations
@@ -170,7 +175,7 @@ class EvalConfig:
     """The keys of every evaluation, then each task's own section (eval.<task>.*): typed here
     for extrapolation, free-form for the others, whose classes check them."""
 
-    tasks: list[str] = key(factory=lambda: ["extrapolation"], name=True, nonempty=True)
+    tasks: list[str] = key(factory=lambda: ["extrapolation", "retrieval"], name=True, nonempty=True)
     at_end: bool = True
     extrapolation: ExtrapolationConfig = field(default_factory=ExtrapolationConfig)
     factors: list[int] = older_name("factors")
@@ -208,7 +213,7 @@ class ExtendConfig:
     factor: float = key(
         4.0, lo=1, lo_open=True, low="does not extend the context", fix="use e.g. extend.factor=4"
     )
-    steps: int = key(400, lo=1)
+    steps: int = key(400, lo=0)
     lr: float | None = key(None, lo=0, lo_open=True)
     warmup_steps: int = key(20, lo=0)
     batch_size: int | None = key(None, lo=1)

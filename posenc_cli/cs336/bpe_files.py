@@ -161,4 +161,4 @@ def tokenizer_files(tok_json: dict[str, Any]) -> tuple[dict[str, int], list[tupl
     for added in tok_json.get("added_tokens", []):
         vocab.setdefault(str(added["content"]), int(added["id"]))
     merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-    return vocab, merges  # type: ignore[return-value]
+    return vocab, merges

@@ -18,13 +18,13 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from posenc_cli.common import faults
 from posenc_cli.common.atomic import (
     write_atomic,
     write_folder_atomic,
     write_json_atomic,
     write_text_atomic,
 )
-from posenc_cli.common import faults
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.rundir import load_run_config

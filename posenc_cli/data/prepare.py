@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
+from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
 from posenc_cli.data.progress import PrepProgress
 from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
-from posenc_cli.data.tokenizer import eot_id, train_tokenizer
+from posenc_cli.data.stages import Stages
+from posenc_cli.data.tokenizer import eot_id, load_tokenizer, train_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
 
 FORMAT_VERSION = 3  # 3: universal newlines
@@ -33,35 +36,45 @@ def cache_key(data_cfg: Any, corpus: Corpus | HfCorpus, cache_dir: Path) -> str:
 
 
 def prepare(data_cfg: Any) -> TokenData:
-    """Train the tokenizer and write token files once; later calls reuse the checked cache."""
+    """Train the tokenizer and write token files once; later calls reuse the checked cache.
+    An interrupted preparation continues from its last finished stage (stages.py)."""
     cache_dir = cache_root(data_cfg)
     corpus = open_corpus(data_cfg)
     target = cache_dir / cache_key(data_cfg, corpus, cache_dir)
-    return ensure(
-        target,
-        lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp),
-        ("train", "val"),
-        {"format": FORMAT_VERSION},
-    )
+    stages = Stages(target)
+    try:
+        data = ensure(
+            target,
+            lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp, stages),
+            ("train", "val"),
+            {"format": FORMAT_VERSION},
+        )
+    except PosencError:
+        stages.clear()  # a corpus that cannot be prepared leaves nothing behind
+        raise
+    stages.clear()
+    return data
 
 
-def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    with PrepProgress("tokenizer") as shown:
-        tok = train_tokenizer(shown.counted(corpus.tokenizer_segments()), vocab_size)
-    tok.save(str(tmp / "tokenizer.json"))
-    t1 = time.perf_counter()
+def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path, stages: Stages) -> dict[str, Any]:
+    tok, tokenizer_seconds = _tokenizer_stage(corpus, vocab_size, tmp, stages)
+    digest = file_digest(tmp / "tokenizer.json")
     dtype = id_dtype(tok.get_vocab_size())
-    parts = (
-        ("train", corpus.train_segments(), corpus.train_limit),
-        ("val", corpus.val_segments(), corpus.val_limit),
-    )
     counts: dict[str, int] = {}
-    for part, segments, limit in parts:
+    t1 = time.perf_counter()
+    for part, segments, limit in (
+        ("train", corpus.train_segments, corpus.train_limit),
+        ("val", corpus.val_segments, corpus.val_limit),
+    ):
+        done = stages.done(part, f"{part}.bin", digest)
+        if done is not None:
+            stages.restore(f"{part}.bin", tmp)
+            counts[part] = int(done["ids"])
+            continue
         with PrepProgress(part) as shown:
-            counts[part], _ = write_ids(tok, segments, tmp / f"{part}.bin", dtype, limit, shown)
-    n_train, n_val = counts["train"], counts["val"]
-    if n_train == 0 or n_val == 0:
+            counts[part], _ = write_ids(tok, segments(), tmp / f"{part}.bin", dtype, limit, shown)
+        stages.keep(part, tmp / f"{part}.bin", {"ids": counts[part], "tokenizer": digest})
+    if counts["train"] == 0 or counts["val"] == 0:
         raise PosencError(
             "the corpus is too small to hold out validation text",
             "give more text (a few KB at least) or fewer data.val_every_nth",
@@ -70,12 +83,30 @@ def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path) -> dict[str, A
         "format": FORMAT_VERSION,
         "vocab_size": tok.get_vocab_size(),
         "dtype": np.dtype(dtype).name,
-        "train_tokens": n_train,
-        "val_tokens": n_val,
+        "train_tokens": counts["train"],
+        "val_tokens": counts["val"],
         "eot_id": eot_id(tok),
-        "tokenizer_seconds": round(t1 - t0, 2),
+        "tokenizer_seconds": tokenizer_seconds,
         "encode_seconds": round(time.perf_counter() - t1, 2),
     }
+
+
+def _tokenizer_stage(
+    corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path, stages: Stages
+) -> tuple[Tokenizer, float]:
+    """The tokenizer (trained, or kept from an interrupted run) saved in tmp, and how long
+    its training took."""
+    done = stages.done("tokenizer", "tokenizer.json", None)
+    if done is not None:
+        stages.restore("tokenizer.json", tmp)
+        return load_tokenizer(tmp / "tokenizer.json"), float(done["seconds"])
+    t0 = time.perf_counter()
+    with PrepProgress("tokenizer") as shown:
+        tok = train_tokenizer(shown.counted(corpus.tokenizer_segments()), vocab_size)
+    tok.save(str(tmp / "tokenizer.json"))
+    seconds = round(time.perf_counter() - t0, 2)
+    stages.keep("tokenizer", tmp / "tokenizer.json", {"seconds": seconds})
+    return tok, seconds
 
 
 def check_data_fits(data: TokenData, cfg: Any) -> None:

@@ -56,7 +56,7 @@ def read_safetensors(files: list[Path]) -> dict[str, Tensor]:
     for path in files:
         try:
             with safe_open(str(path), framework="pt") as fh:
-                for name in fh.keys():  # noqa: SIM118 (safe_open is not a dict)
+                for name in fh.keys():
                     state[name] = fh.get_tensor(name).float()
         except (OSError, SafetensorError) as exc:
             raise PosencError(

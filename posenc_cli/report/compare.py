@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
 
+from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.provenance import append_provenance, command_line, provenance
 from posenc_cli.report.result_tables import report_results, result_tables
@@ -54,8 +56,10 @@ def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
         means = [s.mean for s in stats if s is not None]
         best = pick(means) if len(means) > 1 else None
         cis = [r.ci.get(group.lengths[i]) if i < len(group.lengths) else None for r in group.rows]
-        best_ci = next((c for s, c in zip(stats, cis) if s is not None and s.mean == best), None)
-        for row, r, s, ci in zip(body, group.rows, stats, cis):
+        best_ci = next(
+            (c for s, c in zip(stats, cis, strict=True) if s is not None and s.mean == best), None
+        )
+        for row, r, s, ci in zip(body, group.rows, stats, cis, strict=True):
             is_best = s is not None and s.mean == best
             text = _cell(s, len(r.runs), digits, spread) + _interval(ci, best_ci, is_best, s)
             row.append((text, is_best))
@@ -118,26 +122,27 @@ def write_csv(groups: list[Group], path: Path) -> None:
         "seeds",
         *(f"{s}_{part}" for s in stats for part in ("mean", "std")),
     ]
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fields)
-        writer.writeheader()
-        for g in groups:
-            for r in g.rows:
-                rec = {
-                    "encoding": r.label,
-                    **g.settings,
-                    "n_seeds": len(r.runs),
-                    "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs),
-                }
-                values = {
-                    "final_val_loss": r.val_loss,
-                    "tokens_per_s": r.tokens_per_s,
-                    **{f"ppl_{n}": s for n, s in r.ppl.items()},
-                }
-                for name, s in values.items():
-                    rec[f"{name}_mean"] = f"{s.mean:.6g}" if s else None
-                    rec[f"{name}_std"] = f"{s.std:.6g}" if s and s.std is not None else None
-                writer.writerow(rec)
+    f = io.StringIO(newline="")
+    writer = csv.DictWriter(f, fields)
+    writer.writeheader()
+    for g in groups:
+        for r in g.rows:
+            rec = {
+                "encoding": r.label,
+                **g.settings,
+                "n_seeds": len(r.runs),
+                "seeds": " ".join(str(x.metrics.get("seed")) for x in r.runs),
+            }
+            values = {
+                "final_val_loss": r.val_loss,
+                "tokens_per_s": r.tokens_per_s,
+                **{f"ppl_{n}": s for n, s in r.ppl.items()},
+            }
+            for name, s in values.items():
+                rec[f"{name}_mean"] = f"{s.mean:.6g}" if s else None
+                rec[f"{name}_std"] = f"{s.std:.6g}" if s and s.std is not None else None
+            writer.writerow(rec)
+    write_text_atomic(path, f.getvalue())
 
 
 def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
@@ -148,8 +153,8 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_csv(groups, paths[0])
-        paths[1].write_text(markdown(groups), encoding="utf-8")
-        for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:]):
+        write_text_atomic(paths[1], markdown(groups))
+        for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:], strict=True):
             if not plot(groups, path):
                 path.unlink(missing_ok=True)
                 notes.append(f"{path.name} not written: no run has the data for it")

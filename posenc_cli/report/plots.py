@@ -7,8 +7,11 @@ Figures are built without pyplot: the Agg canvas, no global backend, nothing lef
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from posenc_cli.common.atomic import write_atomic
 
 if TYPE_CHECKING:
     from posenc_cli.report.runs import Group, Row
@@ -37,16 +40,16 @@ def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, 
 def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
     """Panel titles when there are several groups, one legend for all panels, then save."""
     handles: dict[str, Any] = {}
-    for ax, g in zip(axes, groups):
+    for ax, g in zip(axes, groups, strict=True):
         if len(groups) > 1:
             ax.set_title(g.title, fontsize=9, wrap=True)
         ax.grid(True, which="major", alpha=0.3)
-        for h, label in zip(*ax.get_legend_handles_labels()):
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, h)
     guides = {k: handles.pop(k) for k in GUIDES if k in handles}
     ordered = {**dict(sorted(handles.items())), **guides}
     fig.legend(ordered.values(), ordered.keys(), loc="outside right center", frameon=False)
-    fig.savefig(path, dpi=130)
+    write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
 
 
 def _train_line(ax: Any, group: Group) -> None:
@@ -64,7 +67,7 @@ def plot_ppl_vs_length(groups: list[Group], path: Path) -> bool:
     from matplotlib.ticker import NullFormatter
 
     fig, axes, colors = _figure(shown, "Perplexity vs evaluation length")
-    for ax, g in zip(axes, shown):
+    for ax, g in zip(axes, shown, strict=True):
         for row in g.rows:
             _ppl_line(ax, g, row, colors[row.label])
         _train_line(ax, g)
@@ -138,7 +141,7 @@ def mean_loss_by_position(row: Row) -> tuple[list[float], list[float]] | None:
     same = [c["loss"] for c in curves if c["bucket_edges"] == edges and len(c["loss"]) == n]
     if len(edges) == n:
         edges = [*edges, edges[-1] + (edges[-1] - edges[-2] if n > 1 else 1)]
-    centres = [(a + b) / 2 for a, b in zip(edges, edges[1 : n + 1])]
+    centres = [(a + b) / 2 for a, b in pairwise(edges[: n + 1])]
     loss = [
         sum(c[i] for c in same) / len(same) if all(c[i] is not None for c in same) else float("nan")
         for i in range(n)
@@ -165,7 +168,7 @@ def plot_loss_by_position(groups: list[Group], path: Path) -> bool:
     if not shown:
         return False
     fig, axes, colors = _figure(shown, "Loss by position inside the longest evaluation window")
-    for ax, g in zip(axes, shown):
+    for ax, g in zip(axes, shown, strict=True):
         for row in g.rows:
             curve = curves[id(row)]
             if curve:

@@ -16,6 +16,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.report.runs import Run
 
 HEADING = "### Provenance"
@@ -94,5 +95,4 @@ def append_provenance(paths: list[Path], block: str) -> None:
     """Add the block to each Markdown file of ``paths`` (the others are data and figures)."""
     for path in paths:
         if path.suffix == ".md":
-            with path.open("a", encoding="utf-8") as f:
-                f.write("\n" + block)
+            write_text_atomic(path, path.read_text(encoding="utf-8") + "\n" + block)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.runs import Run, Stat, row_labels
 from posenc_cli.report.table import rich_table
@@ -110,7 +111,7 @@ def report_results(tables: list[ResultTable], out_dir: Path, console: Any) -> li
         path = out_dir / f"{t.key}.md"
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(markdown(t), encoding="utf-8")
+            write_text_atomic(path, markdown(t))
         except OSError as exc:
             raise PosencError(
                 f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",

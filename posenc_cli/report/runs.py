@@ -289,7 +289,7 @@ def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] |
     return {
         n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2 else None
         for n in group.lengths
-    }  # type: ignore[misc]
+    }
 
 
 def _seed_order(run: Run) -> tuple[bool, int, str]:

@@ -54,7 +54,7 @@ def overview_rows(groups: list[TaskGroup], side: str) -> list[list[tuple[str, bo
         for label in labels
     }
     stats = {
-        label: [None if r is None else score(r, g, side) for r, g in zip(row, groups)]
+        label: [None if r is None else score(r, g, side) for r, g in zip(row, groups, strict=True)]
         for label, row in rows.items()
     }
     table = [
@@ -66,7 +66,7 @@ def overview_rows(groups: list[TaskGroup], side: str) -> list[list[tuple[str, bo
         for i in range(len(groups) + 1)
     ]
     out = []
-    for label, row in zip(labels, table):
+    for label, row in zip(labels, table, strict=True):
         cells = [(label, False)]
         for i, s in enumerate(row):
             missing = i < len(groups) and rows[label][i] is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from posenc_cli.common.atomic import write_atomic
 from posenc_cli.report.task_groups import TaskGroup
 
 
@@ -33,7 +34,7 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     fig.legend(
         *ax.get_legend_handles_labels(), fontsize=7, loc="outside right center", frameon=False
     )
-    fig.savefig(path, dpi=150)
+    write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=150))
     return True
 
 

@@ -7,10 +7,12 @@ that mixes language-model and task runs gets both reports, never averaged togeth
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import rich_table
@@ -78,7 +80,7 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
 def _fill(g: TaskGroup, labels: dict[int, str]) -> None:
     first = _result(g.runs[0])
     g.lengths = [int(n) for n in first["lengths"]]
-    g.train_lengths = tuple(int(n) for n in first["train_lengths"])  # type: ignore[assignment]
+    g.train_lengths = tuple(int(n) for n in first["train_lengths"])
     g.size_unit = str(first.get("size_unit", "items"))
     by_label: dict[str, list[Run]] = {}  # the encoding, plus its parameters where runs differ
     for run in sorted(g.runs, key=lambda r: int(r.metrics.get("seed", 0))):
@@ -120,7 +122,7 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
     for n in g.lengths:
         means = [r.exact[n].mean for r in g.rows if r.exact[n] is not None]
         best = max(means) if len(means) > 1 and max(means) > 0 else None
-        for row, r in zip(body, g.rows):
+        for row, r in zip(body, g.rows, strict=True):
             row.append((cell(r.exact[n]), r.exact[n] is not None and r.exact[n].mean == best))
     return body
 
@@ -159,35 +161,36 @@ def render(g: TaskGroup) -> Any:
 def write_csv(groups: list[TaskGroup], path: Path) -> None:
     import csv
 
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(
-            [
-                "task",
-                "encoding",
-                "n_seeds",
-                "size",
-                "in_training_range",
-                "exact_match_mean",
-                "exact_match_std",
-            ]
-        )
-        for g in groups:
-            lo, hi = g.train_lengths
-            for r in g.rows:
-                for n in g.lengths:
-                    s = r.exact[n]
-                    writer.writerow(
-                        [
-                            g.task,
-                            r.label,
-                            len(r.runs),
-                            n,
-                            lo <= n <= hi,
-                            None if s is None else f"{s.mean:.6g}",
-                            None if s is None or s.std is None else f"{s.std:.6g}",
-                        ]
-                    )
+    f = io.StringIO(newline="")
+    writer = csv.writer(f)
+    writer.writerow(
+        [
+            "task",
+            "encoding",
+            "n_seeds",
+            "size",
+            "in_training_range",
+            "exact_match_mean",
+            "exact_match_std",
+        ]
+    )
+    for g in groups:
+        lo, hi = g.train_lengths
+        for r in g.rows:
+            for n in g.lengths:
+                s = r.exact[n]
+                writer.writerow(
+                    [
+                        g.task,
+                        r.label,
+                        len(r.runs),
+                        n,
+                        lo <= n <= hi,
+                        None if s is None else f"{s.mean:.6g}",
+                        None if s is None or s.std is None else f"{s.std:.6g}",
+                    ]
+                )
+    write_text_atomic(path, f.getvalue())
 
 
 def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
@@ -204,7 +207,7 @@ def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[P
     paths = [out_dir / "tasks.md", out_dir / "tasks.csv"]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        paths[0].write_text(markdown(groups), encoding="utf-8")
+        write_text_atomic(paths[0], markdown(groups))
         write_csv(groups, paths[1])
         names = [g.task for g in groups]
         for i, g in enumerate(groups):

@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import subprocess
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -182,16 +182,14 @@ def start(cli: list[str], args: list[str], cwd: Path, cache: Path, fault: str) -
     )
 
 
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    end = time.time() + timeout
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() < end, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
-    two_ranks: Path, work: Path, cache_dir: Path, cli_command, run_cli, args: list[str]
+    two_ranks: Path,
+    work: Path,
+    cache_dir: Path,
+    cli_command,
+    run_cli,
+    args: list[str],
+    wait_for: Callable[..., None],
 ) -> None:
     proc = start(
         cli_command,
@@ -219,7 +217,12 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
 
 
 def test_a_run_resumes_with_another_number_of_processes(
-    work: Path, cache_dir: Path, cli_command, run_cli, args: list[str]
+    work: Path,
+    cache_dir: Path,
+    cli_command,
+    run_cli,
+    args: list[str],
+    wait_for: Callable[..., None],
 ) -> None:
     proc = start(
         cli_command,

@@ -1,11 +1,13 @@
 """`posenc extend` end to end: every method on a rope run and `none` on an alibi run, evaluated
-at the parent's lengths, labelled by `posenc compare` (in-process, through the Typer app), and
-resumed bit-identically after a SIGKILL under train.threads=1 (in a subprocess)."""
+at the parent's lengths, labelled by `posenc compare` (in-process, through the Typer app), a
+grid of methods and steps, and a resume bit-identical after a SIGKILL under train.threads=1
+(in a subprocess)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -33,7 +35,7 @@ EXTEND = [
 @pytest.fixture(scope="module")
 def work(
     tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli, tiny_args
-):  # type: ignore[no-untyped-def]
+):
     """A folder with a trained tiny rope run (`rope`) and alibi run (`alibi`)."""
     work = tmp_path_factory.mktemp("extend")
     for enc in ("rope", "alibi"):
@@ -61,7 +63,7 @@ def posenc(args: list[str], cwd: Path) -> str:
     return res.output
 
 
-def metrics(run: Path) -> dict:  # type: ignore[type-arg]
+def metrics(run: Path) -> dict:
     return json.loads((run / "metrics.json").read_text())
 
 
@@ -101,7 +103,7 @@ def test_compare_puts_the_extension_beside_its_parent(work: Path) -> None:
 
 def test_sigkill_then_resume_is_bit_identical(
     work: Path, cache_dir: Path, run_cli, cli_command
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     args = ["extend", "rope", "extend.method=yarn", *EXTEND]
     res = run_cli([*args, "hydra.run.dir=whole"], work, cache_dir)
     assert res.returncode == 0, res.stderr
@@ -125,3 +127,17 @@ def test_sigkill_then_resume_is_bit_identical(
     a, b = weights(work / "whole"), weights(work / "cut")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert metrics(work / "whole")["final_val_loss"] == metrics(work / "cut")["final_val_loss"]
+
+
+def test_a_grid_trains_each_combination_and_evaluates_the_parent_for_steps_0(
+    work: Path,
+) -> None:
+    """On a copy of the parent: this process holds the lock of the one the fixture trained."""
+    shutil.copytree(work / "rope", work / "copy", ignore=shutil.ignore_patterns(".posenc.lock"))
+    grid = ["extend.method=none,yarn", "extend.steps=0,3", "extend.factor=2", "train.threads=1"]
+    out = posenc(["extend", "copy", *grid, "hydra.run.dir=grid"], work)
+    assert "3 jobs in grid" in out
+    assert sorted(p.name for p in (work / "grid").iterdir()) == ["none-3", "yarn-3"]
+    assert metrics(work / "grid" / "yarn-3")["extend"]["steps"] == 3
+    evaluated = metrics(work / "copy")["extrapolation_yarn2"]  # steps 0: the parent with yarn
+    assert evaluated["rope_scaling"] == "yarn" and evaluated["lengths"] == [16, 32, 64]

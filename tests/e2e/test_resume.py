@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import subprocess
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ def args(tiny_args: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def start(cli_command: list[str]):  # type: ignore[no-untyped-def]
+def start(cli_command: list[str]):
     """start(args, cwd, cache, fault=None): `posenc ARGS` running in the background, with
     the fault injection POSENC_FAULT=fault (posenc_cli/common/faults.py)."""
 
@@ -44,14 +44,6 @@ def start(cli_command: list[str]):  # type: ignore[no-untyped-def]
         )
 
     return popen
-
-
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    end = time.time() + timeout
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() < end, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
@@ -91,6 +83,7 @@ def test_sigkill_then_resume_is_bit_identical(
     cache_dir: Path,
     fault: str,
     kept_step: int,
+    wait_for: Callable[..., None],
     start,
     run_cli,
     args: list[str],
@@ -123,6 +116,7 @@ def test_signal_stops_cleanly_with_a_checkpoint(
     cache_dir: Path,
     sig: signal.Signals,
     code: int,
+    wait_for: Callable[..., None],
     start,
     tiny_args: list[str],
 ) -> None:

@@ -68,7 +68,7 @@ def test_resume_of_a_run_still_training_is_refused(
         while not (run_dir / "checkpoints" / ".paused-after_save").exists():
             assert time.time() < deadline and proc.poll() is None
             time.sleep(0.2)
-        res = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)  # type: ignore[operator]
+        res = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)
         assert res.returncode == 2
         assert res.stderr.strip().splitlines() == [
             f"posenc: error: run directory '{run_dir}' is in use by another posenc process — "
@@ -104,13 +104,13 @@ def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (run_dir / "checkpoints" / "last.pt").exists()
-    res = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)  # type: ignore[operator]
+    res = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)
     assert res.returncode == 0, res.stderr
     assert "training it from step 0" in res.stdout
     metrics = json.loads((run_dir / "metrics.json").read_text())
     metrics["extrapolation_sliding32"] = {"kept": True}
     (run_dir / "metrics.json").write_text(json.dumps(metrics))
-    again = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)  # type: ignore[operator]
+    again = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)
     assert again.returncode == 0 and "finished at step 20 of 20" in again.stdout
     after = json.loads((run_dir / "metrics.json").read_text())
     assert after == metrics

@@ -10,13 +10,18 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
+def fixed(args: list[str], swept: str) -> list[str]:
+    """``args`` without the key a test sweeps (a swept key given again is refused)."""
+    return [a for a in args if not a.startswith(f"{swept}=")]
+
+
 def test_sweep_runs_every_job_and_reports_failures(
     tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
 ) -> None:
     res = run_cli(
         [
             "sweep",
-            *tiny_args,
+            *fixed(tiny_args, "train.context_length"),
             "train.steps=4",
             "eval.at_end=false",
             "data=text",
@@ -57,7 +62,7 @@ def test_sweep_through_submitit_runs_jobs_as_separate_processes(
     res = run_cli(
         [
             "sweep",
-            *tiny_args,
+            *fixed(tiny_args, "train.context_length"),
             "train.steps=4",
             "eval.at_end=false",
             "data=text",

@@ -22,6 +22,7 @@ from omegaconf import ListConfig
 from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.extension import base_length
 from posenc_cli.evals.base import EvalTask
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class Retrieval(EvalTask):
 
         s = self.settings(cfg)
         tok = data.tokenizer
-        train_length = int(cfg.train.context_length)
+        train_length = base_length(cfg)  # a `posenc extend` run: its parent's lengths
         depths = [float(d) for d in s.depths]
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
         out: dict[str, Any] = {

@@ -43,7 +43,7 @@ class BiasFigure(InspectFigure):
             f"({what}; {text}, {subject.longest} tokens)",
         )
         colors = head_colors(enc.n_heads)
-        for col, ((label, _), bias) in enumerate(zip(columns, curves)):
+        for col, ((label, _), bias) in enumerate(zip(columns, curves, strict=True)):
             for layer in range(layers):
                 ax = axes[layer, col]
                 _plot_heads(ax, bias[layer], colors, labelled=layer == 0 and col == 0)
@@ -75,6 +75,6 @@ def _plot_heads(ax: Any, rows: np.ndarray, colors: list[Any], labelled: bool) ->
 
 
 def _share_y(column: np.ndarray) -> None:
-    lows, highs = zip(*(ax.get_ylim() for ax in column))
+    lows, highs = zip(*(ax.get_ylim() for ax in column), strict=True)
     for ax in column:
         ax.set_ylim(min(lows), max(highs))

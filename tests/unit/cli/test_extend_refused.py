@@ -1,4 +1,5 @@
-"""`posenc extend`'s bad inputs: one line, exit 2, nothing created (in-process Typer app)."""
+"""`posenc extend`'s bad inputs: one line, exit 2, nothing created (in-process Typer app); a
+grid of swept values is planned whole before anything is created."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import functools
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.cli.extend_plan import plan_jobs
 from posenc_cli.config.compose import compose
+from posenc_cli.config.overrides import expand_sweep
 
 
 @functools.cache
@@ -35,6 +39,7 @@ def parent(tmp_path: Path, encoding: str) -> Path:
         ("rope", ["extend.factor=0.5"], "extend.factor=0.5 does not extend the context"),
         ("rope", ["train.steps=5"], "`posenc extend` cannot set train.steps"),
         ("rope", ["extend.parent=elsewhere"], "`posenc extend` cannot set extend.parent"),
+        ("rope", ["extend.steps=0"], "extend.steps=0 with extend.method=none is the parent"),
     ],
 )
 def test_one_line_and_nothing_created(
@@ -48,3 +53,48 @@ def test_one_line_and_nothing_created(
     assert len(lines) == 1 and lines[0].startswith("posenc: error: ") and expected in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
     assert sorted(p.name for p in run.iterdir()) == [".hydra"]
+
+
+def trained_parent(tmp_path: Path, encoding: str) -> Path:
+    """A run directory of ``encoding`` whose checkpoint holds (stand-in) weights."""
+    run = parent(tmp_path, encoding)
+    (run / "checkpoints").mkdir()
+    torch.save({"model": {"w": torch.zeros(2)}, "step": 5}, run / "checkpoints" / "last.pt")
+    return run
+
+
+@pytest.mark.parametrize(
+    ("encoding", "expected"),
+    [
+        ("rope", {"none-5", "dynamic_ntk-0", "dynamic_ntk-5"}),
+        ("alibi", {"none-5"}),  # the RoPE methods do not apply; none-0 is the parent itself
+    ],
+)
+def test_a_grid_plans_every_combination_that_applies_and_creates_nothing(
+    encoding: str, expected: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, encoding)
+    monkeypatch.chdir(tmp_path)
+    sweep = ["extend.method=none,dynamic_ntk", "extend.steps=0,5", "hydra.run.dir=grid"]
+    jobs, root = plan_jobs(run, sweep)
+    assert root == Path("grid") and {f"{j.method}-{j.steps}" for j in jobs} == expected
+    for job in jobs:
+        if job.steps:
+            assert job.planned == Path("grid") / f"{job.method}-{job.steps}"
+            assert job.cfg is not None and job.cfg.train.steps == job.steps
+        else:  # the parent evaluated with the method: a factor except for dynamic NTK
+            factor = () if job.method == "dynamic_ntk" else ("eval.rope_factor=4",)
+            assert job.eval_overrides == (f"eval.rope_scaling={job.method}", *factor)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def test_the_study_sweeps_every_method_at_0_100_and_400_steps() -> None:
+    cfg = compose(["experiment=context_extension"], with_hydra=True)
+    params = {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
+    jobs = expand_sweep(["experiment=context_extension"], params)
+    assert cfg.extend.factor == 4.0 and len(jobs) == 6 * 3
+    assert {o for job in jobs for o in job if o.startswith("extend.steps=")} == {
+        "extend.steps=0",
+        "extend.steps=100",
+        "extend.steps=400",
+    }

@@ -68,9 +68,10 @@ def test_a_config_gets_the_figures_of_its_encoding(
 
 @pytest.fixture(scope="module")
 def trained_runs(
-    tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str], cache_dir: Path
+    tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str], cache_dir: Path, corpus: Path
 ) -> dict[str, Path]:
-    """Tiny trained runs, one per figure family (rotary, distance bias, learned sinusoids)."""
+    """Tiny trained runs, one per figure family (rotary, distance bias, learned sinusoids), on
+    the small generated corpus (its tokenizer trains in a moment)."""
     import os
 
     os.environ["POSENC_CACHE"] = str(cache_dir)
@@ -83,6 +84,8 @@ def trained_runs(
                 "train",
                 f"encoding={name}",
                 *tiny_args,
+                "data=text",
+                f"data.path={corpus}",
                 "eval.factors=[1,4]",
                 "eval.at_end=false",
                 "train.checkpoint_every=20",

@@ -44,7 +44,7 @@ def one_line_exit_2(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyP
         ["bench", "bench.encodings=5"],
         ["bench", "bench.encodings=[]"],
         ["sweep", "encoding=rope,alibi", "hydra.sweep.subdir=/tmp/elsewhere"],
-        ["train", "hydra.run.dir=/proc/posenc-test"],
+        ["train", "task=copy", "hydra.run.dir=/proc/posenc-test"],  # no corpus to prepare
         ["train", "~train"],
     ],
 )

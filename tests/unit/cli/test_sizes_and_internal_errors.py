@@ -85,8 +85,8 @@ def test_a_tokenizer_without_endoftext_is_a_user_error() -> None:
     [
         MemoryError(),
         RuntimeError(
-            "[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory: you tried "
-            "to allocate 12800000000 bytes."
+            "[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 12800000000 bytes."
         ),
     ],
 )

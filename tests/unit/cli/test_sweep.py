@@ -22,7 +22,7 @@ def test_the_two_studies_plan_every_encoding_once() -> None:
     assert sorted(swept) == sorted([f"encoding={n}" for n in group_options("encoding")] + shared)
 
 
-def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:
     """A joblib worker runs many jobs: each must leave its run free for `posenc eval`."""
     from omegaconf import OmegaConf
 
@@ -65,13 +65,13 @@ def test_a_sweep_refuses_several_tasks_per_job_and_names_the_installed_launchers
 @pytest.mark.parametrize(("code", "outcome"), [(2, "failed"), (1, "failed"), (130, "stop")])
 def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_sweep(
     tmp_path, monkeypatch, code: int, outcome: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from omegaconf import OmegaConf
 
     from posenc_cli.cli import ranks, sweep
     from posenc_cli.common.errors import RankFailure
 
-    def fail(cfg, run_dir):  # type: ignore[no-untyped-def]
+    def fail(cfg, run_dir):
         raise RankFailure(code, "posenc: error: disk full (rank 1 of 2) — free space")
 
     monkeypatch.setattr(ranks, "run_job", fail)

@@ -135,6 +135,11 @@ def test_a_sweep_over_data_path_plans_one_job_per_file(tmp_path: Path) -> None:
     assert [j[-1] for j in jobs] == [f"data.path={a}", f"data.path={b}"]
 
 
+def test_a_fixed_key_given_twice_is_the_last_value_as_in_train() -> None:
+    base, jobs = plan([*TINY, "train.steps=8", "seed=0,1"])
+    assert int(base.train.steps) == 8 and [j[-1] for j in jobs] == ["seed=0", "seed=1"]
+
+
 def test_a_swept_path_names_a_folder_inside_the_sweep_never_a_path() -> None:
     assert _folder_name("data.path=../up/a.txt,seed=0") == "data.path=.._up_a.txt,seed=0"
     assert _folder_name("") == "job" and "/" not in _folder_name("data.path=/abs/a.txt")

@@ -7,6 +7,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 import torch
@@ -100,7 +101,7 @@ def train_bpe(
     for _ in range(n_merges):
         pairs: Counter[tuple[bytes, bytes]] = Counter()
         for word, n in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in pairwise(word):
                 pairs[pair] += n
         if not pairs:
             break

@@ -11,7 +11,7 @@ from posenc_cli.data.tokenizer import decode, encode, train_tokenizer
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory, make_corpus):  # type: ignore[no-untyped-def]
+def tokenizer(tmp_path_factory: pytest.TempPathFactory, make_corpus):
     text = make_corpus(tmp_path_factory.mktemp("tok") / "c.txt").read_text()
     return train_tokenizer(iter(text.split("<|endoftext|>")), 300)
 
@@ -20,5 +20,5 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory, make_corpus):  # type: i
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.text(max_size=200))
-def test_tokenizer_round_trips_any_unicode(tokenizer, text: str) -> None:  # type: ignore[no-untyped-def]
+def test_tokenizer_round_trips_any_unicode(tokenizer, text: str) -> None:
     assert decode(tokenizer, encode(tokenizer, text)) == text

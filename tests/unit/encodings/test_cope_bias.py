@@ -61,7 +61,7 @@ def fast(enc: CopeEncoding, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return enc.content_bias(q, k, BiasSite(queries, keys, 1, ForwardCache(keys)))
 
 
-def values_and_gradients(fn, enc, q, k):  # type: ignore[no-untyped-def]
+def values_and_gradients(fn, enc, q, k):
     bias = fn(enc, q, k)
     finite = torch.isfinite(bias)
     weights = torch.randn(bias.shape, generator=torch.Generator().manual_seed(5), dtype=q.dtype)
@@ -78,7 +78,7 @@ def values_and_gradients(fn, enc, q, k):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("reference", [autograd_composition, naive])
 def test_contextual_bias_equals_the_references_in_float64(
     T: int, reference, key_block: int, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """Queries [24 - T, 24) against 24 keys; positions reach the clamp (max_position 5)."""
     monkeypatch.setattr(cope, "KEY_BLOCK", key_block)
     enc = cope64()

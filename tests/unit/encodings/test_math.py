@@ -75,7 +75,10 @@ def block_rotation(theta: torch.Tensor, k: int) -> torch.Tensor:
     """M_k: for each (sin, cos) pair, [[cos kθ, sin kθ], [-sin kθ, cos kθ]]."""
     c, s = torch.cos(k * theta), torch.sin(k * theta)
     return torch.block_diag(
-        *[torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])]) for ci, si in zip(c, s)]
+        *[
+            torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])])
+            for ci, si in zip(c, s, strict=True)
+        ]
     )
 
 

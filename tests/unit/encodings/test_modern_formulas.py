@@ -17,7 +17,7 @@ from posenc_cli.encodings.rope_scaling import scaled_frequencies
 CPU = torch.device("cpu")
 
 
-def encoding(repo, name: str, n_heads: int = 2, d_model: int = 8, **params: object):  # type: ignore[no-untyped-def]
+def encoding(repo, name: str, n_heads: int = 2, d_model: int = 8, **params: object):
     cfg = OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml")
     for key, value in params.items():
         cfg[key] = value

@@ -19,7 +19,7 @@ def test_disk_full_during_save_keeps_the_previous_checkpoint(
     checkpoint.save_atomic({"step": 1, "model": {"w": torch.ones(3)}}, path)
 
     def full_disk(obj: object, fh: object) -> None:
-        fh.write(b"partial")  # type: ignore[attr-defined]
+        fh.write(b"partial")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoint.torch, "save", full_disk)

@@ -27,7 +27,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_old(
     checkpoint.save_atomic({"model": {"w": torch.ones(2)}, "step": 1}, path)
 
     def full_disk(obj: object, fh: object) -> None:
-        fh.write(b"x" * 1000)  # type: ignore[attr-defined]
+        fh.write(b"x" * 1000)
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
 
     monkeypatch.setattr(torch, "save", full_disk)
@@ -133,7 +133,7 @@ def test_a_full_disk_in_the_final_evaluation_is_one_line(
         f"space left on device — free disk space, then "
         f"`posenc eval {tmp_path}`",
     ):
-        jobs._evaluate(trainer, None)  # type: ignore[arg-type]
+        jobs._evaluate(trainer, None)
 
 
 def test_a_checkpoint_without_optimizer_state_is_one_line(

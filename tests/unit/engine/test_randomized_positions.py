@@ -57,12 +57,12 @@ def test_a_randomized_run_trains_and_records_its_range(
     seen: list[torch.Tensor] = []
     forward = t.lm.forward
 
-    def spy(ids: torch.Tensor, pos_offset: int = 0, positions: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
+    def spy(ids: torch.Tensor, pos_offset: int = 0, positions: torch.Tensor | None = None):
         if t.lm.training:
             seen.append(positions)
         return forward(ids, pos_offset, positions)
 
-    t.lm.forward = spy  # type: ignore[method-assign]
+    t.lm.forward = spy
     t.fit(lambda *args: contextlib.nullcontext(_Bar()))
     t.close()
     assert len(seen) == 4 and all(p is not None and p.max() < 64 for p in seen)
@@ -72,5 +72,5 @@ def test_a_randomized_run_trains_and_records_its_range(
 class _Bar:
     """A progress bar that shows nothing."""
 
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name: str):
         return lambda *args, **kwargs: None

@@ -50,7 +50,7 @@ def test_auto_is_bf16_on_cuda_and_refused_where_unsupported(
 
 def test_bf16_autocast_keeps_fp32_master_weights_and_attention(
     monkeypatch: pytest.MonkeyPatch, make_model, tokens
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """Under the run's autocast on CPU the projections run in bf16, the fused attention in
     float32 (its bf16 backward is slower there), and the parameters stay float32."""
     import torch.nn.functional as F

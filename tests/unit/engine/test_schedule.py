@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_cosine_midpoint_and_end() -> None:
 
 def test_schedule_is_monotone_after_warmup() -> None:
     lrs = [lr_at(s, 3e-3, 3e-4, 100, 2000) for s in range(100, 2001)]
-    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+    assert all(a >= b for a, b in pairwise(lrs))
 
 
 def test_no_warmup() -> None:

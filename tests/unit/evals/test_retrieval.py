@@ -56,7 +56,7 @@ class Bigram(nn.Module):
         return self.table(x)
 
 
-def _cfg(config):  # type: ignore[no-untyped-def]
+def _cfg(config):
     from posenc_cli.evals.run import apply_overrides
 
     return apply_overrides(config(), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[8,16]"])
@@ -124,3 +124,31 @@ def test_bad_settings_are_one_line_before_anything_runs(config, bad: str) -> Non
     cfg = apply_overrides(config(), ["eval.tasks=[retrieval]", bad])
     with pytest.raises(PosencError, match=bad.split("=")[0].replace(".", r"\.")):
         Retrieval().check(cfg)
+
+
+@pytest.mark.encodings
+def test_every_encoding_is_scored_or_skipped_with_a_reason(
+    name: str, config, model_for, text_data, rt
+) -> None:
+    """A random tiny model of each encoding: every length is scored (probabilities, exact
+    match and lift in range) or, past a learned table, skipped with the number it needs."""
+    from posenc_cli.evals.run import apply_overrides
+
+    cfg = apply_overrides(
+        config(f"encoding={name}"), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[4,8]"]
+    )
+    model = model_for(cfg)
+    with torch.no_grad():
+        result = Retrieval().run(model, text_data, cfg, rt)
+    assert result["lengths"] == [64, 128]
+    limit = getattr(model.encoding, "max_len", None)
+    for length in result["lengths"]:
+        k = str(length)
+        if limit is not None and length > limit:
+            assert result["skipped"][k] == f"needs {length} positions; the encoding has {limit}"
+            continue
+        assert 0 <= result["exact_match"][k] <= 1 and 0 <= result["exact_match_without"][k] <= 1
+        assert 0 < result["p_key"][k] <= 1 and 0 < result["p_key_without"][k] <= 1
+        assert np.isfinite(result["lift"][k]) and set(result["by_depth"][k]) == {
+            f"{d:g}" for d in result["depths"]
+        }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,7 @@ TRAIN_LEN = 16  # train.context_length of the configs (tests/unit/evals/conftest
 
 
 @pytest.fixture
-def run(model_for, val_ids, rt):  # type: ignore[no-untyped-def]
+def run(model_for, val_ids, rt):
     """run(cfg, ids=None, seed=0): the extrapolation result of a fresh model of cfg."""
 
     def evaluate(cfg: DictConfig, ids: np.ndarray | None = None, seed: int = 0) -> dict:
@@ -69,7 +71,7 @@ def test_the_sample_is_everything_that_fits_else_spread_over_all_of_it() -> None
     assert [size for _, size in blocks] == [256] * 4
     starts = [s for s, _ in blocks]
     assert starts[0] == 0 and starts[-1] == 10_000 - 256
-    assert all(b - a >= 256 for a, b in zip(starts, starts[1:]))  # disjoint, evenly spread
+    assert all(b - a >= 256 for a, b in pairwise(starts))  # disjoint, evenly spread
 
 
 def test_the_default_budget_scores_every_held_out_document(config, run, val_ids) -> None:

@@ -27,12 +27,16 @@ ROWS = 320
 TRAIN_LENGTH = 16
 
 
-@pytest.fixture
-def llama(tmp_path: Path, text: str) -> Path:
-    """A random LlamaForCausalLM (4 query heads on 2 key/value heads, tied embeddings, θ=500,
-    gains away from 1, ROWS embedding rows) saved by transformers, with a tokenizer of VOCAB
-    tokens."""
-    config = transformers.LlamaConfig(
+def save_model(family: str, folder: Path, text: str, tied: bool = True) -> Path:
+    """A random ``family`` causal LM (4 query heads on 2 key/value heads, θ=500, gains away
+    from 1, ROWS embedding rows) saved by transformers, with a tokenizer of VOCAB tokens."""
+    configs = {
+        "llama": transformers.LlamaConfig,
+        "mistral": transformers.MistralConfig,
+        "qwen2": transformers.Qwen2Config,
+    }
+    extra = {"sliding_window": None} if family == "mistral" else {}
+    config = configs[family](
         vocab_size=ROWS,
         hidden_size=32,
         intermediate_size=48,
@@ -42,20 +46,26 @@ def llama(tmp_path: Path, text: str) -> Path:
         max_position_embeddings=TRAIN_LENGTH,
         rope_theta=500.0,
         rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tied,
+        **extra,
     )
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
+    model = transformers.AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.add_(0.3 * torch.randn_like(p))
-    folder = tmp_path / "llama"
     model.save_pretrained(folder)
     tok = train_tokenizer(iter([text]), VOCAB)
     assert tok.get_vocab_size() == VOCAB
     tok.save(str(folder / "tokenizer.json"))
     return folder
+
+
+@pytest.fixture
+def llama(tmp_path: Path, text: str) -> Path:
+    """A random LlamaForCausalLM with tied embeddings (save_model)."""
+    return save_model("llama", tmp_path / "llama", text)
 
 
 def invoke(*args: str) -> tuple[int, str]:
@@ -69,23 +79,45 @@ def imported(llama: Path, run: Path) -> Path:
     return run
 
 
+def max_logit_error(folder: Path, run: Path) -> float:
+    """max |Δ| between transformers' logits and posenc's on the imported run, at 3x its length."""
+    cfg = load_run_config(run)
+    model = build_model(cfg, ROWS)
+    model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
+    ids = torch.randint(0, ROWS, (2, 3 * TRAIN_LENGTH), generator=torch.Generator().manual_seed(1))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        expected, got = theirs(ids).logits, model(ids)
+    assert expected.abs().max() > 100 * TOLERANCE  # the logits are not all ~0
+    return (expected - got).abs().max().item()
+
+
 def test_posenc_computes_transformers_logits(llama: Path, tmp_path: Path) -> None:
     run = imported(llama, tmp_path / "run")
     cfg = load_run_config(run)
     assert (cfg.model.n_heads, cfg.model.n_kv_heads, cfg.model.tie_embeddings) == (4, 2, True)
     assert (cfg.encoding.theta, cfg.model.rms_norm_eps) == (500.0, 1e-6)
-    model = build_model(cfg, ROWS)
-    model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
-    assert model.lm_head.weight.data_ptr() == model.token_embeddings.weight.data_ptr()
-    ids = torch.randint(0, ROWS, (2, 3 * TRAIN_LENGTH), generator=torch.Generator().manual_seed(1))
-    theirs = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
-    with torch.no_grad():
-        expected, got = theirs(ids).logits, model(ids)
-    error = (expected - got).abs().max().item()
+    state = checkpoint.load(run / "checkpoints" / "last.pt")["model"]
+    assert torch.equal(state["lm_head.weight"], state["token_embeddings.weight"])
+    error = max_logit_error(llama, run)
     print(f"import-hf max |Δlogits| = {error:.2e}")
     assert error < TOLERANCE, error
-    assert expected.abs().max() > 100 * TOLERANCE  # the logits are not all ~0
     assert read_metrics(run)["imported"]["from"] == "hf"
+
+
+def test_an_untied_mistral_without_sliding_window_imports(tmp_path: Path, text: str) -> None:
+    folder = save_model("mistral", tmp_path / "mistral", text, tied=False)
+    run = imported(folder, tmp_path / "run")
+    assert load_run_config(run).model.tie_embeddings is False
+    error = max_logit_error(folder, run)
+    assert error < TOLERANCE, error
+
+
+def test_qwen2_with_its_projection_biases_is_refused(tmp_path: Path, text: str) -> None:
+    folder = save_model("qwen2", tmp_path / "qwen2", text)
+    code, out = invoke("import-hf", str(folder), f"hydra.run.dir={tmp_path / 'run'}")
+    assert code == 2 and "the checkpoint has biases" in out and len(out.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -26,11 +26,11 @@ def thetas(dim: int, base: float) -> list[float]:
 def test_decay_sum_equals_the_inner_product_of_two_encodings(base: float) -> None:
     dim, distances = 8, [0, 1, 5, 37]
     got = sinusoid_inner_products(torch.tensor(distances), sinusoidal_frequencies(dim, base))
-    for k, value in zip(distances, got.tolist()):
+    for k, value in zip(distances, got.tolist(), strict=True):
         m, n = 50 + k, 50  # ⟨p_m, p_n⟩ from the interleaved (sin, cos) vectors themselves
         p_m = [f(m * t) for t in thetas(dim, base) for f in (math.sin, math.cos)]
         p_n = [f(n * t) for t in thetas(dim, base) for f in (math.sin, math.cos)]
-        assert value == pytest.approx(sum(a * b for a, b in zip(p_m, p_n)), abs=1e-12)
+        assert value == pytest.approx(sum(a * b for a, b in zip(p_m, p_n, strict=True)), abs=1e-12)
 
 
 def test_the_default_base_decays_over_the_distances_a_model_sees() -> None:
@@ -111,7 +111,7 @@ def test_rope_has_no_m_plus_n_term_and_sinusoidal_has_one_with_unequal_entries()
 def test_relative_bound_equals_the_mean_of_partial_sums() -> None:
     th = thetas(8, 10000.0)
     got = rope_relative_bound(torch.tensor([0, 3, 100]), torch.tensor(th, dtype=torch.float64))
-    for k, value in zip([0, 3, 100], got.tolist()):
+    for k, value in zip([0, 3, 100], got.tolist(), strict=True):
         partial = [abs(sum(cmath.exp(1j * k * t) for t in th[:j])) for j in range(1, 5)]
         assert value == pytest.approx(sum(partial) / 4, abs=1e-12)
     assert got[0] == pytest.approx((1 + 2 + 3 + 4) / 4)

@@ -15,11 +15,11 @@ from posenc_cli.model.context import MIN_CHUNK_ROWS, TOEPLITZ_CHUNK_ROWS, Attent
 CPU = torch.device("cpu")
 
 
-def has_bias(enc) -> bool:  # type: ignore[no-untyped-def]
+def has_bias(enc) -> bool:
     return enc.has_bias
 
 
-def is_positional(enc) -> bool:  # type: ignore[no-untyped-def]
+def is_positional(enc) -> bool:
     """A bias of i - j alone: computed once per forward, the same for every sequence."""
     return enc.has_distance_bias and not enc.has_content_bias
 
@@ -31,7 +31,7 @@ def reference_layer(
     pos: torch.Tensor,
     reference_attention,
     reference_bias,
-) -> torch.Tensor:  # type: ignore[no-untyped-def]
+) -> torch.Tensor:
     """One attention layer from the reference bias + the plain softmax, all through autograd."""
     enc, attn = model.encoding, model.layers[layer].attn
     q, k, v = (attn._heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))

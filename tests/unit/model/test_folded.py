@@ -54,7 +54,7 @@ def explicit(
     return BiasedAttention.apply(q, k, v, enc.content_bias(q, k, site(q.shape[2], x)), 0.5)
 
 
-def outputs_and_gradients(fn, enc, x, qkv):  # type: ignore[no-untyped-def]
+def outputs_and_gradients(fn, enc, x, qkv):
     enc.zero_grad(set_to_none=True)
     for t in qkv:
         t.grad = None

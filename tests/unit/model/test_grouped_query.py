@@ -24,7 +24,7 @@ def model(repo: Path, name: str, seed: int = 0, **kwargs: object) -> Transformer
     enc = build_encoding(
         OmegaConf.load(repo / "configs" / "encoding" / f"{name}.yaml"), D, H, LAYERS
     )
-    return TransformerLM(VOCAB, D, LAYERS, H, None, enc, **kwargs)  # type: ignore[arg-type]
+    return TransformerLM(VOCAB, D, LAYERS, H, None, enc, **kwargs)
 
 
 def ids() -> torch.Tensor:

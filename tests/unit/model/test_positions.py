@@ -5,6 +5,7 @@ and no position-keyed cache answers for another set."""
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import pytest
 import torch
@@ -111,5 +112,5 @@ def test_content_chunks_count_every_distance_of_sparse_positions(name: str, make
         chunks = ctx.chunks(4)
         per_row = 4 * enc.bias_buffers * 2 * 4 * 3997
     assert chunks[0][0] == 0 and chunks[-1][1] == 1000 and len(chunks) > 2
-    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert all(a[1] == b[0] for a, b in pairwise(chunks))
     assert all((e - s) * per_row <= 2**26 for s, e in chunks)

@@ -15,7 +15,7 @@ from posenc_cli.model.transformer import TransformerLM
 
 
 @pytest.fixture(scope="module")
-def tiny(repo):  # type: ignore[no-untyped-def]
+def tiny(repo):
     """tiny(name="rope", vocab=50): a 2-layer, 32-wide model seeded with 0."""
 
     def make(name: str = "rope", vocab: int = 50) -> TransformerLM:
@@ -28,7 +28,7 @@ def tiny(repo):  # type: ignore[no-untyped-def]
     return make
 
 
-def test_module_names_follow_cs336(tiny) -> None:  # type: ignore[no-untyped-def]
+def test_module_names_follow_cs336(tiny) -> None:
     names = set(tiny().state_dict())
     for expected in (
         "token_embeddings.weight",
@@ -47,7 +47,7 @@ def test_module_names_follow_cs336(tiny) -> None:  # type: ignore[no-untyped-def
 
 
 @pytest.mark.parametrize("name", ["none", "rope"])
-def test_causal_changing_a_later_token_leaves_earlier_logits(name: str, tiny) -> None:  # type: ignore[no-untyped-def]
+def test_causal_changing_a_later_token_leaves_earlier_logits(name: str, tiny) -> None:
     model = tiny(name)
     ids = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(1))
     out = model(ids)
@@ -75,7 +75,7 @@ def test_rope_rotates_interleaved_pairs_by_position_times_theta() -> None:
     torch.testing.assert_close(out[..., 0, :], x[..., 0, :])
 
 
-def test_a_few_steps_of_adamw_reduce_the_loss(tiny) -> None:  # type: ignore[no-untyped-def]
+def test_a_few_steps_of_adamw_reduce_the_loss(tiny) -> None:
     model = tiny()
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, 10, (4, 17), generator=gen)

@@ -46,7 +46,10 @@ def _fake_metrics(
         "vocab_size": 4096,
     }
     if extrapolation:
-        ppl = {str(n): None if v is None else v + seed for n, v in zip(LENGTHS, CURVES[encoding])}
+        ppl = {
+            str(n): None if v is None else v + seed
+            for n, v in zip(LENGTHS, CURVES[encoding], strict=True)
+        }
         edges = list(range(0, 2048 + 1, 64))
         growth = {"alibi": 0.0, "rope": 0.002, "sinusoidal": 0.004, "learned": 0.001}[encoding]
         loss = [4.6 - 0.4 * min(e, 128) / 128 + growth * max(0, e - 128) for e in edges[:-1]]

@@ -56,8 +56,8 @@ def task_metrics(
             "lengths": LENGTHS,
             "instances": 500,
             "skipped": {},
-            "exact_match": {str(n): v for n, v in zip(LENGTHS, exact)},
-            "token_accuracy": {str(n): v for n, v in zip(LENGTHS, exact)},
+            "exact_match": {str(n): v for n, v in zip(LENGTHS, exact, strict=True)},
+            "token_accuracy": {str(n): v for n, v in zip(LENGTHS, exact, strict=True)},
         },
     }
 

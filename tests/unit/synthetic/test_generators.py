@@ -20,7 +20,7 @@ def task_names(repo: Path) -> list[str]:
     return sorted(p.stem for p in (repo / "configs" / "task").glob("*.yaml") if p.stem != "lm")
 
 
-def make(repo: Path, name: str, **params: object):  # type: ignore[no-untyped-def]
+def make(repo: Path, name: str, **params: object):
     cfg = OmegaConf.load(repo / "configs" / "task" / f"{name}.yaml").task
     for key, value in params.items():
         cfg[key] = value
@@ -37,10 +37,12 @@ def test_generators_are_deterministic_and_seeds_differ(repo: Path) -> None:
         a, b = draw(task, (1, 16), 20, (0, 5)), draw(task, (1, 16), 20, (0, 5))
         c = draw(task, (1, 16), 20, (1, 5))
         assert all(
-            (x.tokens == y.tokens).all() and (x.answer == y.answer).all() for x, y in zip(a, b)
+            (x.tokens == y.tokens).all() and (x.answer == y.answer).all()
+            for x, y in zip(a, b, strict=True)
         )
         assert any(
-            len(x.tokens) != len(z.tokens) or (x.tokens != z.tokens).any() for x, z in zip(a, c)
+            len(x.tokens) != len(z.tokens) or (x.tokens != z.tokens).any()
+            for x, z in zip(a, c, strict=True)
         ), name
 
 
@@ -83,7 +85,7 @@ def test_associative_recall_answers_are_the_stored_values(repo: Path) -> None:
     for n in SIZES:
         inst = task.make(n, rng)
         pairs = inst.tokens[1 : 2 * n + 1].tolist()
-        store = dict(zip(pairs[0::2], pairs[1::2]))
+        store = dict(zip(pairs[0::2], pairs[1::2], strict=True))
         assert len(store) == n and inst.tokens[2 * n + 1] == SEP
         asked = inst.tokens[2 * n + 2 :].tolist()
         queries, values = asked[0::2], asked[1::2]
@@ -136,7 +138,7 @@ def test_the_loss_mask_covers_the_answer_tokens_only(repo: Path) -> None:
 def test_a_training_batch_is_a_function_of_seed_step_and_rank(repo: Path) -> None:
     task = make(repo, "copy")
     a, b = training_batch(task, (1, 16), 8, 0, 3), training_batch(task, (1, 16), 8, 0, 3)
-    assert all((u == v).all() for u, v in zip(a, b))
+    assert all((u == v).all() for u, v in zip(a, b, strict=True))
     assert (training_batch(task, (1, 16), 8, 0, 4)[0] != a[0]).any()
     halves = [training_batch(task, (1, 16), 4, 0, 3, rank=r, world_size=2) for r in (0, 1)]
     for part in (0, 1):  # two ranks of 4 train on exactly one process's batch of 8

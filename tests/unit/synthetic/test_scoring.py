@@ -12,14 +12,14 @@ from posenc_cli.synthetic.batches import evaluation_set
 from posenc_cli.synthetic.scoring import answer_loss, score_answers
 
 
-def task_of(repo: Path, name: str):  # type: ignore[no-untyped-def]
+def task_of(repo: Path, name: str):
     return build_task(OmegaConf.load(repo / "configs" / "task" / f"{name}.yaml").task)
 
 
 class Oracle(torch.nn.Module):
     """Knows every test instance: logits one-hot on the true next token."""
 
-    def __init__(self, instances, vocab: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, instances, vocab: int) -> None:
         super().__init__()
         self.vocab = vocab
         self.next = {tuple(i.tokens[:-1].tolist()): i.tokens[1:].tolist() for i in instances}
@@ -40,9 +40,9 @@ def test_an_oracle_scores_one_and_a_constant_model_about_zero(repo: Path) -> Non
         assert oracle.exact_match == 1.0 and oracle.token_accuracy == 1.0
         assert answer_loss(Oracle(instances, task.vocab_size), instances) < 1e-3
 
-        def constant(x: torch.Tensor) -> torch.Tensor:
-            logits = torch.zeros(*x.shape, task.vocab_size)
-            logits[..., task.vocab_size - 1] = 1.0
+        def constant(x: torch.Tensor, vocab: int = task.vocab_size) -> torch.Tensor:
+            logits = torch.zeros(*x.shape, vocab)
+            logits[..., vocab - 1] = 1.0
             return logits
 
         score = score_answers(constant, instances)

@@ -121,7 +121,9 @@ def test_a_resumed_task_run_continues_exactly(
     assert resumed.state.step == 10
     resumed.fit(quiet)
     resumed.close()
-    for (k, a), b in zip(straight.lm.state_dict().items(), resumed.lm.state_dict().values()):
+    for (k, a), b in zip(
+        straight.lm.state_dict().items(), resumed.lm.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b), k
 
 

@@ -1,0 +1,186 @@
+"""The jobs of one `posenc extend` command: one, or every combination of swept extend.* values
+(`extend.method=pi,yarn extend.steps=0,100,400`, or `experiment=context_extension`), each
+planned and checked before the first one runs. ``extend.steps=0`` is the method without
+fine-tuning: the parent evaluated as `posenc eval RUN eval.rope_scaling=M eval.rope_factor=S`
+would, on the same tokens. A grid puts its runs in ROOT/<method>-<steps>; a method that needs
+RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from posenc_cli.common.errors import PosencError
+
+#: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
+HOW = {
+    "device",
+    "hydra.run.dir",
+    "eval.at_end",
+    *(
+        f"train.{k}"
+        for k in (
+            "threads",
+            "compile",
+            "nproc",
+            "deterministic",
+            "precision",
+            "checkpoint_every",
+            "eval_every",
+            "eval_batches",
+            "log_every",
+        )
+    ),
+}
+#: extend.* keys that `posenc extend` writes itself.
+RECORDED = ("parent", "parent_step", "parent_sha256", "original_length")
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+
+@dataclass
+class Job:
+    """A new run to train (``cfg`` and its directory), or an evaluation of the parent."""
+
+    method: str
+    steps: int
+    overrides: tuple[str, ...] = ()
+    cfg: DictConfig | None = None
+    planned: Path | None = None
+    eval_overrides: tuple[str, ...] = ()
+
+
+def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
+    """Every job, checked; and the grid's folder (None for one job)."""
+    from posenc_cli.config.compose import compose
+    from posenc_cli.config.overrides import expand_sweep, key_of
+
+    requested = compose(expand_sweep(args)[0], with_hydra=True)  # the experiment's sweep
+    params = requested.hydra.sweeper.get("params") or {}
+    combos = expand_sweep(args, {str(k): str(v) for k, v in params.items()})
+    if len(combos) == 1:
+        return [_job(run_dir, combos[0], requested, grid=False)], None
+    root, rotary, jobs = _grid_root(requested, args), parent_is_rotary(run_dir), []
+    for combo in combos:
+        given = dict(o.split("=", 1) for o in combo)
+        method = given.get("extend.method", str(requested.extend.method))
+        if method != "none" and not rotary:
+            continue
+        steps = int(given.get("extend.steps", requested.extend.steps))
+        where = [o for o in combo if key_of(o) != "hydra.run.dir"]
+        where.append(f"hydra.run.dir={root / f'{method}-{steps}'}")
+        job = _job(run_dir, where, compose(where, with_hydra=True), grid=True)
+        if job is not None:
+            jobs.append(job)
+    return jobs, root
+
+
+def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool) -> Job | None:
+    """One combination planned (None: the parent itself, in a grid)."""
+    from posenc_cli.config.extension import extended_length
+    from posenc_cli.config.rundir import load_run_config
+    from posenc_cli.engine.extension import parent_checkpoint
+
+    ext = requested.extend
+    method, steps = str(ext.method), int(ext.steps)
+    if steps > 0:
+        cfg, planned = plan_extension(run_dir, overrides, requested)
+        return Job(method, steps, tuple(overrides), cfg, planned)
+    if method == "none":
+        if grid:
+            return None
+        raise PosencError(
+            "extend.steps=0 with extend.method=none is the parent itself",
+            "give extend.steps > 0, or a method to evaluate without fine-tuning",
+        )
+    _check_overrides(overrides)
+    require_rotary(run_dir, method)
+    parent = load_run_config(run_dir)
+    extended_length(int(parent.train.context_length), float(ext.factor))
+    parent_checkpoint(run_dir, parent, "last")
+    factor = [] if method == "dynamic_ntk" else [f"eval.rope_factor={float(ext.factor):g}"]
+    return Job(method, 0, tuple(overrides), eval_overrides=(f"eval.rope_scaling={method}", *factor))
+
+
+def _grid_root(requested: DictConfig, args: list[str]) -> Path:
+    """hydra.run.dir when given, else outputs/<date>/<time>-extend; checked, not created."""
+    from omegaconf import OmegaConf
+
+    from posenc_cli.config.overrides import given
+    from posenc_cli.config.rundir import planned_run_dir
+
+    if given(args, "hydra.run.dir"):
+        return planned_run_dir(requested, args)
+    path = Path("outputs") / time.strftime("%Y-%m-%d") / f"{time.strftime('%H-%M-%S')}-extend"
+    return planned_run_dir(OmegaConf.create({"hydra": {"run": {"dir": str(path)}}}), args)
+
+
+def parent_is_rotary(run_dir: Path) -> bool:
+    """The parent's encoding is RoPE-family (what every method but none needs)."""
+    from posenc_cli.config.rundir import load_run_config
+    from posenc_cli.encodings.registry import encoding_class
+
+    return encoding_class(str(load_run_config(run_dir).encoding._target_)).rotary
+
+
+def require_rotary(run_dir: Path, method: str) -> None:
+    """Every method but none rescales RoPE's frequencies."""
+    if method != "none" and not parent_is_rotary(run_dir):
+        from posenc_cli.config.rundir import load_run_config
+
+        raise PosencError(
+            f"extend.method={method} needs a RoPE-family encoding, not "
+            f"'{load_run_config(run_dir).encoding.name}'",
+            "use extend.method=none (continued training at the longer length), or extend a "
+            "rope or xpos run",
+        )
+
+
+def plan_extension(
+    run_dir: Path, overrides: list[str], requested: DictConfig
+) -> tuple[DictConfig, Path]:
+    """The new run's config and directory (checked, not created); ``requested`` is the
+    overrides composed."""
+    from omegaconf import OmegaConf
+
+    from posenc_cli.config.compose import validate
+    from posenc_cli.config.extension import child_config
+    from posenc_cli.config.overrides import given
+    from posenc_cli.config.rundir import load_run_config, planned_run_dir
+    from posenc_cli.engine.extension import parent_checkpoint
+
+    _check_overrides(overrides)
+    ext = requested.extend
+    require_rotary(run_dir, str(ext.method))
+    parent = load_run_config(run_dir)
+    enc = parent.encoding
+    step, sha256 = parent_checkpoint(run_dir, parent, str(ext.checkpoint))
+    cfg = child_config(parent, ext, run_dir, step, sha256)
+    for key in HOW - {"hydra.run.dir"}:
+        if given(overrides, key):
+            OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
+    validate(cfg)
+    if given(overrides, "hydra.run.dir"):
+        where = requested
+    else:
+        name = f"{time.strftime('%H-%M-%S')}-{enc.name}-{ext.method}x{float(ext.factor):g}"
+        path = Path("outputs") / time.strftime("%Y-%m-%d") / name
+        where = OmegaConf.create({"hydra": {"run": {"dir": str(path)}}})
+    return cfg, planned_run_dir(where, overrides)
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    """Only extend.* and how the run executes: the rest is the parent's."""
+    from posenc_cli.config.overrides import key_of
+
+    for key in map(key_of, overrides):
+        allowed = key.startswith("extend.") or key in HOW or key == "experiment"
+        if not allowed or key.removeprefix("extend.") in RECORDED:
+            raise PosencError(
+                f"`posenc extend` cannot set {key}",
+                "set extend.* (method, factor, steps, lr, warmup_steps, batch_size, "
+                "checkpoint) or how it runs (device, train.threads, hydra.run.dir, ...)",
+            )
