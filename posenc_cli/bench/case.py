@@ -18,10 +18,9 @@ from typing import Any
 
 import torch
 
+from posenc_cli.bench.plan import MARKER
 from posenc_cli.engine.runtime import Runtime, compile_model
 from posenc_cli.engine.step import make_optimizer, train_step
-
-MARKER = "RESULT "
 
 
 def _status_mb(field: str) -> float | None:

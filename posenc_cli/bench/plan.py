@@ -10,6 +10,10 @@ from omegaconf import DictConfig, OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options
 
+#: The prefix of the one line a case process prints its result on (bench/case.py), read by
+#: the parent (bench/suite.py); here so that the parent need not import torch to know it.
+MARKER = "RESULT "
+
 
 def check_bench(cfg: DictConfig) -> None:
     """bench.encodings is "all", a name or a non-empty list of known encodings (the schema

@@ -26,8 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from posenc_cli.bench.case import MARKER
-from posenc_cli.bench.plan import cases, check_bench
+from posenc_cli.bench.plan import MARKER, cases, check_bench
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose

@@ -32,12 +32,11 @@ def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | Non
     pick_precision(str(cfg.train.precision), pick_device(str(cfg.device)))
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)
-    for name in cfg.eval.tasks:
-        task = get_task(str(name))
-        if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with
+    tasks = [get_task(str(name)) for name in cfg.eval.tasks]
+    if not is_task(cfg):  # a synthetic task needs no corpus
+        data = prepare(cfg.data)
+        if data_fit:  # a corpus too short for the run is the problem to name first
+            check_data_fits(data, cfg)
+    if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with
+        for task in tasks:
             task.check(cfg)
-    if is_task(cfg):  # a synthetic task needs no corpus
-        return
-    data = prepare(cfg.data)
-    if data_fit:
-        check_data_fits(data, cfg)

@@ -5,7 +5,8 @@ The command's own checks, the run directory and Hydra's files are made once, by 
 the user started (train.nproc) or by rank 0 (torchrun), before any rank trains. Every rank then
 runs the same job as one process would (cli/jobs.py) with its ``Comm``. A rank that fails ends
 with a ``RankFailure`` that the elastic error file carries to the launcher, which stops the
-other ranks and prints that one line.
+other ranks; the user sees the failure that caused the others as the error line, then one
+short line per other rank saying how it ended.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
         try:
             return elastic_launch(config, rank_main)(container, str(run_dir), resume)[0]
         except ChildFailedError as exc:
-            raise first_failure(exc, n, run_dir) from None
+            raise failure_report(exc, n, run_dir) from None
         except SignalException as exc:
             raise Interrupted(
                 exit_code(exc.sigval),
@@ -167,13 +168,62 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
             ) from None
 
 
+def failure_report(exc: Any, n: int, run_dir: Path) -> RankFailure:
+    """The error line of the failure that caused the others, then one line per failed rank
+    besides it and one for the ranks the launcher stopped, so no rank's end goes unsaid."""
+    cause = _cause_rank(exc)
+    first = first_failure(exc, n, run_dir)
+    lines = [
+        f"  rank {rank}: {_how_it_ended(exc.failures[rank], rank, n, cause)}"
+        for rank in sorted(exc.failures)
+        if rank != cause
+    ]
+    if stopped := [rank for rank in range(n) if rank not in exc.failures]:
+        lines.append(f"  {_ranks(stopped)}: stopped after rank {cause} failed")
+    return RankFailure(first.code, "\n".join([first.line, *lines]))
+
+
+def _how_it_ended(failure: Any, rank: int, n: int, cause: int) -> str:
+    """A rank's own error without its prefix; an internal error after the cause is the
+    cause's echo (its collective lost the peer), so it is said as such."""
+    said = _reported(failure)
+    if said is None and failure.exitcode < 0:
+        return f"killed by {failure.signal_name()}"
+    if said is None:
+        return f"ended with exit code {failure.exitcode}"
+    if said.code == 1:
+        return f"stopped after rank {cause} failed"
+    line = said.line.splitlines()[0].replace(f" (rank {rank} of {n})", "")
+    return line.removeprefix("posenc: error: ").removeprefix("posenc: ")
+
+
+def _ranks(numbers: list[int]) -> str:
+    """Sorted rank numbers as `rank 3` or `ranks 0, 2-5`: one line however many ranks."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+    return f"rank {text}" if len(numbers) == 1 else f"ranks {text}"
+
+
+def _cause_rank(exc: Any) -> int:
+    """A rank's own error or a signal first, then a rank killed without a word, then an
+    internal error (a rank whose peer died fails in its next collective, as an internal
+    error, at about the same time); the earliest among equals."""
+    return min(
+        exc.failures,
+        key=lambda r: (_precedence(_reported(exc.failures[r])), exc.failures[r].timestamp, r),
+    )
+
+
 def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
-    """The failure that caused the others: a rank's own error or a signal first, then a rank
-    killed without a word, then an internal error (a rank whose peer died fails in its next
-    collective, as an internal error, at about the same time); the earliest among equals."""
-    reports = [(rank, _reported(f), f) for rank, f in exc.failures.items()]
-    rank, said, failure = min(reports, key=lambda r: (_precedence(r[1]), r[2].timestamp, r[0]))
-    if said is not None:
+    """The failure that caused the others, as its one error line."""
+    rank = _cause_rank(exc)
+    failure = exc.failures[rank]
+    if (said := _reported(failure)) is not None:
         return said
     how = failure.signal_name() if failure.exitcode < 0 else f"exit code {failure.exitcode}"
     return RankFailure(
@@ -207,13 +257,17 @@ def _reported(failure: Any) -> RankFailure | None:
 @contextlib.contextmanager
 def _launcher_files(n: int) -> Iterator[Any]:
     """The launcher's error files and the stderr of ranks > 0 (a peer's failure makes each of
-    them print a C++ stack) in a private folder, removed however the run ends."""
+    them print a C++ stack) in a private folder, removed however the run ends. The folder is
+    also the temp folder while ranks start: torch names there the file a rank's exception is
+    pickled into, which nobody removes when the launcher stops that rank."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 
     folder = tempfile.mkdtemp(prefix="posenc-ranks-")
+    saved, tempfile.tempdir = tempfile.tempdir, folder
     try:
         yield DefaultLogsSpecs(log_dir=folder, redirects={r: Std.ERR for r in range(1, n)})
     finally:
+        tempfile.tempdir = saved
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -170,8 +170,12 @@ def test_evaluation_split_over_two_ranks_equals_one_process(
     assert again["loss_by_position"] == trained["extrapolation"]["loss_by_position"]
 
 
-def start(cli: list[str], args: list[str], cwd: Path, cache: Path, fault: str) -> subprocess.Popen:
+def start(
+    cli: list[str], args: list[str], cwd: Path, cache: Path, fault: str, temp: Path | None = None
+) -> subprocess.Popen:
     env = {**os.environ, "POSENC_CACHE": str(cache), "POSENC_FAULT": fault}
+    if temp is not None:
+        env["TMPDIR"] = str(temp)
     return subprocess.Popen(
         [*cli, "train", *args],
         cwd=cwd,
@@ -191,12 +195,15 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
     args: list[str],
     wait_for: Callable[..., None],
 ) -> None:
+    temp = work / "temp-kill"
+    temp.mkdir()
     proc = start(
         cli_command,
         [*args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=kill"],
         work,
         cache_dir,
         "after_save:10",
+        temp,
     )
     marker = work / "kill" / "checkpoints" / ".paused-after_save-rank1"
     wait_for(marker, proc)
@@ -205,8 +212,11 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
     assert proc.returncode == 2
     assert err.strip().splitlines() == [
         f"posenc: error: rank 1 of 2 stopped (SIGKILL), so every rank was stopped — continue "
-        f"from the last checkpoint with: posenc resume {work / 'kill'}"
+        f"from the last checkpoint with: posenc resume {work / 'kill'}",
+        "  rank 0: stopped after rank 1 failed",
     ]
+    left = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert left == []  # the launcher's error files and folders; torch's compile cache may stay
     res = run_cli(["resume", "kill"], work, cache_dir)
     assert res.returncode == 0, res.stderr
     assert all(

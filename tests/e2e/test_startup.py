@@ -71,7 +71,12 @@ def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["train", "model.d_modl=3"], ["sweep", "encoding=rope,ropee"], ["resume", "no-such-run"]],
+    [
+        ["train", "model.d_modl=3"],
+        ["sweep", "encoding=rope,ropee"],
+        ["bench", "encoding=nope"],
+        ["resume", "no-such-run"],
+    ],
 )
 def test_a_config_error_is_one_line_without_torch(run_cli, tmp_path, args) -> None:
     out = run_cli(args, tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})

@@ -64,7 +64,10 @@ def instances(
         room = length - len(sentence) - len(question) - len(answer)
         if room < 1:
             return []
-        start = int(rng.integers(0, len(val) - room - len(sentence) + 1))
+        offsets = len(val) - room - len(sentence) + 1
+        if offsets < 1:  # the held-out text is too short to fill the length
+            return []
+        start = int(rng.integers(0, offsets))
         text = [int(t) for t in val[start : start + room]]
         tail = [*question, *answer]
         with_key = [
@@ -141,7 +144,9 @@ class Retrieval(EvalTask):
                 data.val, lambda t: tok.encode(t).ids, length, depths, int(s.passkeys), int(s.seed)
             )
             if not cases:
-                out["skipped"][str(length)] = "too short for the sentence and the question"
+                out["skipped"][str(length)] = (
+                    "too short for the sentence and the question, or longer than the held-out text"
+                )
                 continue
             with torch.no_grad():
                 scores = [self._score(model, c, rt) for c in cases]

@@ -4,6 +4,7 @@ failure reaches the user as one line (the ranks themselves run in tests/e2e/test
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -105,3 +106,33 @@ def test_the_cause_wins_over_the_peer_that_failed_because_of_it(tmp_path) -> Non
     assert ranks.first_failure(failed(r0=cause, r1=first), 2, tmp_path).line.endswith(
         "a (rank 1 of 2)"
     )
+
+
+def test_every_failed_rank_gets_one_line_after_the_cause(tmp_path) -> None:
+    cause = FakeFailure(reported("posenc: error: the corpus is too short (rank 2 of 7) — add"), 1)
+    echo = FakeFailure(reported("posenc: internal error on rank 0 of 7 (RuntimeError: x)", 1), 1)
+    own = FakeFailure(reported("posenc: error: disk full (rank 5 of 7) — free space"), 1, 4)
+    killed = FakeFailure("Signal 9 (SIGKILL) received", -9, timestamp=2)
+    quiet = FakeFailure("", 3, timestamp=3)
+    out = ranks.failure_report(failed(r0=echo, r2=cause, r4=killed, r5=own, r6=quiet), 7, tmp_path)
+    assert out.code == 2
+    assert out.line.splitlines() == [
+        "posenc: error: the corpus is too short (rank 2 of 7) — add",
+        "  rank 0: stopped after rank 2 failed",
+        "  rank 4: killed by SIGKILL",
+        "  rank 5: disk full — free space",
+        "  rank 6: ended with exit code 3",
+        "  ranks 1, 3: stopped after rank 2 failed",
+    ]
+    alone = ranks.failure_report(failed(r1=killed), 5, tmp_path).line.splitlines()
+    assert alone[1:] == ["  ranks 0, 2-4: stopped after rank 1 failed"]
+
+
+def test_the_launcher_files_are_removed_however_the_run_ends(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(ranks.tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(RuntimeError), ranks._launcher_files(3) as logs:
+        folder = Path(logs.root_log_dir)
+        (folder / "error.json").write_text("{}")
+        assert folder.parent == tmp_path and ranks.tempfile.gettempdir() == str(folder)
+        raise RuntimeError
+    assert list(tmp_path.iterdir()) == [] and ranks.tempfile.gettempdir() == str(tmp_path)

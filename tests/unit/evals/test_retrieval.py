@@ -152,3 +152,12 @@ def test_every_encoding_is_scored_or_skipped_with_a_reason(
         assert np.isfinite(result["lift"][k]) and set(result["by_depth"][k]) == {
             f"{d:g}" for d in result["depths"]
         }
+
+
+def test_a_length_beyond_the_held_out_text_is_skipped_with_its_reason(
+    config, text_data, rt
+) -> None:
+    short = TokenData(text_data.train, text_data.val[:100], text_data.tokenizer_path, {})
+    result = Retrieval().run(Induction(), short, _cfg(config), rt)
+    assert result["lengths"] == [128, 256] and not result["exact_match"]
+    assert all("longer than the held-out text" in why for why in result["skipped"].values())
