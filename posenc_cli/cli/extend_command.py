@@ -57,11 +57,12 @@ def _run(run_dir: Path, job: Job) -> None:
 
     from posenc_cli.cli.console import print_eval_result, print_run_summary
     from posenc_cli.cli.ranks import run_job
-    from posenc_cli.config.rundir import claim_new_run_dir
+    from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
     from posenc_cli.evals.run import evaluate_run
 
     if job.cfg is None:
         cfg, out = evaluate_run(run_dir, list(job.eval_overrides))
+        unlock_run_dir(run_dir)  # the next job of a grid may evaluate the parent again
         for key, result in out.items():
             print_eval_result(run_dir, cfg, key, result)
         return
@@ -70,6 +71,7 @@ def _run(run_dir: Path, job: Job) -> None:
     _save_config(child, job.cfg, list(job.overrides))
     t0 = time.perf_counter()
     metrics = run_job(job.cfg, child)
+    unlock_run_dir(child)  # free for `posenc eval` while a grid goes on
     if metrics is not None:
         print_run_summary(metrics, child, time.perf_counter() - t0)
 

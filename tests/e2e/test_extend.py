@@ -134,10 +134,11 @@ def test_a_grid_trains_each_combination_and_evaluates_the_parent_for_steps_0(
 ) -> None:
     """On a copy of the parent: this process holds the lock of the one the fixture trained."""
     shutil.copytree(work / "rope", work / "copy", ignore=shutil.ignore_patterns(".posenc.lock"))
-    grid = ["extend.method=none,yarn", "extend.steps=0,3", "extend.factor=2", "train.threads=1"]
-    out = posenc(["extend", "copy", *grid, "hydra.run.dir=grid"], work)
-    assert "3 jobs in grid" in out
-    assert sorted(p.name for p in (work / "grid").iterdir()) == ["none-3", "yarn-3"]
+    grid = ["extend.method=none,pi,yarn", "extend.steps=0,3", "extend.factor=2"]
+    out = posenc(["extend", "copy", *grid, "train.threads=1", "hydra.run.dir=grid"], work)
+    assert "5 jobs in grid" in out  # the parent evaluated twice: each job frees its lock
+    assert sorted(p.name for p in (work / "grid").iterdir()) == ["none-3", "pi-3", "yarn-3"]
+    assert "extrapolation_pi2" in metrics(work / "copy")
     assert metrics(work / "grid" / "yarn-3")["extend"]["steps"] == 3
     evaluated = metrics(work / "copy")["extrapolation_yarn2"]  # steps 0: the parent with yarn
     assert evaluated["rope_scaling"] == "yarn" and evaluated["lengths"] == [16, 32, 64]
