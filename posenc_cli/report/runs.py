@@ -16,7 +16,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.report.extension_rows import extension_label
+from posenc_cli.report.extension_rows import extension_label, variant_label
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
 
@@ -253,7 +253,7 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
         differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
         extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
         label = f"{r.encoding} ({extra})" if extra else r.encoding
-        label = label if r.variant is None else f"{label} + {r.variant}"
+        label = label if r.variant is None else f"{label} + {variant_label(r.metrics, r.key)}"
         labels[id(r)] = label + extension_label(r.metrics.get("extend"))
     return labels
 

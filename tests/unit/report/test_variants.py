@@ -41,3 +41,16 @@ def test_a_parameter_missing_from_an_old_run_takes_its_yaml_default(
     notes: list[str] = []
     (group,) = group_runs(load_runs([tmp_path], notes), notes)
     assert [(row.label, row.ppl[128].n) for row in group.rows] == [("rope", 2)]
+
+
+def test_a_variant_with_its_own_factor_is_labelled_method_and_factor() -> None:
+    from posenc_cli.report.extension_rows import variant_label
+
+    metrics = {
+        "extrapolation_llama34": {"rope_scaling": "llama3"},
+        "extrapolation_yarn": {"rope_scaling": "yarn"},
+        "extrapolation_pi2.5": {"rope_scaling": "pi"},
+    }
+    assert variant_label(metrics, "extrapolation_llama34") == "llama3 x4"
+    assert variant_label(metrics, "extrapolation_yarn") == "yarn"
+    assert variant_label(metrics, "extrapolation_pi2.5") == "pi x2.5"
