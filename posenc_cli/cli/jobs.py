@@ -42,7 +42,7 @@ def run_training(
         data = _prepare_in_turn(cfg, rt.comm)
         with rank0_first(rt.comm):  # rank 0 keeps the tokenizer, then the others compare
             _keep_tokenizer(run_dir, data, rt.is_main)
-        same_tokenizer(run_dir, cfg)
+        same_tokenizer(data.tokenizer_path, cfg)
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         resumed = resume and _resume(trainer)

@@ -10,6 +10,7 @@ from posenc_cli.config.extension import is_extension
 from posenc_cli.config.rundir import planned_run_dir
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.prepare import check_data_fits, prepare
+from posenc_cli.engine.extension import same_tokenizer
 from posenc_cli.engine.memory import check_training_memory
 from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
@@ -35,6 +36,7 @@ def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | Non
     tasks = [get_task(str(name)) for name in cfg.eval.tasks]
     if not is_task(cfg):  # a synthetic task needs no corpus
         data = prepare(cfg.data)
+        same_tokenizer(data.tokenizer_path, cfg)
         if data_fit:  # a corpus too short for the run is the problem to name first
             check_data_fits(data, cfg)
     if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with

@@ -80,12 +80,13 @@ def extension_metrics(cfg: DictConfig, model: nn.Module) -> dict[str, Any]:
     }
 
 
-def same_tokenizer(run_dir: Path, cfg: DictConfig) -> None:
-    """The new run's tokenizer is the parent's, so token ids mean the same thing."""
+def same_tokenizer(tokenizer: Path, cfg: DictConfig) -> None:
+    """The new run's tokenizer (the data cache's ``tokenizer``) is the parent's, so token ids
+    mean the same thing; checked before the run directory is made, and again by each run."""
     if not is_extension(cfg):
         return
-    own, parent = run_dir / "tokenizer.json", Path(str(cfg.extend.parent)) / "tokenizer.json"
-    if parent.is_file() and own.is_file() and own.read_bytes() != parent.read_bytes():
+    parent = Path(str(cfg.extend.parent)) / "tokenizer.json"
+    if parent.is_file() and tokenizer.is_file() and tokenizer.read_bytes() != parent.read_bytes():
         raise PosencError(
             f"the data cache's tokenizer differs from {parent}, so the token ids would differ "
             "from the parent's",

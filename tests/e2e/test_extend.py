@@ -142,3 +142,19 @@ def test_a_grid_trains_each_combination_and_evaluates_the_parent_for_steps_0(
     assert metrics(work / "grid" / "yarn-3")["extend"]["steps"] == 3
     evaluated = metrics(work / "copy")["extrapolation_yarn2"]  # steps 0: the parent with yarn
     assert evaluated["rope_scaling"] == "yarn" and evaluated["lengths"] == [16, 32, 64]
+
+
+def test_a_parent_whose_tokenizer_is_not_the_caches_is_refused_before_anything_is_made(
+    work: Path,
+) -> None:
+    shutil.copytree(work / "rope", work / "retok", ignore=shutil.ignore_patterns(".posenc.lock"))
+    tokenizer = json.loads((work / "retok" / "tokenizer.json").read_text())
+    tokenizer["added_tokens"] = []
+    (work / "retok" / "tokenizer.json").write_text(json.dumps(tokenizer))
+    before = sorted(p.name for p in work.iterdir())
+    with chdir(work):
+        res = CliRunner().invoke(app, ["extend", "retok", *EXTEND, "hydra.run.dir=refused"])
+    assert res.exit_code == 2, (res.output, res.exception)
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("posenc: error: the data cache's tokenizer differs from retok")
+    assert sorted(p.name for p in work.iterdir()) == before
