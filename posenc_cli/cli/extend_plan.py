@@ -58,6 +58,7 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     from posenc_cli.config.compose import compose
     from posenc_cli.config.overrides import expand_sweep, key_of
 
+    _check_overrides(args)  # before composing, whose checks would name the wrong problem
     requested = compose(expand_sweep(args)[0], with_hydra=True)  # the experiment's sweep
     params = requested.hydra.sweeper.get("params") or {}
     combos = expand_sweep(args, {str(k): str(v) for k, v in params.items()})

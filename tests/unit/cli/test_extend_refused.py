@@ -39,6 +39,7 @@ def parent(tmp_path: Path, encoding: str) -> Path:
         ("rope", ["extend.factor=0.5"], "extend.factor=0.5 does not extend the context"),
         ("rope", ["train.steps=5"], "`posenc extend` cannot set train.steps"),
         ("rope", ["extend.parent=elsewhere"], "`posenc extend` cannot set extend.parent"),
+        ("rope", ["eval.rope_factor=2"], "`posenc extend` cannot set eval.rope_factor"),
         ("rope", ["extend.steps=0"], "extend.steps=0 with extend.method=none is the parent"),
     ],
 )
