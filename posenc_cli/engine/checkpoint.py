@@ -119,22 +119,15 @@ def load_tensors(path: Path, problem: str, fix: str) -> Any:
         raise PosencError(f"{problem} ({type(exc).__name__})", fix) from None
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Load a checkpoint, turning a missing or corrupt file into a one-line error."""
+def load(path: Path, fix: str = "resume from another run or start a new one") -> dict[str, Any]:
+    """Load a checkpoint, turning a missing or corrupt file into a one-line error (``fix``)."""
     if not path.is_file():
         raise PosencError(
             f"no checkpoint at '{path}'", "resume a run directory that contains checkpoints/last.pt"
         )
-    state = load_tensors(
-        path,
-        f"checkpoint '{path}' is damaged or unsafe",
-        "resume from another run or start a new one",
-    )
+    state = load_tensors(path, f"checkpoint '{path}' is damaged or unsafe", fix)
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise PosencError(
-            f"checkpoint '{path}' holds no model state",
-            "resume from another run or start a new one",
-        )
+        raise PosencError(f"checkpoint '{path}' holds no model state", fix)
     return state
 
 

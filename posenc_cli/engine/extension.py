@@ -16,6 +16,9 @@ from posenc_cli.config.task_checks import is_task
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import read_metrics
 
+#: What to do about a parent whose checkpoint cannot be used.
+ANOTHER = "extend another run, or restore the parent's checkpoints and .hydra/config.yaml"
+
 
 def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, str]:
     """The step and weights' SHA-256 of the parent's checkpoint ``which`` (last | best)."""
@@ -36,8 +39,27 @@ def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, 
             "extend a run that has trained until its first checkpoint"
             + (", or use extend.checkpoint=last" if which == "best" else ""),
         )
-    ck = checkpoint.load(path)
-    return int(ck.get("step", 0)), checkpoint.state_digest(ck["model"])
+    ck = checkpoint.load(path, ANOTHER)
+    step = ck.get("step", 0)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise PosencError(f"checkpoint '{path}' records step {step!r}", ANOTHER)
+    _check_fits(path, ck["model"], cfg)
+    return step, checkpoint.state_digest(ck["model"])
+
+
+def _check_fits(path: Path, state: dict[str, Any], cfg: DictConfig) -> None:
+    """The weights are the model the parent's config builds: checked (the file is untrusted)
+    before the new run exists, not when its training starts."""
+    from posenc_cli.model import build_model
+
+    try:
+        build_model(cfg, int(state["lm_head.weight"].shape[0])).load_state_dict(state)
+    except (RuntimeError, KeyError, AttributeError, IndexError, TypeError) as exc:
+        lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = (lines[1] if len(lines) > 1 else lines[0] if lines else type(exc).__name__)[:160]
+        raise PosencError(
+            f"checkpoint '{path}' does not fit the parent's config ({why})", ANOTHER
+        ) from None
 
 
 def start_from_parent(model: nn.Module, cfg: DictConfig) -> None:

@@ -15,6 +15,8 @@ from posenc_cli.cli.app import app
 from posenc_cli.cli.extend_plan import plan_jobs
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import expand_sweep
+from posenc_cli.engine.extension import ANOTHER
+from posenc_cli.model import build_model
 
 
 @functools.cache
@@ -57,11 +59,39 @@ def test_one_line_and_nothing_created(
 
 
 def trained_parent(tmp_path: Path, encoding: str) -> Path:
-    """A run directory of ``encoding`` whose checkpoint holds (stand-in) weights."""
+    """A run directory of ``encoding`` whose checkpoint holds its (untrained) tiny model."""
     run = parent(tmp_path, encoding)
     (run / "checkpoints").mkdir()
-    torch.save({"model": {"w": torch.zeros(2)}, "step": 5}, run / "checkpoints" / "last.pt")
+    model = build_model(compose(["model=tiny", f"encoding={encoding}"]), 64)
+    torch.save({"model": model.state_dict(), "step": 5}, run / "checkpoints" / "last.pt")
     return run
+
+
+@pytest.mark.parametrize(
+    ("saved", "steps", "expected"),
+    [
+        ({"model": {"w": torch.zeros(2)}, "step": 5}, 0, "does not fit the parent's config"),
+        ({"model": {"w": torch.zeros(2)}, "step": 5}, 5, "does not fit the parent's config"),
+        ({"model": {"w": "x"}, "step": "abc"}, 5, "records step 'abc'"),
+        ({"step": 5}, 5, "holds no model state"),
+    ],
+)
+def test_a_parent_checkpoint_that_cannot_be_used_is_one_line_and_nothing_created(
+    saved: dict, steps: int, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """steps 0: the method evaluated on the parent; else a fine-tune."""
+    run = parent(tmp_path, "rope")
+    (run / "checkpoints").mkdir()
+    torch.save(saved, run / "checkpoints" / "last.pt")
+    monkeypatch.chdir(tmp_path)
+    args = ["extend", "parent", "extend.method=pi", f"extend.steps={steps}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("posenc: error: checkpoint") and expected in line
+    assert line.endswith(ANOTHER)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+    assert sorted(p.name for p in run.iterdir()) == [".hydra", "checkpoints"]
 
 
 @pytest.mark.parametrize(
