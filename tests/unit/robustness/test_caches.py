@@ -1,10 +1,15 @@
-"""A damaged data-cache entry is noticed and rebuilt, never used silently; a check that cannot
-run keeps the entry."""
+"""Class 4 (and class 9's cache cases), caches: the bytes of a corpus decide its token cache
+entry, so an in-place edit that restores the file's size and mtime is noticed (the remembered
+hashes only skip re-reading untouched files); a damaged entry, or one whose meta.json has an
+unknown format or an inconsistent vocabulary, is rebuilt, never used silently nor blamed on the
+tokenizer; a check that cannot run is one line and keeps the entry byte for byte."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +18,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data import content_hash
 from posenc_cli.data.cache import ensure
+from posenc_cli.data.content_hash import HashMemo
 from posenc_cli.data.prepare import check_data_fits, prepare
 
 
@@ -29,6 +36,89 @@ def data_cfg(corpus: Path, cache: Path) -> object:
             "cache_dir": str(cache),
         }
     )
+
+
+def edit_in_place(path: Path) -> None:
+    """Same size, same mtime, other bytes; returns once the file's ctime has moved."""
+    st = path.stat()
+    text = path.read_bytes()
+    edited = text.replace(b"the ", b"THE ")
+    assert edited != text and len(edited) == len(text)
+    while path.stat().st_ctime_ns == st.st_ctime_ns:
+        with open(path, "r+b") as fh:  # the same inode, rewritten
+            fh.write(edited)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = path.stat()
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def counted_digests(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    read: list[Path] = []
+
+    def digest(path: Path) -> str:
+        read.append(path)
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+
+    monkeypatch.setattr(content_hash, "file_digest", digest)
+    return read
+
+
+@pytest.mark.parametrize("racy_ns", [content_hash.RACY_NS, -(10**20)])
+def test_an_edit_that_restores_size_and_mtime_trains_on_the_new_text(
+    racy_ns: int, tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both with the files fresh (never remembered) and as if long untouched (remembered)."""
+    monkeypatch.setattr(content_hash, "RACY_NS", racy_ns)
+    text = tmp_path / "corpus.txt"
+    shutil.copy(corpus, text)
+    cache = tmp_path / "cache"
+    old = np.array(prepare(data_cfg(text, cache)).train)
+    edit_in_place(text)
+    new = np.array(prepare(data_cfg(text, cache)).train)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(text.parent, fresh, ignore=shutil.ignore_patterns("cache"))
+    expected = np.array(prepare(data_cfg(fresh / "corpus.txt", tmp_path / "cache2")).train)
+    assert not np.array_equal(new, old)
+    np.testing.assert_array_equal(new, expected)
+
+
+def test_an_untouched_file_is_read_once(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(content_hash, "RACY_NS", -(10**20))
+    read = counted_digests(monkeypatch)
+    text = tmp_path / "corpus.txt"
+    shutil.copy(corpus, text)
+    memo = HashMemo(tmp_path)
+    first = memo.file_hash(text)
+    memo.save()
+    assert HashMemo(tmp_path).file_hash(text) == first
+    assert read == [text]
+    edit_in_place(text)
+    assert HashMemo(tmp_path).file_hash(text) != first
+    assert read == [text, text]
+
+
+def test_a_freshly_written_file_is_not_remembered(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its timestamps could still move within the same tick, so it is hashed every time."""
+    read = counted_digests(monkeypatch)
+    text = tmp_path / "corpus.txt"
+    shutil.copy(corpus, text)
+    for _ in range(2):
+        memo = HashMemo(tmp_path)
+        memo.file_hash(text)
+        memo.save()
+    assert read == [text, text]
+    assert not (tmp_path / content_hash.MEMO).exists()
+
+
+@pytest.mark.parametrize("memo_text", ["{", "[1, 2]", '{"x": "old-format-hash"}', '{"x": [1]}'])
+def test_a_damaged_memo_only_costs_a_rehash(memo_text: str, tmp_path: Path, corpus: Path) -> None:
+    (tmp_path / content_hash.MEMO).write_text(memo_text.replace("x", str(corpus.resolve())))
+    expected = hashlib.blake2b(corpus.read_bytes(), digest_size=16).hexdigest()
+    assert HashMemo(tmp_path).file_hash(corpus) == expected
 
 
 def damage_truncate(entry: Path) -> None:
@@ -56,6 +146,7 @@ def edit_meta(**changes: object) -> object:
         meta = json.loads((entry / "meta.json").read_text())
         (entry / "meta.json").write_text(json.dumps({**meta, **changes}))
 
+    damage.__qualname__ = "meta:" + ",".join(f"{k}={v}" for k, v in changes.items())
     return damage
 
 
@@ -63,7 +154,8 @@ def untimed(meta: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in meta.items() if not k.endswith("_seconds")}
 
 
-DAMAGES = [
+#: Damage done to a cache entry; each is noticed and the entry rebuilt.
+CASES = [
     damage_truncate,
     damage_meta,
     damage_ids,
@@ -74,7 +166,7 @@ DAMAGES = [
 ]
 
 
-@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("damage", CASES, ids=lambda d: d.__qualname__)
 def test_damaged_entries_are_rebuilt(
     damage: object, tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
