@@ -6,6 +6,7 @@ temporary folder) and leaves an earlier run's results byte for byte."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -49,19 +50,54 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def refused(workdir: Path) -> Callable[..., str]:
-    """refused(args, env=None): the one error line of ``posenc ARGS`` run in ``workdir``, after
-    asserting the table's properties; ``env`` adds environment variables for the command."""
+    """refused(args, env=None, quiet=True): the one error line of ``posenc ARGS`` run in
+    ``workdir``, after asserting the table's properties; ``env`` adds environment variables
+    for the command; ``quiet`` asserts that nothing at all went to stdout (off where the
+    command prints what it measured before refusing to store it)."""
     root = workdir.parent
 
-    def run(args: list[str], env: dict[str, str] | None = None) -> str:
+    def run(args: list[str], env: dict[str, str] | None = None, quiet: bool = True) -> str:
         before = files_under(root)
         result = CliRunner().invoke(app, args, env=env)
         assert result.exit_code == 2, (result.output, result.exception)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, lines
         assert lines[0].startswith("posenc: error: ") and " — " in lines[0], lines
-        assert "Traceback" not in result.output and result.stdout == ""
+        assert "Traceback" not in result.output and (result.stdout == "" or not quiet)
         assert files_under(root) == before
         return lines[0]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def rope_run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    """A run directory of a tiny random RoPE model on the test corpus: made once, copied."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from posenc_cli.config.compose import compose
+    from posenc_cli.data.tokenizer import train_tokenizer
+    from posenc_cli.model import build_model
+
+    cfg = compose(
+        ["model=tiny", "train.context_length=16", "data=text", f"data.path={corpus}"]
+        + ["data.vocab_size=300", "device=cpu", "train.precision=fp32"]
+    )
+    run = tmp_path_factory.mktemp("outputs") / "run"
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")
+    train_tokenizer(iter([corpus.read_text(encoding="utf-8")]), 300).save(
+        str(run / "tokenizer.json")
+    )
+    torch.manual_seed(0)
+    (run / "checkpoints").mkdir()
+    state = build_model(cfg, 300).state_dict()
+    torch.save({"model": state, "step": 3}, run / "checkpoints" / "last.pt")
+    return run
+
+
+@pytest.fixture
+def run(rope_run: Path, workdir: Path) -> Path:
+    """This test's own copy of the RoPE run, inside the working folder."""
+    return Path(shutil.copytree(rope_run, workdir / "run"))
