@@ -181,7 +181,7 @@ class Trainer:
         if step % t.eval_every == 0 or step == t.steps:
             try:
                 val = self.validate()
-            except (MemoryError, RuntimeError):
+            except Exception:  # out of memory, a failing validation stream, ...
                 self.save()  # the steps trained so far stay resumable
                 raise
             bar.update(step, self.state.last_train, self.state.tokens_per_s, val_loss=val)

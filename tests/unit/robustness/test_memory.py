@@ -4,6 +4,7 @@ memory this machine has available, and running out of memory anyway is one line,
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,40 @@ def test_running_out_of_memory_is_one_line_not_a_bug(exc: Exception) -> None:
     line = crash.out_of_memory(exc)
     assert line is not None and line.startswith("posenc: error: out of memory")
     assert crash.out_of_memory(ValueError("out of memory")) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (MemoryError(), 2, "posenc: error: out of memory"),
+        (ValueError("windows"), 1, "posenc: internal error (ValueError: windows)"),
+    ],
+)
+def test_a_run_that_fails_after_training_steps_leaves_a_resumable_checkpoint(
+    error: Exception,
+    code: int,
+    line: str,
+    corpus: Path,
+    workdir: Path,
+    tiny_args: list[str],
+    monkeypatch,
+) -> None:
+    """The first validation (step 10 of 20) fails after the last checkpoint (none yet): the
+    steps trained so far are saved before the error ends the run."""
+    from typer.testing import CliRunner
+
+    from posenc_cli.cli.app import app
+    from posenc_cli.engine import checkpoint
+    from posenc_cli.engine.trainer import Trainer
+
+    def failing(self: Trainer) -> float:
+        raise error
+
+    monkeypatch.setattr(Trainer, "validate", failing)
+    args = [*tiny_args, "train.checkpoint_every=15", "data=text", f"data.path={corpus}"]
+    result = CliRunner().invoke(app, ["train", *args, "hydra.run.dir=run", "device=cpu"])
+    assert result.exit_code == code, (result.output, result.exception)
+    (said,) = result.stderr.strip().splitlines()
+    assert said.startswith(line) and "Traceback" not in result.output
+    saved = checkpoint.load(workdir / "run" / "checkpoints" / "last.pt")
+    assert saved["step"] == 10
