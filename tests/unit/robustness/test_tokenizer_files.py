@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.config.rundir import unlock_run_dir
 from posenc_cli.cs336.gpt2_bytes import to_token
 
 TEXT = "the cat sat on the mat. the dog sat on the log!<|endoftext|>A cat met 42 mats." * 3
@@ -107,3 +108,21 @@ def test_the_consistent_files_import(
     res = CliRunner().invoke(app, write(files(cs336), tmp_path))
     assert res.exit_code == 0, res.output
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
+def test_an_imported_model_is_never_evaluated_at_byte_level(
+    workdir: Path, refused: Callable[..., str], cs336: dict[str, Any]
+) -> None:
+    """The import refuses an empty merges file; a tokenizer.json whose merges were removed
+    afterwards is refused by the evaluation, which would otherwise score bytes."""
+    inputs = workdir / "in"
+    inputs.mkdir()
+    res = CliRunner().invoke(app, write(files(cs336), inputs))
+    assert res.exit_code == 0, res.output
+    unlock_run_dir(workdir / "run")  # held for the life of a process: this test is one process
+    saved = workdir / "run" / "tokenizer.json"
+    tokenizer = json.loads(saved.read_text())
+    tokenizer["model"]["merges"] = []
+    saved.write_text(json.dumps(tokenizer))
+    args = ["eval", "run", "data=text", "data.path=a.txt", "eval.tokens=64"]
+    assert "beyond the bytes but no merges" in refused(args)
