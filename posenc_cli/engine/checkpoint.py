@@ -135,6 +135,12 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint '{path}' holds no model state",
             "resume from another run or start a new one",
         )
+    step = state.get("step", 0)
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise PosencError(
+            f"checkpoint '{path}' records step {step!r}, not a whole number >= 0",
+            "resume from another run or start a new one",
+        )
     return state
 
 

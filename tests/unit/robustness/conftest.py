@@ -21,10 +21,12 @@ EARLIER = Path("outputs") / "earlier"
 
 
 def files_under(root: Path) -> dict[str, bytes]:
-    """Every file and folder below ``root`` with its bytes (folders as empty bytes)."""
+    """Every file and folder below ``root`` with its bytes (folders as empty bytes), but a
+    run's lock file: a command on a run takes it first, and a run keeps it (never deleted)."""
     return {
         str(p.relative_to(root)): p.read_bytes() if p.is_file() else b""
         for p in sorted(root.rglob("*"))
+        if p.name != ".posenc.lock"
     }
 
 

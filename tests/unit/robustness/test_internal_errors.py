@@ -32,6 +32,29 @@ def test_an_input_is_never_an_internal_error(
     assert expected in refused(args)
 
 
+#: (a step a received checkpoint records, the command). Each used to end in an internal error
+#: (export) or be evaluated as if it were a step.
+STEPS = [
+    (float("inf"), "export-cs336"),
+    (float("inf"), "eval"),
+    (-3, "eval"),
+    ("7", "eval"),
+    (True, "eval"),
+]
+
+
+@pytest.mark.parametrize(("step", "command"), STEPS, ids=[f"{c} {s!r}" for s, c in STEPS])
+def test_a_checkpoint_step_that_is_not_a_count_is_one_line(
+    step: object, command: str, run: Path, refused: Callable[..., str]
+) -> None:
+    import torch
+
+    path = run / "checkpoints" / "last.pt"
+    torch.save({**torch.load(path, weights_only=True), "step": step}, path)
+    args = [command, str(run)] + (["out"] if command == "export-cs336" else [])
+    assert f"records step {step!r}, not a whole number >= 0" in refused(args)
+
+
 def test_a_tokenizer_without_endoftext_is_a_user_error() -> None:
     with pytest.raises(PosencError, match="has no <|endoftext|> token"):
         eot_id(Tokenizer(models.BPE(vocab={"a": 0}, merges=[])))
