@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import check_extension_eval
-from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.groups import group_options, option_file
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
 
 #: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
@@ -163,7 +163,7 @@ def _check_encoding_keys(enc: DictConfig) -> None:
     name = str(enc.name)
     if name not in group_options("encoding"):
         return
-    for key in OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"):
+    for key in OmegaConf.load(option_file("encoding", name)):
         _require(
             key in enc.keys(),
             f"encoding.{key} is missing from the config",

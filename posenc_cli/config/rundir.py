@@ -24,7 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
-from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import resolve_received
 from posenc_cli.config.schema import NAME_PATTERN, RootConfig
@@ -223,7 +223,7 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
             f"the run's encoding '{name}' is not one of posenc's encodings",
             f"posenc knows: {', '.join(group_options('encoding'))}",
         )
-    trusted = OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")
+    trusted = OmegaConf.load(option_file("encoding", name))
     for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue

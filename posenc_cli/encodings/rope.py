@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, positive_number, range_key
+from posenc_cli.encodings.base import PositionalEncoding, positive_number
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.rope_scaling import YARN_RAMPS, scaled_frequencies
 
@@ -114,7 +114,7 @@ class RotaryEncoding(PositionalEncoding):
     def phase(self, pos: Tensor) -> Tensor:
         """a·e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
         thousands), a the attention factor (1 unless YaRN), cached per position range."""
-        return self._phases.get(range_key(pos), lambda: torch.complex(*self._cos_sin_uncached(pos)))
+        return self.cached(self._phases, pos, lambda: torch.complex(*self._cos_sin_uncached(pos)))
 
     def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
@@ -128,7 +128,7 @@ class RotaryEncoding(PositionalEncoding):
         backward instead of six elementwise passes and a stack (~10x faster on CPU). Under
         torch.compile, which cannot trace complex views, the real form is fused by the compiler.
         """
-        if torch.compiler.is_compiling():  # no cache: its key would read positions
+        if self.tracing():  # no cache, and no complex views, which the compiler cannot trace
             cos, sin = self._cos_sin_uncached(pos_T)
             x = x_BHTE.float().unflatten(-1, (-1, 2))
             x0, x1 = x[..., 0], x[..., 1]
