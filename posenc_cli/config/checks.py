@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import check_extension_eval
 from posenc_cli.config.groups import group_options, option_file
-from posenc_cli.config.schema import NAME_PATTERN, RootConfig
+from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
 
 #: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
 FREE_FORM = ("encoding", "task")
@@ -49,6 +49,8 @@ def check_keys_present(plain: DictConfig) -> None:
     for name, f in schema_keys():
         section, _, leaf = name.rpartition(".")
         node = OmegaConf.select(plain, section) if section else plain
+        if node is None and section in COMMAND_SECTIONS:
+            continue
         if isinstance(node, DictConfig) and leaf not in node.keys():
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             raise PosencError(

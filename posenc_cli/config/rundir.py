@@ -27,7 +27,7 @@ from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import resolve_received
-from posenc_cli.config.schema import NAME_PATTERN, RootConfig
+from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
 from posenc_cli.encodings.names import META_KEYS
 
 LOCK = ".posenc.lock"
@@ -206,6 +206,8 @@ def load_run_config(run_dir: Path) -> DictConfig:
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
     defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
     cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
+    # older runs saved the bench section too: a run's config holds none, old or new
+    cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in COMMAND_SECTIONS])
     fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
     cfg.data.cache_dir = raw_values(OmegaConf.load(config_dir() / "data" / "sotu.yaml"))[
