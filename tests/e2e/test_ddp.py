@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,8 @@ from posenc_cli.data.prepare import prepare
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.validation import validation_loss
 from posenc_cli.model import build_model
+from tests.helpers.cli import CLI, run_cli, wait_for
+from tests.helpers.configs import TINY
 
 pytestmark = pytest.mark.slow
 
@@ -68,9 +69,9 @@ def work(tmp_path_factory: pytest.TempPathFactory, make_corpus) -> Path:
 
 
 @pytest.fixture(scope="module")
-def args(tiny_args: list[str], work: Path) -> list[str]:
+def args(work: Path) -> list[str]:
     return [
-        *tiny_args,
+        *TINY,
         "train.threads=1",
         "train.precision=fp32",
         "eval.tokens=4096",
@@ -80,7 +81,7 @@ def args(tiny_args: list[str], work: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_ranks(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
+def two_ranks(work: Path, cache_dir: Path, args: list[str]) -> Path:
     """`posenc train train.nproc=2 train.batch_size=4`, every file access under work/ logged."""
     hook = work / "hook"
     hook.mkdir()
@@ -101,7 +102,7 @@ def two_ranks(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def one_process(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
+def one_process(work: Path, cache_dir: Path, args: list[str]) -> Path:
     res = run_cli(["train", *args, "train.batch_size=8", "hydra.run.dir=one"], work, cache_dir)
     assert res.returncode == 0, res.stderr
     return work / "one"
@@ -152,7 +153,7 @@ def test_rank_zero_alone_wrote_files(two_ranks: Path, work: Path) -> None:
 
 
 def test_evaluation_split_over_two_ranks_equals_one_process(
-    two_ranks: Path, cache_dir: Path, run_cli
+    two_ranks: Path, cache_dir: Path
 ) -> None:
     trained = metrics(two_ranks)
     cfg = load_run_config(two_ranks)
@@ -190,15 +191,12 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
     two_ranks: Path,
     work: Path,
     cache_dir: Path,
-    cli_command,
-    run_cli,
     args: list[str],
-    wait_for: Callable[..., None],
 ) -> None:
     temp = work / "temp-kill"
     temp.mkdir()
     proc = start(
-        cli_command,
+        CLI,
         [*args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=kill"],
         work,
         cache_dir,
@@ -229,13 +227,10 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
 def test_a_run_resumes_with_another_number_of_processes(
     work: Path,
     cache_dir: Path,
-    cli_command,
-    run_cli,
     args: list[str],
-    wait_for: Callable[..., None],
 ) -> None:
     proc = start(
-        cli_command,
+        CLI,
         [*args, "train.batch_size=4", "hydra.run.dir=grow"],
         work,
         cache_dir,
