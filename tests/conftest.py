@@ -266,9 +266,9 @@ def _reference_bias(
 ) -> torch.Tensor:
     if not enc.has_content_bias:
         return enc.position_bias(pos_t, pos_s)
-    bias = _reference_module(type(enc).__module__.rpartition(".")[2]).content_bias(
-        enc, q, k, pos_t, pos_s, layer, attn_input
-    )
+    module = _reference_module(type(enc).__module__.rpartition(".")[2])
+    at = sys.modules["posenc_reference"].At(pos_t, pos_s, layer, attn_input)
+    bias = module.content_bias(enc, q, k, at)
     return bias.float().masked_fill(pos_s[None, :] > pos_t[:, None], float("-inf"))
 
 
