@@ -41,6 +41,16 @@ class EvalTask:
     #: e.g. in tests); None: that YAML.
     defaults: ClassVar[dict[str, Any] | None] = None
 
+    #: Which table of `posenc compare` the task's results make (report/ asks, naming no
+    #: task): "by_length" (a table per setting of perplexity by length, seeds averaged, a row
+    #: per evaluation variant), "synthetic" (exact match by length per synthetic task), or
+    #: None: the table its result describes under "compare" (report/result_tables.py).
+    compare_view: ClassVar[str | None] = None
+
+    #: (field, least value) of every by-length table of the result: `posenc compare` skips a
+    #: received metrics.json holding a value no run could have written (report/validity.py).
+    result_bounds: ClassVar[tuple[tuple[str, float], ...]] = ()
+
     def settings(self, cfg: Any) -> DictConfig:
         """eval.<name>.* of the run's config over the task's defaults (older flat keys mapped)."""
         return task_settings(cfg.eval, self.name, self.defaults)
@@ -111,6 +121,14 @@ def task_of(key: str) -> EvalTask | None:
     (evals/keys.py), the longest such name; None for a key of no task."""
     names = [n for n in registry() if key == n or key.startswith(f"{n}_")]
     return registry()[max(names, key=len)] if names else None
+
+
+def view_task(view: str) -> str:
+    """The name of the task whose results make `posenc compare`'s ``view`` table."""
+    names = [name for name, task in registry().items() if task.compare_view == view]
+    if len(names) != 1:
+        raise ValueError(f"{len(names)} evaluation tasks declare compare_view={view!r}")
+    return names[0]
 
 
 def get_task(name: str) -> EvalTask:

@@ -16,6 +16,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.evals.base import view_task
 from posenc_cli.report.extension_rows import extension_label, variant_label
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
@@ -50,20 +51,22 @@ class Run:
 
     @property
     def extrapolation(self) -> dict[str, Any] | None:
+        """The result of the by-length table's task this row shows (None: not evaluated)."""
         ex = self.metrics.get(self.key)
         return ex if isinstance(ex, dict) else None
 
     @property
     def key(self) -> str:
-        return "extrapolation" if self.variant is None else f"extrapolation_{self.variant}"
+        task = view_task("by_length")
+        return task if self.variant is None else f"{task}_{self.variant}"
 
 
 def scaling_variants(run: Run) -> list[Run]:
     """One row per RoPE-scaling evaluation of the run's own data and protocol (its key is
-    ``extrapolation_<method>[factor]``), so compare shows each method beside plain RoPE."""
+    ``<task>_<method>[factor]``), so compare shows each method beside plain RoPE."""
     out = []
     for key, result in run.metrics.items():
-        suffix = key.removeprefix("extrapolation_")
+        suffix = key.removeprefix(f"{view_task('by_length')}_")
         if (
             key != suffix
             and isinstance(result, dict)
@@ -215,7 +218,7 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
         if run.extrapolation is None:
             notes.append(
                 f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
-                "extrapolation results (eval.at_end=false or evaluation unfinished)"
+                f"{view_task('by_length')} results (eval.at_end=false or evaluation unfinished)"
             )
             same = [
                 g

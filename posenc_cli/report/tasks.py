@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.evals.base import view_task
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import rich_table
@@ -24,11 +25,11 @@ RESULT_KEYS = ("instances", "lengths")
 
 
 def is_task_run(run: Run) -> bool:
-    return isinstance(run.metrics.get("length_generalization"), dict) or "task" in run.metrics
+    return isinstance(run.metrics.get(view_task("synthetic")), dict) or "task" in run.metrics
 
 
 def _result(run: Run) -> dict[str, Any]:
-    res = run.metrics.get("length_generalization")
+    res = run.metrics.get(view_task("synthetic"))
     return res if isinstance(res, dict) else {}
 
 
@@ -55,7 +56,7 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
     groups: dict[str, TaskGroup] = {}
     for run in runs:
         if not _result(run).get("exact_match"):
-            notes.append(f"{run.path}: task run without length_generalization results")
+            notes.append(f"{run.path}: task run without {view_task('synthetic')} results")
             continue
         s = _settings(run)
         key = json.dumps(s, sort_keys=True, default=str)

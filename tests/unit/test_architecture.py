@@ -27,7 +27,7 @@ ALLOWED = {
     "cs336": {"engine", "config", "model", "nn"},
     "evals": {"engine", "config", "data", "model", "synthetic"},
     "engine": {"config", "data", "model", "synthetic"},
-    "report": {"config", "encodings"},
+    "report": {"config", "encodings", "evals"},
     "config": {"encodings", "synthetic"},
     "model": {"encodings", "nn"},
     "encodings": {"nn"},

@@ -30,6 +30,7 @@ TAG = "task"
 class LengthGeneralization(EvalTask):
     name = "length_generalization"
     for_synthetic_tasks = True
+    compare_view = "synthetic"
 
     def run(
         self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
