@@ -17,7 +17,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.evals.base import view_task
-from posenc_cli.report.extension_rows import extension_label, variant_label
+from posenc_cli.report.extension_rows import own_rows, row_suffix
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
 
@@ -50,7 +50,7 @@ class Run:
         return str(self.metrics.get("encoding"))
 
     @property
-    def extrapolation(self) -> dict[str, Any] | None:
+    def result(self) -> dict[str, Any] | None:
         """The result of the by-length table's task this row shows (None: not evaluated)."""
         ex = self.metrics.get(self.key)
         return ex if isinstance(ex, dict) else None
@@ -160,7 +160,7 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         run = Run(
             path.parent, metrics, saved_params(path.parent, "encoding", str(metrics["encoding"]))
         )
-        runs += [run, *scaling_variants(run)]
+        runs += own_rows(run, scaling_variants(run))
     if not runs:
         raise PosencError(
             f"none of the {len(paths)} metrics.json files could be read",
@@ -200,7 +200,7 @@ def group_defaults(group: str, name: str) -> dict[str, Any]:
 
 def settings_of(run: Run) -> dict[str, Any]:
     """What two seeds of one experiment share (`posenc extend` runs: what the parent trained)."""
-    m, ex = run.metrics, run.extrapolation
+    m, ex = run.metrics, run.result
     parent = (m.get("extend") or {}).get("parent")
     m = {**m, **parent} if isinstance(parent, dict) else m
     return {
@@ -213,9 +213,9 @@ def settings_of(run: Run) -> dict[str, Any]:
 def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     """Split runs by setting; a run without evaluation joins the one group it trained like."""
     groups: dict[str, Group] = {}
-    for run in sorted(runs, key=lambda r: r.extrapolation is None):
+    for run in sorted(runs, key=lambda r: r.result is None):
         s = settings_of(run)
-        if run.extrapolation is None:
+        if run.result is None:
             notes.append(
                 f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
                 f"{view_task('by_length')} results (eval.at_end=false or evaluation unfinished)"
@@ -256,14 +256,13 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
         differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
         extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
         label = f"{r.encoding} ({extra})" if extra else r.encoding
-        label = label if r.variant is None else f"{label} + {variant_label(r.metrics, r.key)}"
-        labels[id(r)] = label + extension_label(r.metrics.get("extend"))
+        labels[id(r)] = label + row_suffix(r)
     return labels
 
 
 def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
     """One row per label, seeds aggregated; duplicate seeds are kept but pointed out."""
-    ppls = {id(r): (r.extrapolation or {}).get("ppl") or {} for r in group.runs}
+    ppls = {id(r): (r.result or {}).get("ppl") or {} for r in group.runs}
     group.lengths = sorted({int(k) for p in ppls.values() for k in p if str(k).isdigit()})
     by_label: dict[str, list[Run]] = {}
     for r in sorted(group.runs, key=_seed_order):
@@ -288,7 +287,7 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
 def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] | None]:
     if len(runs) != 1:
         return {}
-    ci = (runs[0].extrapolation or {}).get("ppl_ci95") or {}
+    ci = (runs[0].result or {}).get("ppl_ci95") or {}
     return {
         n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2 else None
         for n in group.lengths
