@@ -118,3 +118,21 @@ def test_no_type_ignore_comments() -> None:
         if marker in line
     ]
     assert not found, found
+
+
+def test_report_and_cli_name_no_evaluation_task() -> None:
+    """Adding a task touches neither: they ask the tasks (evals/base.py), so no string in them
+    is a task's name or one of its result keys (``<task>_<suffix>``)."""
+    from posenc_cli.evals.base import registry
+
+    names = set(registry())
+    found = [
+        (module, node.value)
+        for module, tree in modules().items()
+        if package(module) in ("report", "cli")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and any(node.value == n or node.value.startswith(f"{n}_") for n in names)
+    ]
+    assert not found, found
