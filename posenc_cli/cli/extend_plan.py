@@ -63,7 +63,9 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     combos = expand_sweep(args, {str(k): str(v) for k, v in params.items()})
     if len(combos) == 1:
         return [_job(run_dir, combos[0], requested, grid=False)], None
-    root, rotary, jobs = _grid_root(requested, args), parent_is_rotary(run_dir), []
+    root = _grid_root(requested, args)
+    rotary = parent_is_rotary(run_dir)
+    jobs = []
     for combo in combos:
         given = dict(o.split("=", 1) for o in combo)
         method = given.get("extend.method", str(requested.extend.method))
@@ -85,7 +87,8 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
     from posenc_cli.engine.extension import parent_checkpoint
 
     ext = requested.extend
-    method, steps = str(ext.method), int(ext.steps)
+    method = str(ext.method)
+    steps = int(ext.steps)
     if steps > 0:
         cfg, planned = plan_extension(run_dir, overrides, requested)
         return Job(method, steps, tuple(overrides), cfg, planned)

@@ -263,7 +263,8 @@ def _launcher_files(n: int) -> Iterator[Any]:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 
     folder = tempfile.mkdtemp(prefix="posenc-ranks-")
-    saved, tempfile.tempdir = tempfile.tempdir, folder
+    saved = tempfile.tempdir
+    tempfile.tempdir = folder
     try:
         yield DefaultLogsSpecs(log_dir=folder, redirects={r: Std.ERR for r in range(1, n)})
     finally:

@@ -86,7 +86,8 @@ def _require(ok: bool, what: str, fix: str) -> None:
 
 
 def _check_relations(cfg: DictConfig) -> None:
-    m, t = cfg.model, cfg.train
+    m = cfg.model
+    t = cfg.train
     _require(
         m.d_model % m.n_heads == 0,
         f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}",

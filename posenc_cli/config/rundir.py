@@ -93,13 +93,15 @@ def make_dirs(path: Path, exist_ok: bool = True) -> None:
 def create_exclusive(path: Path, lock: bool = False) -> Path:
     """``path``, or ``path-1``, ``path-2``, …: the first that this process could create."""
     make_dirs(path.parent)
-    candidate, n = path, 1
+    candidate = path
+    n = 1
     while True:
         try:
             make_dirs(candidate, exist_ok=False)
             break
         except FileExistsError:
-            candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+            candidate = path.with_name(f"{path.name}-{n}")
+            n += 1
     if lock:
         lock_run_dir(candidate)
     return candidate

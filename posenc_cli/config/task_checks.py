@@ -76,7 +76,8 @@ def check_task(cfg: DictConfig) -> None:
             f"unknown task '{name}'", f"choose one of: {', '.join(group_options('task'))}"
         )
     _check_keys(task, name)
-    train, test = _lengths(task, "train_lengths"), _lengths(task, "test_lengths")
+    train = _lengths(task, "train_lengths")
+    test = _lengths(task, "test_lengths")
     if len(train) != 2 or not 1 <= train[0] <= train[1]:
         raise PosencError(
             f"task.train_lengths={train} is not a range [shortest, longest] with "

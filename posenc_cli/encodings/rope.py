@@ -80,7 +80,8 @@ class RotaryEncoding(PositionalEncoding):
                 "choose model.d_model and model.n_heads so d_model/n_heads is even",
             )
         self.theta = theta = positive_number("theta", theta)
-        self.rotary_fraction, self.p = float(rotary_fraction), float(p)
+        self.rotary_fraction = float(rotary_fraction)
+        self.p = float(p)
         inv, self.rotary_dims = rotary_frequencies(head_dim, theta, rotary_fraction, p)
         self.register_buffer("trained_inv_freq", inv, persistent=False)
         self.register_buffer("inv_freq", inv.float(), persistent=False)
@@ -131,7 +132,8 @@ class RotaryEncoding(PositionalEncoding):
         if self.tracing():  # no cache, and no complex views, which the compiler cannot trace
             cos, sin = self._cos_sin_uncached(pos_T)
             x = x_BHTE.float().unflatten(-1, (-1, 2))
-            x0, x1 = x[..., 0], x[..., 1]
+            x0 = x[..., 0]
+            x1 = x[..., 1]
             out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
             return out.flatten(-2).to(x_BHTE.dtype)
         pairs = x_BHTE.float().unflatten(-1, (-1, 2))

@@ -51,7 +51,10 @@ class Comm(Protocol):
 class Solo:
     """One process: every collective returns its input."""
 
-    rank, world_size, local_rank, local_world_size = 0, 1, 0, 1
+    rank = 0
+    world_size = 1
+    local_rank = 0
+    local_world_size = 1
 
     def all_sum(self, values: np.ndarray) -> np.ndarray:
         return values
@@ -84,7 +87,8 @@ class TorchComm:
     def __init__(self, cuda: bool) -> None:
         import torch.distributed as dist
 
-        self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         if cuda:  # before the process group, so NCCL binds this rank's own GPU

@@ -135,7 +135,8 @@ def keep_freed_memory() -> None:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return
-    m_trim_threshold, m_mmap_threshold = -1, -3
+    m_trim_threshold = -1
+    m_mmap_threshold = -3
     libc.mallopt(m_mmap_threshold, 32 * 2**20)
     libc.mallopt(m_trim_threshold, 2**30)
 

@@ -78,7 +78,8 @@ def run_scaling(
                 "export it without --rope-scaling and --factor",
             )
         if ext.method != "none":
-            method, length = str(ext.method), int(ext.original_length)
+            method = str(ext.method)
+            length = int(ext.original_length)
             factor = 1.0 if method == "dynamic_ntk" else float(ext.factor)
     if method == "yarn" and cfg.encoding.get("yarn_ramp", "hf") == "paper":
         raise PosencError(
@@ -110,7 +111,8 @@ def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:
 
 
 def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
-    m, enc = cfg.model, cfg.encoding
+    m = cfg.model
+    enc = cfg.encoding
     head_dim = int(m.d_model) // int(m.n_heads)
     _, rotary_dims = rotary_frequencies(
         head_dim, float(enc.theta), float(enc.get("rotary_fraction", 1.0)), 1.0

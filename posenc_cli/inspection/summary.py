@@ -29,7 +29,8 @@ def verdict(p: Property) -> str:
 
 def summary_markdown(report: InspectReport) -> str:
     s = report.subject
-    cfg, enc = s.cfg, s.encoding
+    cfg = s.cfg
+    enc = s.encoding
     m = cfg.model
     what = f"step {s.step} of a trained run" if s.trained else "untrained (as configured)"
     lines = [
@@ -96,7 +97,8 @@ def _attention_lines(report: InspectReport) -> list[str]:
     s = report.subject
     if not s.trained or not s.computed("model", s.longest):
         return []
-    short, long = s.stats("model", s.train_length), s.stats("model", s.longest)
+    short = s.stats("model", s.train_length)
+    long = s.stats("model", s.longest)
     factor = s.longest // s.train_length
     lines = [
         "",

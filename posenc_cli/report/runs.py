@@ -200,7 +200,8 @@ def group_defaults(group: str, name: str) -> dict[str, Any]:
 
 def settings_of(run: Run) -> dict[str, Any]:
     """What two seeds of one experiment share (`posenc extend` runs: what the parent trained)."""
-    m, ex = run.metrics, run.result
+    m = run.metrics
+    ex = run.result
     parent = (m.get("extend") or {}).get("parent")
     m = {**m, **parent} if isinstance(parent, dict) else m
     return {

@@ -48,7 +48,8 @@ class Instance:
 
 def key_tokens(encode: Any, key: int) -> tuple[list[int], list[int], list[int]]:
     """The sentence, the question and the answer (the key's tokens) as token ids."""
-    question, answer = encode(QUESTION), encode(f" {key}")
+    question = encode(QUESTION)
+    answer = encode(f" {key}")
     return [*question, *answer, *encode(REMEMBER)], question, answer
 
 
