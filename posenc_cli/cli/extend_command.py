@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from omegaconf import OmegaConf
 
 from posenc_cli.cli.errors import user_errors
+from posenc_cli.common.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -53,7 +55,6 @@ def extend(
 
 def _run(run_dir: Path, job: Job) -> None:
     """Train one new run, or evaluate the parent with the method (extend.steps=0)."""
-    from omegaconf import OmegaConf
 
     from posenc_cli.cli.console import print_eval_result, print_run_summary
     from posenc_cli.cli.ranks import run_job
@@ -78,9 +79,6 @@ def _run(run_dir: Path, job: Job) -> None:
 
 def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
     """.hydra/config.yaml and overrides.yaml, as `posenc train` leaves them."""
-    from omegaconf import OmegaConf
-
-    from posenc_cli.common.atomic import write_text_atomic
 
     write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg))
     write_text_atomic(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.provenance import append_provenance, command_line, provenance
 from posenc_cli.report.result_tables import report_results, result_tables
@@ -111,7 +113,6 @@ def markdown(groups: list[Group]) -> str:
 
 def write_csv(groups: list[Group], path: Path) -> None:
     """One row per encoding and setting group; empty cells where a value does not exist."""
-    import csv
 
     lengths = sorted({n for g in groups for n in g.lengths})
     stats = ["final_val_loss", "tokens_per_s", *(f"ppl_{n}" for n in lengths)]
@@ -168,7 +169,6 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
 
 def compare(dirs: list[Path], out: Path | None) -> None:
     """The `posenc compare` command: tables on the terminal, files in the output directory."""
-    from posenc_cli.common.console import console
 
     notes: list[str] = []
     runs = load_runs(dirs, notes)

@@ -7,12 +7,14 @@ that mixes language-model and task runs gets both reports, never averaged togeth
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import view_task
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
@@ -160,7 +162,6 @@ def render(g: TaskGroup) -> Any:
 
 
 def write_csv(groups: list[TaskGroup], path: Path) -> None:
-    import csv
 
     f = io.StringIO(newline="")
     writer = csv.writer(f)
@@ -196,7 +197,6 @@ def write_csv(groups: list[TaskGroup], path: Path) -> None:
 
 def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
     """Tables on the terminal; tasks.md, tasks.csv and one PNG per table in ``out_dir``."""
-    from posenc_cli.common.errors import PosencError
     from posenc_cli.report import task_overview
     from posenc_cli.report.task_plots import plot_task
 
