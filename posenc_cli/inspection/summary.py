@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import numpy as np
+from matplotlib.image import imread
+from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.inspection.base import InspectReport
 from posenc_cli.inspection.properties import HOLDS, Property
@@ -125,8 +127,6 @@ def _slug(name: str) -> str:
 def log_tensorboard(run_dir: Path, report: InspectReport) -> None:
     """Images, scalars and the summary at the checkpoint's step in the run's event folder,
     beside its training curves; the event files of an earlier inspection are replaced."""
-    from matplotlib.image import imread
-    from torch.utils.tensorboard import SummaryWriter
 
     for old in run_dir.glob(f"events.out.tfevents.*{EVENT_SUFFIX}"):
         if old.is_file() and not old.is_symlink():

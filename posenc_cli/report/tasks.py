@@ -16,10 +16,12 @@ from typing import Any
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import view_task
+from posenc_cli.report import task_overview
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
+from posenc_cli.report.task_plots import plot_task
 
 #: metrics.json keys that must be equal for runs to be seeds of one task experiment.
 TASK_KEYS = ("task", "task_train_lengths", "steps", "precision", "position_range")
@@ -132,7 +134,6 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
 
 def markdown(groups: list[TaskGroup]) -> str:
     """The overview across tasks (when there are several), then one table per task."""
-    from posenc_cli.report import task_overview
 
     parts = [task_overview.markdown(groups)] if len(groups) > 1 else []
     for g in groups:
@@ -197,8 +198,6 @@ def write_csv(groups: list[TaskGroup], path: Path) -> None:
 
 def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
     """Tables on the terminal; tasks.md, tasks.csv and one PNG per table in ``out_dir``."""
-    from posenc_cli.report import task_overview
-    from posenc_cli.report.task_plots import plot_task
 
     for g in groups:
         console.print(render(g))
