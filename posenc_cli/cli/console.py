@@ -155,6 +155,7 @@ def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str
 
 def print_inspect_report(report: Any) -> None:
     """The files written, the figures skipped and why, and the property table."""
+    # deferred: inspection imports torch; `posenc encodings` prints without it
     from posenc_cli.inspection.summary import verdict
 
     s = report.subject

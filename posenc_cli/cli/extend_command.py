@@ -37,6 +37,7 @@ def extend(
     """Continue a trained run at factor x its training length with a context-extension
     method (configs/extend/default.yaml); writes a new run directory. Swept values
     (extend.method=pi,yarn) or experiment=context_extension run every combination."""
+    # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.extend_plan import plan_jobs
     from posenc_cli.cli.preflight import preflight
 
@@ -56,6 +57,7 @@ def extend(
 def _run(run_dir: Path, job: Job) -> None:
     """Train one new run, or evaluate the parent with the method (extend.steps=0)."""
 
+    # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.console import print_eval_result, print_run_summary
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir

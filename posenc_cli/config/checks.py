@@ -127,6 +127,7 @@ def _check_relations(cfg: DictConfig) -> None:
 
 def _check_encoding(cfg: DictConfig) -> None:
     """The name is a plain name; building the encoding checks its own parameters."""
+    # deferred: building an encoding imports torch; earlier checks do without it
     from posenc_cli.encodings.registry import build_encoding
 
     enc = cfg.encoding

@@ -57,6 +57,7 @@ def remove_option(group: str, name: str) -> None:
 def option_values(group: str, name: str) -> dict[str, Any]:
     """configs/<group>/<name>.yaml as a dict; a YAML of the global package (the tasks) keeps
     its values under the group's key, and that section is returned."""
+    # deferred: `posenc --help` lists option names without reading YAML
     from omegaconf import OmegaConf
 
     yaml = OmegaConf.to_container(OmegaConf.load(option_file(group, name)))

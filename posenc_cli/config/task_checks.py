@@ -95,6 +95,7 @@ def check_task(cfg: DictConfig) -> None:
             f"task.test_instances={task.get('test_instances')!r} is not a positive whole number",
             "e.g. task.test_instances=500",
         )
+    # deferred: numpy only for a synthetic-task run
     from posenc_cli.synthetic.base import build_task
 
     build_task(task)
@@ -107,6 +108,7 @@ def prepare_task(cfg: DictConfig) -> None:
     check_task(cfg)
     if not is_task(cfg):
         return
+    # deferred: numpy only for a synthetic-task run
     from posenc_cli.synthetic.base import build_task
 
     longest = build_task(cfg.task).sequence_length(int(cfg.task.train_lengths[1]))

@@ -93,6 +93,7 @@ class EvalTask:
 
 def registry() -> dict[str, EvalTask]:
     """Every task in evals/tasks/, by name (the modules are imported on first use)."""
+    # deferred: the task modules import this one
     from posenc_cli.evals import tasks
 
     import_all(tasks)
@@ -105,6 +106,7 @@ def log_hparams(
     """An HParams entry in the run's own event directory (add_hparams would make a sub-run):
     ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
     val/loss, which training logs itself)."""
+    # deferred: torch only where TensorBoard is written; compare does without
     from torch.utils.tensorboard.summary import hparams
 
     exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})

@@ -136,6 +136,7 @@ def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
 def _write_files(
     folder: Path, config: dict[str, Any], tensors: dict[str, Any], tok_path: Path
 ) -> None:
+    # deferred: safetensors is the optional [hf] extra
     from safetensors.torch import save_file
 
     write_json_atomic(folder / "config.json", config)

@@ -150,6 +150,7 @@ def write_csv(groups: list[Group], path: Path) -> None:
 
 def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
     """The files of OUTPUTS; a plot with nothing to show is left out (and a stale one removed)."""
+    # deferred: matplotlib only when figures are written
     from posenc_cli.report.plots import plot_loss_by_position, plot_ppl_vs_length
 
     paths = [out_dir / name for name in OUTPUTS]

@@ -88,6 +88,7 @@ def need(value: int, minimum: int, key: str, why: str) -> None:
 
 def registry() -> dict[str, type[SyntheticTask]]:
     """Every task class in synthetic/tasks/, by name."""
+    # deferred: the task modules import this one
     from posenc_cli.synthetic import tasks
 
     import_all(tasks)

@@ -36,6 +36,7 @@ class LengthGeneralization(EvalTask):
         self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
     ) -> dict[str, Any]:
         """The test set is the synthetic task's (task.test_lengths, task.test_instances)."""
+        # deferred: torch only when the task runs; compare finds it without
         from posenc_cli.synthetic.batches import evaluation_set
         from posenc_cli.synthetic.scoring import score_answers
 
