@@ -33,10 +33,10 @@ def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | Non
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)
     tasks = [get_task(str(name)) for name in cfg.eval.tasks]
-    if not is_task(cfg):  # a synthetic task needs no corpus
-        data = prepare(cfg.data)
-        if data_fit:  # a corpus too short for the run is the problem to name first
-            check_data_fits(data, cfg)
     if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with
         for task in tasks:
-            task.check(cfg)
+            task.check(cfg)  # settings alone: named before the corpus is tokenized
+    if not is_task(cfg):  # a synthetic task needs no corpus
+        data = prepare(cfg.data)
+        if data_fit:
+            check_data_fits(data, cfg)
