@@ -18,3 +18,16 @@ TINY = [
     "eval.factors=[1,2]",
     "eval.retrieval.factors=[2]",  # passkey retrieval (on by default) at one length only
 ]
+
+#: Four steps of the tiny model on a corpus file, trained in-process (Trainer, run_training).
+FOUR_STEPS = [
+    "model=tiny",
+    "data=text",
+    "data.vocab_size=300",
+    "train.context_length=16",
+    "train.steps=4",
+    "train.eval_every=4",
+    "train.eval_batches=1",
+    "train.checkpoint_every=4",
+    "train.log_every=2",
+]

@@ -24,6 +24,7 @@ from posenc_cli.encodings import PositionalEncoding, Span
 from posenc_cli.encodings.registry import encoding_class
 from posenc_cli.model import build_model
 from posenc_cli.model.context import AttentionContext
+from tests.helpers.configs import FOUR_STEPS
 
 YAML = Path(__file__).parent / "toy" / "toy_decay.yaml"
 
@@ -53,16 +54,8 @@ def trained(
         [
             "encoding=toy_decay",
             "encoding.slope=0.25",
-            "model=tiny",
-            "data=text",
+            *FOUR_STEPS,
             f"data.path={corpus}",
-            "data.vocab_size=300",
-            "train.context_length=16",
-            "train.steps=4",
-            "train.eval_every=4",
-            "train.eval_batches=1",
-            "train.checkpoint_every=4",
-            "train.log_every=2",
             "eval.tasks=[extrapolation]",
             "eval.factors=[1,2]",
             "eval.tokens=64",
