@@ -43,7 +43,10 @@ ENCODING_CONFIGS = sorted((REPO / "configs" / "encoding").glob("*.yaml"))
 ENCODING_NAMES = [p.stem for p in ENCODING_CONFIGS]
 
 #: The tiny models of the unit tests: vocabulary, width, depth, and the training length.
-VOCAB, D_MODEL, N_LAYERS, N_HEADS = 50, 32, 2, 4
+VOCAB = 50
+D_MODEL = 32
+N_LAYERS = 2
+N_HEADS = 4
 TRAIN_LEN = 16
 #: The learned table in these tests; 4x the training length must then be refused.
 SMALL_MAX_LEN = 2 * TRAIN_LEN
@@ -221,7 +224,8 @@ def _reference_attention(
     scale: float,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
+    T = q_BHTE.shape[-2]
+    S = k_BHSE.shape[-2]
     logits = (q_BHTE @ k_BHSE.transpose(-1, -2)) * scale
     if bias is not None:
         logits = logits + bias

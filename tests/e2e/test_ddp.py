@@ -130,12 +130,14 @@ def sha256_of(state: dict[str, torch.Tensor]) -> str:
 def test_two_ranks_train_as_one_process_with_their_global_batch(
     two_ranks: Path, one_process: Path
 ) -> None:
-    ddp, one = metrics(two_ranks), metrics(one_process)
+    ddp = metrics(two_ranks)
+    one = metrics(one_process)
     assert (ddp["world_size"], ddp["global_batch_size"]) == (2, 8)
     assert (one["world_size"], one["global_batch_size"]) == (1, 8)
     assert ddp["train_tokens"] == one["train_tokens"] == 20 * 8 * 16
     assert abs(ddp["final_train_loss"] - one["final_train_loss"]) < TOLERANCE
-    wd, wo = weights(two_ranks), weights(one_process)
+    wd = weights(two_ranks)
+    wo = weights(one_process)
     assert max(float((wd[k] - wo[k]).abs().max()) for k in wd) < TOLERANCE
     digests = ddp["weights_sha256_by_rank"]
     assert digests == [sha256_of(wd)] * 2  # rank 1's weights are rank 0's, which were saved
@@ -289,6 +291,7 @@ def test_an_extension_trains_on_two_ranks_and_resumes_after_a_killed_rank(
     assert abs(ddp["final_train_loss"] - one["final_train_loss"]) < TOLERANCE
     for n, ppl in one["extrapolation"]["ppl"].items():
         assert ddp["extrapolation"]["ppl"][n] == pytest.approx(ppl, rel=TOLERANCE)
-    wd, wo = weights(work / "ext-ddp"), weights(work / "ext-one")
+    wd = weights(work / "ext-ddp")
+    wo = weights(work / "ext-one")
     assert max(float((wd[k] - wo[k]).abs().max()) for k in wd) < TOLERANCE
     assert max(float((wd[k] - weights(one_process)[k]).abs().max()) for k in wd) > 1e-3

@@ -80,7 +80,8 @@ def test_every_method_extends_and_is_evaluated_at_the_parents_lengths(
 ) -> None:
     child = f"{parent}-{method}"
     posenc(["extend", parent, f"extend.method={method}", *EXTEND, f"hydra.run.dir={child}"], work)
-    m, p = metrics(work / child), metrics(work / parent)
+    m = metrics(work / child)
+    p = metrics(work / parent)
     ext = m["extend"]
     assert (ext["method"], ext["train_length"], ext["original_length"]) == (method, 32, 16)
     assert ext["parent"]["step"] == p["steps"] and ext["parent"]["train_length"] == 16
@@ -118,7 +119,8 @@ def test_sigkill_then_resume_is_bit_identical(work: Path, cache_dir: Path) -> No
     proc.communicate()
     res = run_cli(["resume", "cut"], work, cache_dir)
     assert res.returncode == 0, res.stderr
-    a, b = weights(work / "whole"), weights(work / "cut")
+    a = weights(work / "whole")
+    b = weights(work / "cut")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert metrics(work / "whole")["final_val_loss"] == metrics(work / "cut")["final_val_loss"]
 

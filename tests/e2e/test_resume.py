@@ -68,7 +68,8 @@ def reference(
 
 
 def assert_same_run(a: Path, b: Path) -> None:
-    wa, wb = weights(a), weights(b)
+    wa = weights(a)
+    wb = weights(b)
     assert wa.keys() == wb.keys()
     for k in wa:
         assert torch.equal(wa[k], wb[k]), k

@@ -37,8 +37,10 @@ def test_every_encoding_on_the_gpu_matches_the_cpu(
     """fp32 logits and gradients on CUDA equal the CPU's (TF32 off), and bf16 autocast gives
     a finite loss close to fp32's."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    x, y = tokens(24), tokens(24, seed=2)
-    losses, grads = {}, {}
+    x = tokens(24)
+    y = tokens(24, seed=2)
+    losses = {}
+    grads = {}
     for device in ("cpu", "cuda"):
         model = make_model(name).to(device)
         rt = Runtime(torch.device(device), "fp32")

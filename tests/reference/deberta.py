@@ -14,7 +14,9 @@ from . import At
 def content_bias(deb: Any, q: Tensor, k: Tensor, at: At) -> Tensor:
     """c2p + p2c of He et al., gathered per (query, key) pair from the clipped relative
     distances δ(i, j) and δ(j, i), over 1/sqrt(3E): O(T²E). c2c, q·k, is the attention's own."""
-    H, E, k_max = deb.n_heads, deb.head_dim, deb.max_relative
+    H = deb.n_heads
+    E = deb.head_dim
+    k_max = deb.max_relative
     rel = at.pos_t[:, None] - at.pos_s[None, :]
     delta_ij = rel.clamp(-k_max, k_max - 1) + k_max
     delta_ji = (-rel).clamp(-k_max, k_max - 1) + k_max

@@ -84,7 +84,8 @@ def test_its_attention_is_softmax_with_its_bias_by_hand(trained: Any) -> None:
     torch.manual_seed(0)
     model = build_model(cfg, 300)
     assert isinstance(model.encoding, ToyDecay) and model.encoding.slope == 0.25
-    attn, n = model.layers[0].attn, 12
+    attn = model.layers[0].attn
+    n = 12
     x = torch.randn(1, n, cfg.model.d_model, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         fast = attn(x, AttentionContext(model.encoding, Span(0, n, torch.device("cpu"))))
