@@ -34,6 +34,8 @@ from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 
 DEFAULT_DIR = "outputs/bench/${now:%Y-%m-%d}/${now:%H-%M-%S}"
+#: The bench section is composed for this command only (config/schema.py COMMAND_SECTIONS).
+BENCH_GROUP = "+bench=default"
 FLOPS_CONVENTION = (
     "PaLM: train 6N + 12*L*d*T, eval 2N + 4*L*d*T per token (N = block + LM-head "
     "matmul parameters; attention counted over the full T x T)"
@@ -42,6 +44,7 @@ FLOPS_CONVENTION = (
 
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     """The config (model: bench.model unless `model=` is given) and a fresh run directory."""
+    overrides = [BENCH_GROUP, *overrides]
     cfg = compose(overrides, with_hydra=True)
     extra = [] if given(overrides, "model") else [f"model={cfg.bench.model}"]
     extra += [] if given(overrides, "hydra.run.dir") else [f"hydra.run.dir={DEFAULT_DIR}"]

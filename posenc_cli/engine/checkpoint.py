@@ -81,9 +81,11 @@ def restore(
     A checkpoint of another model raises RuntimeError, KeyError, ValueError or TypeError."""
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
-    st.step, st.best_val = int(ck["step"]), float(ck["best_val"])
+    st.step = int(ck["step"])
+    st.best_val = float(ck["best_val"])
     st.wall_s = float(ck["wall_s"])
-    st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
+    st.last_val = ck.get("last_val")
+    st.last_train = ck.get("last_train")
     st.batch_rng.set_state(ck["batch_rng"])
     torch.set_rng_state(ck["torch_rng"])
     saved_world = int(ck.get("world_size", 1))

@@ -59,7 +59,8 @@ def extension_metrics(cfg: DictConfig, model: nn.Module) -> dict[str, Any]:
     run in the parent's table with a row of its own."""
     if not is_extension(cfg):
         return {}
-    ext, enc = cfg.extend, getattr(model, "encoding", None)
+    ext = cfg.extend
+    enc = getattr(model, "encoding", None)
     parent = read_metrics(Path(str(ext.parent)))
     return {
         "extend": {
@@ -84,7 +85,8 @@ def same_tokenizer(run_dir: Path, cfg: DictConfig) -> None:
     """The new run's tokenizer is the parent's, so token ids mean the same thing."""
     if not is_extension(cfg):
         return
-    own, parent = run_dir / "tokenizer.json", Path(str(cfg.extend.parent)) / "tokenizer.json"
+    own = run_dir / "tokenizer.json"
+    parent = Path(str(cfg.extend.parent)) / "tokenizer.json"
     if parent.is_file() and own.is_file() and own.read_bytes() != parent.read_bytes():
         raise PosencError(
             f"the data cache's tokenizer differs from {parent}, so the token ids would differ "

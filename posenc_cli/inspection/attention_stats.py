@@ -42,12 +42,11 @@ class StatsAccumulator:
 
     def __init__(self, heads: int, length: int, train_length: int, biased: bool) -> None:
         z = torch.zeros
-        self.distance, self.entropy, self.beyond = (
-            z(heads, dtype=torch.float64),
-            z(heads, dtype=torch.float64),
-            z(heads, dtype=torch.float64),
-        )
-        self.qk, self.count = z(length, dtype=torch.float64), z(length, dtype=torch.float64)
+        self.distance = z(heads, dtype=torch.float64)
+        self.entropy = z(heads, dtype=torch.float64)
+        self.beyond = z(heads, dtype=torch.float64)
+        self.qk = z(length, dtype=torch.float64)
+        self.count = z(length, dtype=torch.float64)
         self.bias = z(heads, length, dtype=torch.float64) if biased else None
         self.queries = 0
         self.train_length = train_length

@@ -172,7 +172,9 @@ def test_damaged_entries_are_rebuilt(
 ) -> None:
     cfg = data_cfg(corpus, tmp_path)
     first = prepare(cfg)
-    train, val, meta = np.array(first.train), np.array(first.val), first.meta
+    train = np.array(first.train)
+    val = np.array(first.val)
+    meta = first.meta
     entry = first.tokenizer_path.parent
     damage(entry)
     again = prepare(cfg)

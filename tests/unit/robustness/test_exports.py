@@ -129,7 +129,8 @@ def test_a_nan_evaluation_keeps_the_earlier_finite_result(
 ) -> None:
     first = CliRunner().invoke(app, ["eval", str(run), *EVAL])
     assert first.exit_code == 0, (first.output, first.exception)
-    before, curve = (run / "metrics.json").read_bytes(), events(run)
+    before = (run / "metrics.json").read_bytes()
+    curve = events(run)
     assert curve and all(v is not None for v in strict_json(run / "metrics.json")[KEY]["ppl"])
     unlock_run_dir(run)  # held for the life of a process: this test is one process
     poison(run)

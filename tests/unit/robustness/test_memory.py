@@ -11,6 +11,7 @@ import pytest
 from posenc_cli.cli import crash
 from posenc_cli.config.compose import compose
 from posenc_cli.engine.memory import n_params, training_needs
+from tests.helpers.configs import TINY
 
 #: (argv, the start of what the line names): each needs far more memory than any machine has.
 CASES = [
@@ -75,7 +76,6 @@ def test_a_run_that_fails_after_training_steps_leaves_a_resumable_checkpoint(
     line: str,
     corpus: Path,
     workdir: Path,
-    tiny_args: list[str],
     monkeypatch,
 ) -> None:
     """The first validation (step 10 of 20) fails after the last checkpoint (none yet): the
@@ -90,7 +90,7 @@ def test_a_run_that_fails_after_training_steps_leaves_a_resumable_checkpoint(
         raise error
 
     monkeypatch.setattr(Trainer, "validate", failing)
-    args = [*tiny_args, "train.checkpoint_every=15", "data=text", f"data.path={corpus}"]
+    args = [*TINY, "train.checkpoint_every=15", "data=text", f"data.path={corpus}"]
     result = CliRunner().invoke(app, ["train", *args, "hydra.run.dir=run", "device=cpu"])
     assert result.exit_code == code, (result.output, result.exception)
     (said,) = result.stderr.strip().splitlines()

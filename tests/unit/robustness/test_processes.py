@@ -76,7 +76,9 @@ def test_only_training_runs_under_torchrun(monkeypatch, capsys) -> None:
 
 class FakeFailure:
     def __init__(self, message: object, exitcode: int, timestamp: int = 0) -> None:
-        self.message, self.exitcode, self.timestamp = message, exitcode, timestamp
+        self.message = message
+        self.exitcode = exitcode
+        self.timestamp = timestamp
 
     def signal_name(self) -> str:
         return "SIGKILL"
