@@ -58,9 +58,9 @@ class FireEncoding(PositionalEncoding):
         )
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
-    #: Bias-sized tensors ``pair_bias`` holds at once: the gathered slopes and intercepts
-    #: and their sum.
-    bias_buffers = 3
+    #: Bias-sized tensors ``pair_bias`` holds at once: the gathered intercepts (which become
+    #: the bias) and slopes.
+    bias_buffers = 2
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -126,11 +126,8 @@ class FireEncoding(PositionalEncoding):
                 )
             shape = (slope.shape[0], *u.shape)
             piece = piece.flatten()
-            return torch.addcmul(
-                intercept.index_select(1, piece).view(shape),
-                slope.index_select(1, piece).view(shape),
-                u,
-            )
+            bias = intercept.index_select(1, piece).view(shape)
+            return bias.addcmul_(slope.index_select(1, piece).view(shape), u)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, shared across layers"
