@@ -223,6 +223,8 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float) -> Tens
     """The fused kernel when the bias needs no gradient, else ``BiasedAttention``."""
     if bias.requires_grad and torch.is_grad_enabled():
         return BiasedAttention.apply(q, k, v, bias, scale)
-    if q.device.type != "cpu":  # CPU's fused kernel takes a float32 mask with bf16 q
+    if q.device.type != "cpu" or q.dtype == torch.float64:
+        # CPU's fused kernel takes a float32 mask with bf16 q, but with float64 q (exactness
+        # tests) torch 2.13 reads a float32 mask of 16 or more keys wrongly, without an error
         bias = bias.to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
