@@ -114,6 +114,7 @@ def provenance(report: dict[str, Any]) -> list[str]:
     m, cfg = report["machine"], report.get("config", {})
     model = report.get("model", {})
     peak = report.get("matmul_peak_gflops", {})
+    plural = "" if m.get("threads") == 1 else "s"
 
     def load(key: str) -> str:
         return "?" if m.get(key) is None else f"{m[key]:.1f}"
@@ -122,7 +123,7 @@ def provenance(report: dict[str, Any]) -> list[str]:
         f"- command: `{report.get('command', '?')}`",
         f"- date: {report.get('date', '?')}",
         f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; torch "
-        f"{m.get('torch', '?')}; {m.get('threads', '?')} threads; "
+        f"{m.get('torch', '?')}; {m.get('threads', '?')} thread{plural}; "
         + ", ".join(f"matmul peak {k} {v:.0f} GFLOP/s" for k, v in peak.items()),
         f"- load average: {load('load_before')} before the first case, "
         f"{load('load_after')} after the last",
