@@ -241,7 +241,7 @@ def bench(overrides: list[str] | None = OVERRIDES) -> None:
 
     with user_errors():
         cfg, run_dir = compose_bench(list(overrides or []))
-        report = run_bench(cfg, run_dir)
+        report = run_bench(cfg, run_dir, list(overrides or []))
         print_report(report, Path(report["run_dir"]))
     failed = failed_cases(report)
     if failed:

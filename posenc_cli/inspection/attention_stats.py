@@ -91,7 +91,7 @@ def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionSta
     handles = [block.attn.register_forward_pre_hook(hook) for block in model.layers]
     try:
         with torch.no_grad():
-            model(ids_BT)
+            model(ids_BT, blockwise=False)  # the hooks read whole layers
     finally:
         for handle in handles:
             handle.remove()
