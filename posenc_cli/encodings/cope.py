@@ -11,10 +11,12 @@ No absolute position enters anywhere, so attention is shift-invariant. The bias 
 and k: a ``content_bias``, materialised per layer and query chunk (explicit softmax path).
 ``ContextualBias`` computes a chunk's bias in one autograd node with a hand-written backward:
 autograd would keep about ten (B, H, T, S) intermediates per chunk (the flips of the reverse
-cumulative sum, both gathers and their indices); here the gates, the interpolation weights
-and one index are kept, and the backward is the adjoint of each step (a reverse cumulative
-sum's is a forward one). The interpolation reads a per-row table of slopes, so one index
-serves both gathers.
+cumulative sum, both gathers and their indices); here the gates, the interpolation weights,
+one index and the gathered slopes are kept, and the backward is the adjoint of each step (a
+reverse cumulative sum's is a forward one). The interpolation reads a per-row table of
+slopes, q·Δe, so one index serves both gathers, and both tables come from one matmul; the
+backward maps their gradients back through the same matmul instead of differencing (B, H,
+T, P) tensors.
 """
 
 from __future__ import annotations
@@ -39,77 +41,95 @@ class ContextualBias(torch.autograd.Function):
 
     Per (B, H) row: g = σ(s·q·kᵀ) with g = 0 where j > i; p = the reverse cumulative sum of g
     clamped at P - 1; bias = e_q[⌊p⌋] + (p - ⌊p⌋)·Δe_q[⌊p⌋] with e_q = q·e (T, P) and Δe_q
-    its forward difference (0 at P - 1). Keys are taken in blocks from the diagonal back,
-    carrying each row's count; once every row's count has reached P - 1, all farther keys
-    are clamped (g ≥ 0): their bias is e_q[P - 1] and nothing flows back to their gates, so
-    they are filled, not computed. Everything in float32 at least.
+    = q·Δe its slopes, Δe the forward differences of e (0 at P - 1): one matmul with [e, Δe]
+    gives both tables. Keys are taken in blocks from the diagonal back, carrying each row's
+    count; once every row's count has reached P - 1, all farther keys are clamped (g ≥ 0):
+    their bias is e_q[P - 1] and nothing flows back to their gates, so they are filled, not
+    computed. With no more keys than P - 1 no count can reach the clamp, so it is skipped.
+    Everything in float32 at least.
     """
 
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, emb: Tensor, scale: float) -> Tensor:
-        T, S, top = q.shape[-2], k.shape[-2], emb.shape[-1] - 1
-        table = torch.matmul(q, emb)
-        future, count = _future_bias(T, S, q), q.new_zeros(*q.shape[:-1], 1)
+        T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
+        tables = torch.matmul(q, _with_differences(emb))  # e_q | Δe_q
+        table, slopes = tables[..., :P], tables[..., P:]
+        future, count = _future_bias(T, S, q), None
+        clamp = P - 1 if S > P - 1 else None
         parts, saved, lo = [], [], S
-        while lo > 0 and (lo == S or count.min() < top):
+        while lo > 0 and (count is None or count.min() < P - 1):
             hi, lo = lo, max(0, lo - KEY_BLOCK)
             mask = future[:, lo:hi] if hi > S - T else None
-            bias, gates, weight, index = _block(q, k[..., lo:hi, :], scale, mask, count, table)
+            gates, pos, count = _positions(q, k[..., lo:hi, :], scale, mask, count)
+            bias, weight, index, slope = _interpolate(pos, clamp, table, slopes)
             parts.append(bias.add_(mask) if mask is not None else bias)
-            saved += [gates, weight, index]
+            saved += [gates, weight, index, slope]
         if lo:
-            parts.append(table[..., top:].expand(*table.shape[:-1], lo))
-        ctx.save_for_backward(q, k, emb, table, future, *saved)
+            parts.append(table[..., P - 1 :].expand(*table.shape[:-1], lo))
+        ctx.save_for_backward(q, k, emb, future, *saved)
         ctx.scale, ctx.saturated = scale, lo
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=-1)
 
     @staticmethod
     def backward(ctx: Any, grad_bias: Tensor) -> tuple[Tensor | None, ...]:
-        q, k, emb, table, future, *saved = ctx.saved_tensors
-        lo, top = ctx.saturated, emb.shape[-1] - 1
-        slope = _slopes(table)
+        q, k, emb, future, *saved = ctx.saved_tensors
+        lo, P = ctx.saturated, emb.shape[-1]
         grad = grad_bias * (future == 0)  # nothing flows through the masked entries
-        grad_table, grad_slope = torch.zeros_like(table), torch.zeros_like(table)
-        grad_table[..., top] = grad[..., :lo].sum(-1)
+        grad_tables = q.new_zeros(*q.shape[:-1], 2 * P)  # ∂L/∂e_q | ∂L/∂Δe_q
+        grad_tables[..., P - 1] = grad[..., :lo].sum(-1)
         grad_q, grad_k = torch.zeros_like(q), torch.zeros_like(k)
-        carry = q.new_zeros(*q.shape[:-1], 1)  # Σ ∂L/∂p over the farther keys
-        for n in reversed(range(len(saved) // 3)):  # from the farthest block to the diagonal
-            gates, weight, index = saved[3 * n : 3 * n + 3]
+        carry = None  # Σ ∂L/∂p over the farther keys
+        for n in reversed(range(len(saved) // 4)):  # from the farthest block to the diagonal
+            gates, weight, index, slope = saved[4 * n : 4 * n + 4]
             hi = lo + gates.shape[-1]
             part = grad[..., lo:hi]
-            grad_table.scatter_add_(-1, index, part)
-            grad_slope.scatter_add_(-1, index, part * weight)
-            grad_gates = part.mul_(slope.gather(-1, index)).cumsum_(-1).add_(carry)
-            carry = grad_gates[..., -1:]  # the adjoint of a reverse cumulative sum: a forward one
-            grad_logit = torch.ops.aten.sigmoid_backward(grad_gates, gates).mul_(ctx.scale)
+            grad_tables[..., :P].scatter_add_(-1, index, part)
+            grad_tables[..., P:].scatter_add_(-1, index, part * weight)
+            grad_gates = part.mul_(slope).cumsum_(-1)
+            if carry is not None:  # the adjoint of a reverse cumulative sum: a forward one
+                grad_gates.add_(carry)
+            carry = grad_gates[..., -1:]
+            grad_logit = torch.ops.aten.sigmoid_backward(grad_gates, gates)
             grad_q += torch.matmul(grad_logit, k[..., lo:hi, :])
             grad_k[..., lo:hi, :] = torch.matmul(grad_logit.transpose(-1, -2), q)
             lo = hi
-        grad_table[..., 1:] += grad_slope[..., :-1]
-        grad_table[..., :-1] -= grad_slope[..., :-1]
-        grad_q += torch.matmul(grad_table, emb.transpose(0, 1))
-        grad_emb = torch.einsum("bhte,bhtp->ep", q, grad_table)
-        return grad_q, grad_k, grad_emb, None
+        grad_q.mul_(ctx.scale).add_(torch.matmul(grad_tables, _with_differences(emb).T))
+        grad_both = torch.einsum("bhte,bhtp->ep", q, grad_tables)
+        grad_emb = grad_both[:, :P].clone()
+        grad_emb[:, 1:] += grad_both[:, P:-1]
+        grad_emb[:, :-1] -= grad_both[:, P:-1]
+        return grad_q, grad_k.mul_(ctx.scale), grad_emb, None
 
 
-def _block(
-    q: Tensor, k: Tensor, scale: float, mask: Tensor | None, count: Tensor, table: Tensor
-) -> tuple[Tensor, ...]:
-    """One key block's bias (before the mask), gates, interpolation weights and indices;
-    ``count`` (each row's gates over the nearer keys) grows, in place, by this block's."""
+def _with_differences(emb: Tensor) -> Tensor:
+    """(E, 2P): the embeddings and their forward differences, 0 at the end: clamped
+    positions stay there."""
+    return torch.cat([emb, F.pad(emb.diff(dim=-1), (0, 1))], dim=-1)
+
+
+def _positions(
+    q: Tensor, k: Tensor, scale: float, mask: Tensor | None, count: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One key block's gates, positions (the reverse cumulative sum of its gates plus
+    ``count``, each row's gates over the nearer keys) and the count of the next block."""
     gates = _gates(q, k, scale, mask)
-    pos = gates.flip(-1).cumsum_(-1).flip(-1).add_(count)
-    count.copy_(pos[..., :1])
-    weight = pos.clamp_(max=table.shape[-1] - 1)
+    pos = gates.flip(-1).cumsum_(-1).flip(-1)
+    if count is not None:
+        pos.add_(count)
+    return gates, pos, pos[..., :1].clone()
+
+
+def _interpolate(
+    pos: Tensor, clamp: int | None, table: Tensor, slopes: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The interpolated bias at ``pos`` (clamped at ``clamp``), its weights, indices and
+    slopes (kept for the backward, which would otherwise gather them again); ``pos``
+    becomes the weights, in place."""
+    weight = pos.clamp_(max=clamp) if clamp is not None else pos
     index = weight.long()
     weight.frac_()
-    bias = table.gather(-1, index).addcmul_(weight, _slopes(table).gather(-1, index))
-    return bias, gates, weight, index
-
-
-def _slopes(table: Tensor) -> Tensor:
-    """Forward differences of the last dimension, 0 at the end: clamped positions stay there."""
-    return F.pad(table.diff(dim=-1), (0, 1))
+    slope = slopes.gather(-1, index)
+    return table.gather(-1, index).addcmul_(weight, slope), weight, index, slope
 
 
 def _future_bias(T: int, S: int, like: Tensor) -> Tensor:
