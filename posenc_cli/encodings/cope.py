@@ -21,6 +21,7 @@ T, P) tensors.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -34,6 +35,9 @@ from posenc_cli.encodings.relative import future_mask
 #: Keys per block of ``ContextualBias``, walked from the diagonal back: once every query of
 #: a chunk has counted max_position - 1 gates, farther keys all read the last embedding.
 KEY_BLOCK = 512
+#: Columns of the (B, H, T, N) interpolation tables, rounded up to a multiple of this: the
+#: matmul writing them runs a third faster at 528 columns than at 514 (docs/performance.md).
+TABLE_ALIGN = 16
 
 
 class ContextualBias(torch.autograd.Function):
@@ -52,15 +56,16 @@ class ContextualBias(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, emb: Tensor, scale: float) -> Tensor:
         T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
-        tables = torch.matmul(q, _with_differences(emb))  # e_q | Δe_q
-        table, slopes = tables[..., :P], tables[..., P:]
+        tables = torch.matmul(q, _table_weights(emb, P))  # e_q | Δe_q
+        table, slopes = tables[..., :P], tables[..., P : 2 * P]
         future, count = _future_bias(T, S, q), None
         clamp = P - 1 if S > P - 1 else None
         parts, saved, lo = [], [], S
         while lo > 0 and (count is None or count.min() < P - 1):
             hi, lo = lo, max(0, lo - KEY_BLOCK)
             mask = future[:, lo:hi] if hi > S - T else None
-            gates, pos, count = _positions(q, k[..., lo:hi, :], scale, mask, count)
+            gates = _gates(q, k[..., lo:hi, :], scale, mask)
+            pos, count = _positions(gates, count)
             bias, weight, index, slope = _interpolate(pos, clamp, table, slopes)
             parts.append(bias.add_(mask) if mask is not None else bias)
             saved += [gates, weight, index, slope]
@@ -75,48 +80,126 @@ class ContextualBias(torch.autograd.Function):
         q, k, emb, future, *saved = ctx.saved_tensors
         lo, P = ctx.saturated, emb.shape[-1]
         grad = grad_bias * (future == 0)  # nothing flows through the masked entries
-        grad_tables = q.new_zeros(*q.shape[:-1], 2 * P)  # ∂L/∂e_q | ∂L/∂Δe_q
+        weights = _table_weights(emb, P)
+        grad_tables = q.new_zeros(*q.shape[:-1], weights.shape[-1])  # ∂L/∂e_q | ∂L/∂Δe_q
         grad_tables[..., P - 1] = grad[..., :lo].sum(-1)
         grad_q, grad_k = torch.zeros_like(q), torch.zeros_like(k)
-        carry = None  # Σ ∂L/∂p over the farther keys
-        for n in reversed(range(len(saved) // 4)):  # from the farthest block to the diagonal
-            gates, weight, index, slope = saved[4 * n : 4 * n + 4]
-            hi = lo + gates.shape[-1]
-            part = grad[..., lo:hi]
-            grad_tables[..., :P].scatter_add_(-1, index, part)
-            grad_tables[..., P:].scatter_add_(-1, index, part * weight)
-            grad_gates = part.mul_(slope).cumsum_(-1)
-            if carry is not None:  # the adjoint of a reverse cumulative sum: a forward one
-                grad_gates.add_(carry)
-            carry = grad_gates[..., -1:]
-            grad_logit = torch.ops.aten.sigmoid_backward(grad_gates, gates)
-            grad_q += torch.matmul(grad_logit, k[..., lo:hi, :])
-            grad_k[..., lo:hi, :] = torch.matmul(grad_logit.transpose(-1, -2), q)
-            lo = hi
-        grad_q.mul_(ctx.scale).add_(torch.matmul(grad_tables, _with_differences(emb).T))
-        grad_both = torch.einsum("bhte,bhtp->ep", q, grad_tables)
-        grad_emb = grad_both[:, :P].clone()
-        grad_emb[:, 1:] += grad_both[:, P:-1]
-        grad_emb[:, :-1] -= grad_both[:, P:-1]
-        return grad_q, grad_k.mul_(ctx.scale), grad_emb, None
+        for a, b, grad_logit in _gate_gradients(grad, saved, lo, grad_tables, P):
+            grad_q += torch.matmul(grad_logit, k[..., a:b, :])
+            grad_k[..., a:b, :] = torch.matmul(grad_logit.transpose(-1, -2), q)
+        grad_q.mul_(ctx.scale).add_(torch.matmul(grad_tables, weights.T))
+        return grad_q, grad_k.mul_(ctx.scale), _embedding_gradient(q, grad_tables, P, P), None
 
 
-def _with_differences(emb: Tensor) -> Tensor:
-    """(E, 2P): the embeddings and their forward differences, 0 at the end: clamped
-    positions stay there."""
-    return torch.cat([emb, F.pad(emb.diff(dim=-1), (0, 1))], dim=-1)
+class ContextualAttention(torch.autograd.Function):
+    """softmax(L + bias)·v in one node, for training: L = s·q·kᵀ, -inf where j > i, and the
+    bias of ``ContextualBias``, whose gates σ(L) are the attention's own logits.
+
+    One product serves the gates and the attention, the bias is added into the logits in
+    place, and the backward meets both paths in one ∂L/∂logits: against ``ContextualBias``
+    followed by the explicit softmax attention, one (T x S) product fewer forward and two
+    fewer backward, and fewer passes over (B, H, T, S). Keeps the probabilities and the
+    blocks' gates, weights, indices and slopes. Masked entries get probability 0, so their
+    gradient is 0 without a mask (σ'(-inf) = 0 too).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, emb: Tensor, scale: float) -> Tensor:
+        T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
+        logits = _logits(q, k, scale, _future_bias(T, S, q))
+        count, blocks, lo = None, [], S
+        while lo > 0 and (count is None or count.min() < P - 1):
+            hi, lo = lo, max(0, lo - KEY_BLOCK)
+            gates = logits[..., lo:hi].sigmoid()
+            pos, count = _positions(gates, count)
+            blocks.append((gates, pos))
+        width = P if lo else min(P, int(count.max()) + 1)  # the table columns any row reads
+        tables = torch.matmul(q, _table_weights(emb, width))  # e_q | Δe_q
+        clamp, saved, hi = (P - 1 if S > P - 1 else None), [], S
+        for gates, pos in blocks:
+            lo = hi - gates.shape[-1]
+            bias, weight, index, slope = _interpolate(
+                pos, clamp, tables[..., :width], tables[..., width : 2 * width]
+            )
+            logits[..., lo:hi].add_(bias)
+            saved += [gates, weight, index, slope]
+            hi = lo
+        logits[..., :lo].add_(tables[..., P - 1 : P])
+        probs = torch.softmax(logits, dim=-1)
+        out = torch.matmul(probs, v)
+        ctx.save_for_backward(q, k, v, emb, probs, out, *saved)
+        ctx.scale, ctx.saturated, ctx.width = scale, lo, width
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        q, k, v, emb, probs, out, *saved = ctx.saved_tensors
+        P = emb.shape[-1]
+        grad_v = torch.matmul(probs.transpose(-1, -2), grad_out)
+        delta = (grad_out * out).sum(-1, keepdim=True)
+        grad = torch.matmul(grad_out, v.transpose(-1, -2)).sub_(delta).mul_(probs)
+        weights = _table_weights(emb, ctx.width)
+        grad_tables = q.new_zeros(*q.shape[:-1], weights.shape[-1])  # ∂L/∂e_q | ∂L/∂Δe_q
+        grad_tables[..., P - 1] = grad[..., : ctx.saturated].sum(-1)
+        for a, b, grad_logit in _gate_gradients(grad, saved, ctx.saturated, grad_tables, ctx.width):
+            grad[..., a:b].add_(grad_logit)  # now ∂L/∂L: the softmax's and the gates' paths
+        grad_q = torch.matmul(grad, k).mul_(ctx.scale)
+        grad_q += torch.matmul(grad_tables, weights.T)
+        grad_k = torch.matmul(grad.transpose(-1, -2), q).mul_(ctx.scale)
+        grad_emb = _embedding_gradient(q, grad_tables, ctx.width, P)
+        return grad_q, grad_k, grad_v, grad_emb, None
 
 
-def _positions(
-    q: Tensor, k: Tensor, scale: float, mask: Tensor | None, count: Tensor | None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """One key block's gates, positions (the reverse cumulative sum of its gates plus
-    ``count``, each row's gates over the nearer keys) and the count of the next block."""
-    gates = _gates(q, k, scale, mask)
+def _table_weights(emb: Tensor, width: int) -> Tensor:
+    """(E, N): the first ``width`` embeddings, their forward differences (0 at P - 1: clamped
+    positions stay there) and zero columns up to N, a multiple of TABLE_ALIGN."""
+    diffs = F.pad(emb.diff(dim=-1), (0, 1))
+    pad = -2 * width % TABLE_ALIGN
+    return F.pad(torch.cat([emb[:, :width], diffs[:, :width]], dim=-1), (0, pad))
+
+
+def _embedding_gradient(q: Tensor, grad_tables: Tensor, width: int, P: int) -> Tensor:
+    """∂L/∂e (E, P) from ∂L/∂[e_q, Δe_q] of the first ``width`` columns: through the matmul
+    with q, then the differences' adjoint."""
+    grad_both = torch.einsum("bhte,bhtp->ep", q, grad_tables)
+    grad_emb = grad_both.new_zeros(grad_both.shape[0], P)
+    grad_emb[:, :width] = grad_both[:, :width]
+    n = min(width, P - 1)
+    grad_slopes = grad_both[:, width : width + n]
+    grad_emb[:, 1 : n + 1] += grad_slopes
+    grad_emb[:, :n] -= grad_slopes
+    return grad_emb
+
+
+def _positions(gates: Tensor, count: Tensor | None) -> tuple[Tensor, Tensor]:
+    """One key block's positions, the reverse cumulative sum of its gates plus ``count`` (each
+    row's gates over the nearer keys), and the count of the next block."""
     pos = gates.flip(-1).cumsum_(-1).flip(-1)
     if count is not None:
         pos.add_(count)
-    return gates, pos, pos[..., :1].clone()
+    return pos, pos[..., :1].clone()
+
+
+def _gate_gradients(
+    grad: Tensor, saved: list[Tensor], lo: int, grad_tables: Tensor, width: int
+) -> Iterator[tuple[int, int, Tensor]]:
+    """Walks the kept key blocks (gates, weights, indices, slopes; the first starts at ``lo``)
+    from the farthest to the diagonal: adds ``grad`` (∂L/∂bias) into ∂L/∂[e_q, Δe_q] and
+    yields each block's keys [lo, hi) and ∂L/∂logits through its gates. The adjoint of a
+    reverse cumulative sum is a forward one, carried from block to block."""
+    carry = None
+    for n in reversed(range(len(saved) // 4)):
+        gates, weight, index, slope = saved[4 * n : 4 * n + 4]
+        hi = lo + gates.shape[-1]
+        part = grad[..., lo:hi]
+        grad_tables[..., :width].scatter_add_(-1, index, part)
+        grad_tables[..., width : 2 * width].scatter_add_(-1, index, part * weight)
+        grad_pos = (part * slope).cumsum_(-1)
+        if carry is not None:
+            grad_pos.add_(carry)
+        carry = grad_pos[..., -1:]
+        yield lo, hi, torch.ops.aten.sigmoid_backward(grad_pos, gates)
+        lo = hi
 
 
 def _interpolate(
@@ -138,12 +221,17 @@ def _future_bias(T: int, S: int, like: Tensor) -> Tensor:
     return zeros.masked_fill_(future_mask(T, S, like.device), float("-inf"))
 
 
-def _gates(q: Tensor, k: Tensor, scale: float, mask: Tensor | None) -> Tensor:
-    """σ(s·q·kᵀ), with exact zeros where ``mask`` is -inf: it joins the logits in the matmul."""
+def _logits(q: Tensor, k: Tensor, scale: float, mask: Tensor | None) -> Tensor:
+    """s·q·kᵀ (B, H, T, S), -inf where ``mask`` is: it joins the logits in the matmul."""
     B, H, T, E = q.shape
     q3, k3 = q.reshape(B * H, T, E), k.reshape(B * H, -1, E).transpose(1, 2)
     logits = torch.bmm(q3 * scale, k3) if mask is None else torch.baddbmm(mask, q3, k3, alpha=scale)
-    return logits.sigmoid_().view(B, H, T, -1)
+    return logits.view(B, H, T, -1)
+
+
+def _gates(q: Tensor, k: Tensor, scale: float, mask: Tensor | None) -> Tensor:
+    """σ(s·q·kᵀ), with exact zeros where ``mask`` is -inf."""
+    return _logits(q, k, scale, mask).sigmoid_()
 
 
 class CopeEncoding(PositionalEncoding):
@@ -181,6 +269,14 @@ class CopeEncoding(PositionalEncoding):
                 k_BHSE.to(wide),
                 self.embeddings[site.layer].to(wide),
                 self.softmax_scale(self.head_dim),
+            )
+
+    def content_attention(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
+    ) -> Tensor:
+        with torch.autocast(q_BHTE.device.type, enabled=False):
+            return ContextualAttention.apply(
+                q_BHTE, k_BHSE, v_BHSE, self.embeddings[site.layer].to(q_BHTE.dtype), scale
             )
 
     def extra_repr(self) -> str:
