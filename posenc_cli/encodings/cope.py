@@ -140,7 +140,8 @@ class ContextualAttention(torch.autograd.Function):
         grad = torch.matmul(grad_out, v.transpose(-1, -2)).sub_(delta).mul_(probs)
         weights = _table_weights(emb, ctx.width)
         grad_tables = q.new_zeros(*q.shape[:-1], weights.shape[-1])  # ∂L/∂e_q | ∂L/∂Δe_q
-        grad_tables[..., P - 1] = grad[..., : ctx.saturated].sum(-1)
+        if ctx.saturated:  # then the tables are P wide
+            grad_tables[..., P - 1] = grad[..., : ctx.saturated].sum(-1)
         for a, b, grad_logit in _gate_gradients(grad, saved, ctx.saturated, grad_tables, ctx.width):
             grad[..., a:b].add_(grad_logit)  # now ∂L/∂L: the softmax's and the gates' paths
         grad_q = torch.matmul(grad, k).mul_(ctx.scale)

@@ -59,7 +59,7 @@ def outputs_and_gradients(fn, tensors):
 
 
 @pytest.mark.parametrize(
-    ("key_block", "max_position"), [(512, 5), (4, 5), (512, 25), (4, 25), (4, 40)]
+    ("key_block", "max_position"), [(512, 5), (4, 5), (512, 25), (4, 25), (4, 40), (512, 90)]
 )
 @pytest.mark.parametrize("T", [24, 4])
 @pytest.mark.parametrize("reference", [composed, naive])
@@ -67,8 +67,9 @@ def test_contextual_attention_equals_the_references_in_float64(
     T: int, reference, key_block: int, max_position: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Queries [24 - T, 24) against 24 keys; max_position 5: positions pass the clamp (with
-    blocks of 4 the far keys are filled as clamped); 25: no position can reach it; 40: the
-    tables stop at the largest position reached, short of max_position."""
+    blocks of 4 the far keys are filled as clamped); 25: no position can reach it; 40 and 90:
+    the tables stop at the largest position reached, short of max_position (90: short of
+    half of it)."""
     monkeypatch.setattr(cope, "KEY_BLOCK", key_block)
     tensors = inputs(T, 24, max_position)
     got = outputs_and_gradients(lambda *t: ContextualAttention.apply(*t, SCALE), tensors)
