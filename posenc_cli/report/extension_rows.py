@@ -1,9 +1,27 @@
 """Row labels in `posenc compare` of runs changed after training: a RoPE-scaling evaluation
-(its method and factor) and a `posenc extend` run (its method, steps and length)."""
+(its method and factor) and a `posenc extend` run (its method, steps and length); a run
+fine-tuned with dynamic NTK, which rescales at evaluation time, gets one row like the others."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+
+class Scored(Protocol):
+    """What these labels read of report/runs.py's Run (named here, not imported: runs.py
+    imports this module)."""
+
+    metrics: dict[str, Any]
+    variant: str | None
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def extrapolation(self) -> dict[str, Any] | None: ...
+
+
+R = TypeVar("R", bound=Scored)
 
 
 def extension_label(ext: Any) -> str:
@@ -20,3 +38,28 @@ def variant_label(metrics: dict[str, Any], key: str) -> str:
     method = str(metrics[key].get("rope_scaling"))
     factor = key.removeprefix("extrapolation_").removeprefix(method)
     return f"{method} x{factor}" if factor else method
+
+
+def is_own_scaling(run: Scored) -> bool:
+    """The row is a dynamic-NTK extension scored as it was trained: dynamic NTK rescales at
+    evaluation time, so `posenc eval` files the run's own result under its method's key."""
+    ext = run.metrics.get("extend")
+    return isinstance(ext, dict) and ext.get("method") == run.variant == "dynamic_ntk"
+
+
+def own_rows(run: R, variants: list[R]) -> list[R]:
+    """The run and its scaling rows, with a dynamic-NTK extension's own result once: its
+    evaluation at the end of training, else its `posenc eval` result under the method's key."""
+    own = [v for v in variants if is_own_scaling(v)]
+    others = [v for v in variants if not is_own_scaling(v)]
+    if own and run.extrapolation is None:
+        return [*own, *others]
+    return [run, *others]
+
+
+def row_suffix(run: Scored) -> str:
+    """What follows the encoding's label: ' + yarn x4' for a scaling evaluation, then
+    ', 400 steps @512' for an extension."""
+    own = run.variant is None or is_own_scaling(run)
+    variant = "" if own else f" + {variant_label(run.metrics, run.key)}"
+    return variant + extension_label(run.metrics.get("extend"))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from posenc_cli.common.atomic import write_atomic
 
 if TYPE_CHECKING:
+    from posenc_cli.report.extension_plot import ExtensionStyles
     from posenc_cli.report.runs import Group, Row
 
 GUIDES = ("training length", "uniform guess (ln vocab)")
@@ -37,8 +38,15 @@ def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, 
     return fig, list(axes.flat[: len(groups)]), colors
 
 
-def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
-    """Panel titles when there are several groups, one legend for all panels, then save."""
+def _finish(
+    fig: Any,
+    axes: list[Any],
+    groups: list[Group],
+    path: Path,
+    styles: ExtensionStyles | None = None,
+) -> None:
+    """Panel titles when there are several groups, one legend for all panels (the colour and
+    line keys of an extension figure), then save."""
     handles: dict[str, Any] = {}
     for ax, g in zip(axes, groups, strict=True):
         if len(groups) > 1:
@@ -47,6 +55,10 @@ def _finish(fig: Any, axes: list[Any], groups: list[Group], path: Path) -> None:
         for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, h)
     guides = {k: handles.pop(k) for k in GUIDES if k in handles}
+    if styles is not None:
+        styles.legends(fig, guides)
+        write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
+        return
     ordered = {**dict(sorted(handles.items())), **guides}
     fig.legend(ordered.values(), ordered.keys(), loc="outside right center", frameon=False)
     write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
@@ -60,17 +72,24 @@ def _train_line(ax: Any, group: Group) -> None:
 
 
 def plot_ppl_vs_length(groups: list[Group], path: Path) -> bool:
-    """Perplexity against evaluation length (log-log), band = min..max over seeds."""
+    """Perplexity against evaluation length (log-log), band = min..max over seeds; with
+    `posenc extend` runs among the rows, styled by method and steps (report/extension_plot.py)."""
     shown = [g for g in groups if any(r.ppl.get(n) for r in g.rows for n in g.lengths)]
     if not shown:
         return False
     from matplotlib.ticker import NullFormatter
 
+    from posenc_cli.report.extension_plot import extension_styles
+
+    styles = extension_styles(shown)
     fig, axes, colors = _figure(shown, "Perplexity vs evaluation length")
     for ax, g in zip(axes, shown, strict=True):
         for row in g.rows:
-            _ppl_line(ax, g, row, colors[row.label])
+            style = styles.line(row) if styles else {"color": colors[row.label]}
+            _ppl_line(ax, g, row, style)
         _train_line(ax, g)
+        if styles:
+            styles.mark_lengths(ax)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(g.lengths, [_tick(n, g.train_length) for n in g.lengths])
@@ -78,7 +97,7 @@ def plot_ppl_vs_length(groups: list[Group], path: Path) -> bool:
         _log_y_labels(ax)
         ax.set_xlabel("evaluation length (tokens)")
         ax.set_ylabel("perplexity (log scale)")
-    _finish(fig, axes, shown, path)
+    _finish(fig, axes, shown, path, styles)
     return True
 
 
@@ -113,19 +132,23 @@ def _log_y_labels(ax: Any) -> None:
     )
 
 
-def _ppl_line(ax: Any, group: Group, row: Row, color: Any) -> None:
+def _ppl_line(ax: Any, group: Group, row: Row, style: dict[str, Any]) -> None:
+    """The row's mean line; ``style`` gives its colour and may override the default look."""
     nan = float("nan")
     stats = [row.ppl.get(n) for n in group.lengths]
     mean = [s.mean if s else nan for s in stats]
     ax.plot(
-        group.lengths, mean, marker="o", markersize=4, linewidth=1.6, color=color, label=row.label
+        group.lengths,
+        mean,
+        **{"marker": "o", "markersize": 4, "linewidth": 1.6, **style},
+        label=row.label,
     )
     if len(row.runs) > 1:
         ax.fill_between(
             group.lengths,
             [s.lo if s else nan for s in stats],
             [s.hi if s else nan for s in stats],
-            color=color,
+            color=style["color"],
             alpha=0.15,
             linewidth=0,
         )

@@ -16,7 +16,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.report.extension_rows import extension_label, variant_label
+from posenc_cli.report.extension_rows import own_rows, row_suffix
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
 
@@ -157,7 +157,7 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
         run = Run(
             path.parent, metrics, saved_params(path.parent, "encoding", str(metrics["encoding"]))
         )
-        runs += [run, *scaling_variants(run)]
+        runs += own_rows(run, scaling_variants(run))
     if not runs:
         raise PosencError(
             f"none of the {len(paths)} metrics.json files could be read",
@@ -253,8 +253,7 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
         differ = sorted({k for p in params for k in p if any(q.get(k) != p.get(k) for q in params)})
         extra = ", ".join(f"{k}={r.params.get(k)}" for k in differ)
         label = f"{r.encoding} ({extra})" if extra else r.encoding
-        label = label if r.variant is None else f"{label} + {variant_label(r.metrics, r.key)}"
-        labels[id(r)] = label + extension_label(r.metrics.get("extend"))
+        labels[id(r)] = label + row_suffix(r)
     return labels
 
 

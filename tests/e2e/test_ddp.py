@@ -15,11 +15,14 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable
+from contextlib import chdir
 from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from posenc_cli.cli.app import app
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.prepare import prepare
 from posenc_cli.engine.runtime import Runtime
@@ -171,13 +174,19 @@ def test_evaluation_split_over_two_ranks_equals_one_process(
 
 
 def start(
-    cli: list[str], args: list[str], cwd: Path, cache: Path, fault: str, temp: Path | None = None
+    cli: list[str],
+    args: list[str],
+    cwd: Path,
+    cache: Path,
+    fault: str,
+    temp: Path | None = None,
+    command: str = "train",
 ) -> subprocess.Popen:
     env = {**os.environ, "POSENC_CACHE": str(cache), "POSENC_FAULT": fault}
     if temp is not None:
         env["TMPDIR"] = str(temp)
     return subprocess.Popen(
-        [*cli, "train", *args],
+        [*cli, command, *args],
         cwd=cwd,
         env=env,
         text=True,
@@ -254,3 +263,39 @@ def test_a_run_resumes_with_another_number_of_processes(
     assert grown["train_tokens"] == 10 * 4 * 16 + 10 * 8 * 16
     assert saved["step"] == 10 and saved["world_size"] == 1
     assert grown["final_val_loss"] < saved["last_val"]  # training went on from the saved state
+
+
+def test_an_extension_trains_on_two_ranks_and_resumes_after_a_killed_rank(
+    one_process: Path, work: Path, cache_dir: Path, cli_command, run_cli, wait_for
+) -> None:
+    """`posenc extend train.nproc=2`, rank 1 killed after its step-3 checkpoint, resumed: the
+    run ends as the same extension trained by one process with the global batch."""
+    extend = ["extend.method=yarn", "extend.factor=2", "extend.steps=6", "extend.warmup_steps=2"]
+    extend += ["train.checkpoint_every=3", "train.threads=1"]
+    with chdir(work):
+        res = CliRunner().invoke(
+            app, ["extend", "one", *extend, "extend.batch_size=4", "hydra.run.dir=ext-one"]
+        )
+    assert res.exit_code == 0, (res.output, res.exception)
+    ranks = ["extend.batch_size=2", "train.nproc=2", "hydra.run.dir=ext-ddp"]
+    proc = start(
+        cli_command, ["one", *extend, *ranks], work, cache_dir, "after_save:3", None, "extend"
+    )
+    marker = work / "ext-ddp" / "checkpoints" / ".paused-after_save-rank1"
+    wait_for(marker, proc)
+    os.kill(int(marker.read_text()), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "rank 1 of 2 stopped (SIGKILL)" in err
+    res = run_cli(["resume", "ext-ddp"], work, cache_dir)
+    assert res.returncode == 0, res.stderr
+    ddp, one, parent = (metrics(work / name) for name in ("ext-ddp", "ext-one", "one"))
+    assert (ddp["world_size"], ddp["global_batch_size"], ddp["steps"]) == (2, 4, 6)
+    assert ddp["extend"] == one["extend"]
+    assert (ddp["extend"]["parent"]["step"], ddp["extend"]["train_length"]) == (20, 32)
+    assert ddp["extrapolation"]["lengths"] == parent["extrapolation"]["lengths"]
+    assert abs(ddp["final_train_loss"] - one["final_train_loss"]) < TOLERANCE
+    for n, ppl in one["extrapolation"]["ppl"].items():
+        assert ddp["extrapolation"]["ppl"][n] == pytest.approx(ppl, rel=TOLERANCE)
+    wd, wo = weights(work / "ext-ddp"), weights(work / "ext-one")
+    assert max(float((wd[k] - wo[k]).abs().max()) for k in wd) < TOLERANCE
+    assert max(float((wd[k] - weights(one_process)[k]).abs().max()) for k in wd) > 1e-3

@@ -54,3 +54,33 @@ def test_a_variant_with_its_own_factor_is_labelled_method_and_factor() -> None:
     assert variant_label(metrics, "extrapolation_llama34") == "llama3 x4"
     assert variant_label(metrics, "extrapolation_yarn") == "yarn"
     assert variant_label(metrics, "extrapolation_pi2.5") == "pi x2.5"
+
+
+def test_a_dynamic_ntk_extension_is_one_row_labelled_like_the_other_extensions(
+    tmp_path: Path, fake_metrics, write_run
+) -> None:
+    """Scored at the end of training (key extrapolation) or by `posenc eval` later (key
+    extrapolation_dynamic_ntk), or both: one row, under the run's own label."""
+    parent = fake_metrics("rope", 0)
+    parent["extrapolation_dynamic_ntk"] = {**parent["extrapolation"], "rope_scaling": "dynamic_ntk"}
+    write_run(tmp_path, "rope", parent)
+    for steps, keys in ((100, ["extrapolation"]), (400, ["extrapolation_dynamic_ntk"])):
+        m = fake_metrics("rope", 0, train_length=512)
+        scored = m.pop("extrapolation")
+        for i, key in enumerate(keys):
+            m[key] = {**scored, "rope_scaling": "dynamic_ntk", "ppl": {"128": 50.0 + steps + i}}
+        if steps == 100:
+            m["extrapolation_dynamic_ntk"] = {**m["extrapolation"], "ppl": {"128": 1.0}}
+        m["extend"] = {"method": "dynamic_ntk", "steps": steps, "train_length": 512}
+        m["extend"]["parent"] = {"train_length": 128, "steps": 2000, "train_tokens": 2048000}
+        write_run(tmp_path, f"dynamic_ntk-{steps}", m)
+    notes: list[str] = []
+    (group,) = group_runs(load_runs([tmp_path], notes), notes)
+    rows = {row.label: row.ppl[128].mean for row in group.rows}
+    assert rows == {
+        "rope": 60.0,
+        "rope + dynamic_ntk": 60.0,
+        "rope + dynamic_ntk, 100 steps @512": 150.0,
+        "rope + dynamic_ntk, 400 steps @512": 450.0,
+    }
+    assert not [n for n in notes if "more than once" in n or "no extrapolation" in n]
