@@ -8,15 +8,16 @@ q_i·e[p_ij], interpolated between the embeddings of ⌊p⌋ and ⌈p⌉. The em
 max_position) start at zero and are learned per layer, shared by its heads.
 
 No absolute position enters anywhere, so attention is shift-invariant. The bias depends on q
-and k: a ``content_bias``, materialised per layer and query chunk (explicit softmax path).
-``ContextualBias`` computes a chunk's bias in one autograd node with a hand-written backward:
-autograd would keep about ten (B, H, T, S) intermediates per chunk (the flips of the reverse
-cumulative sum, both gathers and their indices); here the gates, the interpolation weights,
-one index and the gathered slopes are kept, and the backward is the adjoint of each step (a
-reverse cumulative sum's is a forward one). The interpolation reads a per-row table of
-slopes, q·Δe, so one index serves both gathers, and both tables come from one matmul; the
-backward maps their gradients back through the same matmul instead of differencing (B, H,
-T, P) tensors.
+and k: a ``content_bias``, materialised per layer and query chunk (in evaluation, for the
+masked fused kernel); in training ``ContextualAttention`` computes the bias and the attention
+in one node (``content_attention``). ``ContextualBias`` computes a chunk's bias in one
+autograd node with a hand-written backward: autograd would keep about ten (B, H, T, S)
+intermediates per chunk (the flips of the reverse cumulative sum, both gathers and their
+indices); here the gates, the interpolation weights, one index and the gathered slopes are
+kept, and the backward is the adjoint of each step (a reverse cumulative sum's is a forward
+one). The interpolation reads a per-row table of slopes, q·Δe, so one index serves both
+gathers, and both tables come from one matmul; the backward maps their gradients back
+through the same matmul instead of differencing (B, H, T, P) tensors.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ class ContextualAttention(torch.autograd.Function):
     followed by the explicit softmax attention, one (T x S) product fewer forward and two
     fewer backward, and fewer passes over (B, H, T, S). Keeps the probabilities and the
     blocks' gates, weights, indices and slopes. Masked entries get probability 0, so their
-    gradient is 0 without a mask (σ'(-inf) = 0 too).
+    gradient is 0 without a mask (σ'(-inf) = 0 too). The positions come first, so the
+    tables are only as wide as the largest position a row reached (about half of
+    max_position at initialisation, with gates near ½).
     """
 
     @staticmethod
