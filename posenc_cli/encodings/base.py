@@ -127,6 +127,7 @@ class PositionalEncoding(nn.Module):
     has_pair_bias: ClassVar[bool] = False
     has_content_bias: ClassVar[bool] = False
     has_key_bias: ClassVar[bool] = False
+    has_content_attention: ClassVar[bool] = False
     #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
     #: may rescale their frequencies (``extend_context``).
     rotary: ClassVar[bool] = False
@@ -145,6 +146,9 @@ class PositionalEncoding(nn.Module):
         cls.has_pair_bias = cls.pair_bias is not PositionalEncoding.pair_bias
         cls.has_content_bias = cls.content_bias is not PositionalEncoding.content_bias
         cls.has_key_bias = cls.key_bias is not PositionalEncoding.key_bias
+        cls.has_content_attention = (
+            cls.content_attention is not PositionalEncoding.content_attention
+        )
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__()
@@ -191,6 +195,16 @@ class PositionalEncoding(nn.Module):
 
         q and k are this layer's, before ``transform_qk``; scaled like ``distance_bias``.
         """
+        raise NotImplementedError
+
+    def content_attention(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
+    ) -> Tensor:
+        """softmax(scale·q·kᵀ + content_bias(q, k, site))·v (B, H, T, E) in one autograd node,
+        for a content bias that shares work with the attention (CoPE's gates are σ of the
+        attention's own logits). Used under autograd, with q and k as ``transform_qk``
+        leaves them (so only by encodings that do not override it) and no query scaling;
+        everywhere else ``content_bias`` goes through the model's attention."""
         raise NotImplementedError
 
     def key_bias(self, k_BHSE: Tensor, site: BiasSite) -> Tensor:

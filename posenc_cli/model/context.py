@@ -148,6 +148,21 @@ class AttentionContext:
         site = BiasSite(self.span, self.span, layer, self.cache, inputs_BSD)
         return self.encoding.key_bias(k_BHSE, site)
 
+    def content_attention(
+        self,
+        start: int,
+        end: int,
+        qkv: tuple[Tensor, Tensor, Tensor],
+        scale: float,
+        layer: int,
+        inputs_BsD: Tensor | None = None,
+    ) -> Tensor:
+        """The encoding's attention with its content bias for queries [start, end)."""
+        site = BiasSite(
+            self.span.part(start, end), self.span.part(0, end), layer, self.cache, inputs_BsD
+        )
+        return self.encoding.content_attention(*qkv, scale, site)
+
     def content_bias(
         self,
         start: int,
