@@ -201,9 +201,8 @@ class PositionalEncoding(nn.Module):
         self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
     ) -> Tensor:
         """softmax(scale·q·kᵀ + content_bias(q, k, site))·v (B, H, T, E) in one autograd node,
-        for a content bias that shares work with the attention (CoPE's gates are σ of the
-        attention's own logits). Used under autograd, with q and k as ``transform_qk``
-        leaves them (so only by encodings that do not override it) and no query scaling;
+        for a content bias sharing work with the attention (CoPE's gates are σ of its logits).
+        Used under autograd, with q and k as ``transform_qk`` leaves them and no query scaling;
         everywhere else ``content_bias`` goes through the model's attention."""
         raise NotImplementedError
 
