@@ -1,10 +1,11 @@
 """Shared fixtures: real configs shrunk to tiny sizes, a small generated corpus, a temp cache,
-tiny models of every encoding, the CLI in a subprocess, and the naive reference definitions of
-attention and of every encoding's logit bias that the fast paths are checked against.
+tiny models of every encoding, and the naive reference definitions of attention and of every
+encoding's logit bias that the fast paths are checked against.
 
-Test modules never import each other or this file: everything shared is a fixture (a fixture
-may return a function or a constant). Parametrising over encodings is done by the
-``encodings`` marker (see ``pytest_generate_tests``), so no test keeps a list of them.
+Test modules never import each other or this file: shared code with no lifecycle (the CLI in a
+subprocess, waiting on it, the tiny overrides) is in tests/helpers/, everything else shared is
+a fixture here. Parametrising over encodings is done by the ``encodings`` marker (see
+``pytest_generate_tests``), so no test keeps a list of them.
 
 Hypothesis runs derandomised and without an example database by default (profile "ci"), so
 the suite is deterministic; ``HYPOTHESIS_PROFILE=fuzz python -m pytest tests/unit -k fuzz``
@@ -18,9 +19,7 @@ import importlib.util
 import math
 import os
 import random
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,26 +43,13 @@ ENCODING_CONFIGS = sorted((REPO / "configs" / "encoding").glob("*.yaml"))
 ENCODING_NAMES = [p.stem for p in ENCODING_CONFIGS]
 
 #: The tiny models of the unit tests: vocabulary, width, depth, and the training length.
-VOCAB, D_MODEL, N_LAYERS, N_HEADS = 50, 32, 2, 4
+VOCAB = 50
+D_MODEL = 32
+N_LAYERS = 2
+N_HEADS = 4
 TRAIN_LEN = 16
 #: The learned table in these tests; 4x the training length must then be refused.
 SMALL_MAX_LEN = 2 * TRAIN_LEN
-
-TINY = [
-    "model=tiny",
-    "train.steps=20",
-    "train.batch_size=4",
-    "train.context_length=16",
-    "train.eval_every=10",
-    "train.eval_batches=2",
-    "train.checkpoint_every=10",
-    "train.log_every=5",
-    "train.warmup_steps=2",
-    "data.vocab_size=300",
-    "eval.tokens=256",
-    "eval.factors=[1,2]",
-    "eval.retrieval.factors=[2]",  # passkey retrieval (on by default) at one length only
-]
 
 WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from "
@@ -117,12 +103,6 @@ def repo() -> Path:
     return REPO
 
 
-@pytest.fixture(scope="session")
-def tiny_args() -> list[str]:
-    """Overrides that make `posenc train` take seconds: a tiny model, 20 steps of 4 x 16."""
-    return list(TINY)
-
-
 def _make_corpus(path: Path, n_docs: int = 40, seed: int = 0) -> Path:
     rng = random.Random(seed)
     docs = []
@@ -153,49 +133,6 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _make_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
-
-
-@pytest.fixture(scope="session")
-def cli_command() -> list[str]:
-    """How a user starts posenc from this interpreter."""
-    return [sys.executable, "-m", "posenc_cli"]
-
-
-@pytest.fixture(scope="session")
-def run_cli(cli_command: list[str]) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """run_cli(args, cwd, cache, timeout=300, **kw): `posenc ARGS` in a subprocess, as a user
-    would run it."""
-
-    def run(
-        args: list[str], cwd: Path, cache: Path, timeout: float = 300, **kw: Any
-    ) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "POSENC_CACHE": str(cache), "COLUMNS": "200", **kw.pop("env", {})}
-        return subprocess.run(
-            [*cli_command, *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            **kw,
-        )
-
-    return run
-
-
-@pytest.fixture(scope="session")
-def wait_for() -> Callable[..., None]:
-    """wait_for(path, proc, timeout=120): block until ``path`` exists, failing at once (with
-    the process's output) if ``proc`` ends first."""
-
-    def wait(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
-        end = time.time() + timeout
-        while not path.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.time() < end, f"{path} never appeared"
-            time.sleep(0.05)
-
-    return wait
 
 
 # --- tiny models ------------------------------------------------------------------------------
@@ -287,7 +224,8 @@ def _reference_attention(
     scale: float,
     bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    T, S = q_BHTE.shape[-2], k_BHSE.shape[-2]
+    T = q_BHTE.shape[-2]
+    S = k_BHSE.shape[-2]
     logits = (q_BHTE @ k_BHSE.transpose(-1, -2)) * scale
     if bias is not None:
         logits = logits + bias
@@ -332,9 +270,9 @@ def _reference_bias(
 ) -> torch.Tensor:
     if not enc.has_content_bias:
         return enc.position_bias(pos_t, pos_s)
-    bias = _reference_module(type(enc).__module__.rpartition(".")[2]).content_bias(
-        enc, q, k, pos_t, pos_s, layer, attn_input
-    )
+    module = _reference_module(type(enc).__module__.rpartition(".")[2])
+    at = sys.modules["posenc_reference"].At(pos_t, pos_s, layer, attn_input)
+    bias = module.content_bias(enc, q, k, at)
     return bias.float().masked_fill(pos_s[None, :] > pos_t[:, None], float("-inf"))
 
 

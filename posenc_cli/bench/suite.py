@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -34,6 +35,8 @@ from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 
 DEFAULT_DIR = "outputs/bench/${now:%Y-%m-%d}/${now:%H-%M-%S}"
+#: The bench section is composed for this command only (config/schema.py COMMAND_SECTIONS).
+BENCH_GROUP = "+bench=default"
 FLOPS_CONVENTION = (
     "PaLM: train 6N + 12*L*d*T, eval 2N + 4*L*d*T per token (N = block + LM-head "
     "matmul parameters; attention counted over the full T x T)"
@@ -42,6 +45,7 @@ FLOPS_CONVENTION = (
 
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     """The config (model: bench.model unless `model=` is given) and a fresh run directory."""
+    overrides = [BENCH_GROUP, *overrides]
     cfg = compose(overrides, with_hydra=True)
     extra = [] if given(overrides, "model") else [f"model={cfg.bench.model}"]
     extra += [] if given(overrides, "hydra.run.dir") else [f"hydra.run.dir={DEFAULT_DIR}"]
@@ -154,8 +158,9 @@ def machine(threads: int) -> dict[str, Any]:
     }
 
 
-def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Run every case in order, printing a line per case; writes bench.json and bench.md."""
+def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Run every case in order, printing a line per case; writes bench.json and bench.md
+    (the table, then where and how it was measured: the command, machine, date, load)."""
     from posenc_cli.bench.tables import markdown
     from posenc_cli.common.console import console
 
@@ -167,7 +172,7 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     (run_dir / "config.yaml").write_text(
         OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     )
-    load = warn_if_loaded()
+    load, started = warn_if_loaded(), time.time()
     peak = measure_peak(specs[0])
     console.print(
         f"matmul peak ({specs[0]['size']}^3, {specs[0]['threads']} threads; measured "
@@ -178,7 +183,9 @@ def run_bench(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     peak = {k: max(v, measure_peak(specs[0]).get(k, 0.0)) for k, v in peak.items()}
     finish(records, peak)
     report = {
-        "machine": {**machine(specs[0]["threads"]), "load_before": load},
+        "command": shlex.join(["posenc", "bench", *(overrides or [])]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+        "machine": {**machine(specs[0]["threads"]), "load_before": load, "load_after": load_now()},
         "matmul_peak_gflops": peak,
         "flops_convention": FLOPS_CONVENTION,
         "config": OmegaConf.to_container(cfg.bench),
@@ -204,7 +211,7 @@ def warn_if_loaded() -> float:
     """The load average before the first case, with a warning when other work competes."""
     from posenc_cli.common.console import console
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    load = load_now()
     if load > 0.5:
         console.print(
             f"warning: load average {load:.1f} before the first case: other processes "
@@ -212,6 +219,11 @@ def warn_if_loaded() -> float:
             style="yellow",
         )
     return load
+
+
+def load_now() -> float:
+    """The one-minute load average (0 where the platform has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
 def run_cases(

@@ -101,8 +101,34 @@ def evaluation_table(header: list[str], rows: list[list[str]]) -> Any:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The table as GitHub markdown (for the README's Performance section)."""
+    """The table as GitHub markdown (for docs/performance.md), then its provenance."""
     header, rows = table_rows(report)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *provenance(report)]) + "\n"
+
+
+def provenance(report: dict[str, Any]) -> list[str]:
+    """Where and how the table was measured: a timing means little without the machine, its
+    load and the settings (reports written before these keys existed show "?")."""
+    m, cfg = report["machine"], report.get("config", {})
+    model = report.get("model", {})
+    peak = report.get("matmul_peak_gflops", {})
+    plural = "" if m.get("threads") == 1 else "s"
+
+    def load(key: str) -> str:
+        return "?" if m.get(key) is None else f"{m[key]:.1f}"
+
+    return [
+        f"- command: `{report.get('command', '?')}`",
+        f"- date: {report.get('date', '?')}",
+        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; torch "
+        f"{m.get('torch', '?')}; {m.get('threads', '?')} thread{plural}; "
+        + ", ".join(f"matmul peak {k} {v:.0f} GFLOP/s" for k, v in peak.items()),
+        f"- load average: {load('load_before')} before the first case, "
+        f"{load('load_after')} after the last",
+        f"- precision {cfg.get('precision', '?')}; model d_model {model.get('d_model', '?')}, "
+        f"{model.get('n_layers', '?')} layers, {model.get('n_heads', '?')} heads; training "
+        f"length {cfg.get('context_length', '?')}, batch {cfg.get('batch_size', '?')}; "
+        f"evaluation at batch 1",
+    ]

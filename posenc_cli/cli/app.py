@@ -4,8 +4,8 @@ and print.
 Every user-fixable problem is printed as one line `posenc: error: <what> — <fix>` with exit
 code 2; an unexpected exception is one line saying it is a bug and where its traceback is.
 
-Heavy modules (torch, Hydra, the stages) are imported inside the commands that use them, so
-`posenc --help`, `posenc COMMAND --help` and `posenc encodings` answer without them.
+Every import inside a function here defers torch, Hydra or a stage, so `posenc --help`,
+`posenc COMMAND --help`, `posenc encodings` and one-line config errors answer without them.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def bench(overrides: list[str] | None = OVERRIDES) -> None:
 
     with user_errors():
         cfg, run_dir = compose_bench(list(overrides or []))
-        report = run_bench(cfg, run_dir)
+        report = run_bench(cfg, run_dir, list(overrides or []))
         print_report(report, Path(report["run_dir"]))
     failed = failed_cases(report)
     if failed:

@@ -32,7 +32,9 @@ class TrainProgress:
     """Shows step, loss, tokens/s and ETA; ``update`` is cheap enough to call every step."""
 
     def __init__(self, total: int, start: int, label: str) -> None:
-        self.total, self.start, self.label = total, start, label
+        self.total = total
+        self.start = start
+        self.label = label
         self.interactive = sys.stdout.isatty()
         self.every = max(1, total // 20)
         self.t0 = time.perf_counter()
@@ -153,6 +155,7 @@ def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str
 
 def print_inspect_report(report: Any) -> None:
     """The files written, the figures skipped and why, and the property table."""
+    # deferred: inspection imports torch; `posenc encodings` prints without it
     from posenc_cli.inspection.summary import verdict
 
     s = report.subject

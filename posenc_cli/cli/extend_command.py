@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from omegaconf import OmegaConf
 
 from posenc_cli.cli.errors import user_errors
+from posenc_cli.common.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -35,6 +37,7 @@ def extend(
     """Continue a trained run at factor x its training length with a context-extension
     method (configs/extend/default.yaml); writes a new run directory. Swept values
     (extend.method=pi,yarn) or experiment=context_extension run every combination."""
+    # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.extend_plan import plan_jobs
     from posenc_cli.cli.preflight import preflight
 
@@ -53,8 +56,8 @@ def extend(
 
 def _run(run_dir: Path, job: Job) -> None:
     """Train one new run, or evaluate the parent with the method (extend.steps=0)."""
-    from omegaconf import OmegaConf
 
+    # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.console import print_eval_result, print_run_summary
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
@@ -78,9 +81,6 @@ def _run(run_dir: Path, job: Job) -> None:
 
 def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
     """.hydra/config.yaml and overrides.yaml, as `posenc train` leaves them."""
-    from omegaconf import OmegaConf
-
-    from posenc_cli.common.atomic import write_text_atomic
 
     write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg))
     write_text_atomic(

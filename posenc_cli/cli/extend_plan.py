@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from omegaconf import OmegaConf
+
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import compose, validate
+from posenc_cli.config.extension import child_config, extended_length
+from posenc_cli.config.overrides import expand_sweep, given, key_of
+from posenc_cli.config.rundir import load_run_config, planned_run_dir
+from posenc_cli.encodings.registry import encoding_class
+from posenc_cli.engine.extension import parent_checkpoint
 
 #: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
 HOW = {
@@ -55,8 +63,6 @@ class Job:
 
 def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     """Every job, checked; and the grid's folder (None for one job)."""
-    from posenc_cli.config.compose import compose
-    from posenc_cli.config.overrides import expand_sweep, key_of
 
     _check_overrides(args)  # before composing, whose checks would name the wrong problem
     requested = compose(expand_sweep(args)[0], with_hydra=True)  # the experiment's sweep
@@ -64,7 +70,9 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     combos = expand_sweep(args, {str(k): str(v) for k, v in params.items()})
     if len(combos) == 1:
         return [_job(run_dir, combos[0], requested, grid=False)], None
-    root, rotary, jobs = _grid_root(requested, args), parent_is_rotary(run_dir), []
+    root = _grid_root(requested, args)
+    rotary = parent_is_rotary(run_dir)
+    jobs = []
     for combo in combos:
         given = dict(o.split("=", 1) for o in combo)
         method = given.get("extend.method", str(requested.extend.method))
@@ -81,12 +89,10 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
 
 def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool) -> Job | None:
     """One combination planned (None: the parent itself, in a grid)."""
-    from posenc_cli.config.extension import extended_length
-    from posenc_cli.config.rundir import load_run_config
-    from posenc_cli.engine.extension import parent_checkpoint
 
     ext = requested.extend
-    method, steps = str(ext.method), int(ext.steps)
+    method = str(ext.method)
+    steps = int(ext.steps)
     if steps > 0:
         cfg, planned = plan_extension(run_dir, overrides, requested)
         return Job(method, steps, tuple(overrides), cfg, planned)
@@ -108,10 +114,6 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
 
 def _grid_root(requested: DictConfig, args: list[str]) -> Path:
     """hydra.run.dir when given, else outputs/<date>/<time>-extend; checked, not created."""
-    from omegaconf import OmegaConf
-
-    from posenc_cli.config.overrides import given
-    from posenc_cli.config.rundir import planned_run_dir
 
     if given(args, "hydra.run.dir"):
         return planned_run_dir(requested, args)
@@ -121,8 +123,6 @@ def _grid_root(requested: DictConfig, args: list[str]) -> Path:
 
 def parent_is_rotary(run_dir: Path) -> bool:
     """The parent's encoding is RoPE-family (what every method but none needs)."""
-    from posenc_cli.config.rundir import load_run_config
-    from posenc_cli.encodings.registry import encoding_class
 
     return encoding_class(str(load_run_config(run_dir).encoding._target_)).rotary
 
@@ -145,13 +145,6 @@ def plan_extension(
 ) -> tuple[DictConfig, Path]:
     """The new run's config and directory (checked, not created); ``requested`` is the
     overrides composed."""
-    from omegaconf import OmegaConf
-
-    from posenc_cli.config.compose import validate
-    from posenc_cli.config.extension import child_config
-    from posenc_cli.config.overrides import given
-    from posenc_cli.config.rundir import load_run_config, planned_run_dir
-    from posenc_cli.engine.extension import parent_checkpoint
 
     _check_overrides(overrides)
     ext = requested.extend
@@ -175,7 +168,6 @@ def plan_extension(
 
 def _check_overrides(overrides: list[str]) -> None:
     """Only extend.* and how the run executes: the rest is the parent's."""
-    from posenc_cli.config.overrides import key_of
 
     for key in map(key_of, overrides):
         allowed = key.startswith("extend.") or key in HOW or key == "experiment"

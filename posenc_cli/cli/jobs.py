@@ -94,7 +94,8 @@ def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:
 
 def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
     """The configured tasks on the trained model; a signal or a full disk is one line."""
-    run_dir, rt = trainer.run_dir, trainer.rt
+    run_dir = trainer.run_dir
+    rt = trainer.rt
     how = f"posenc eval {run_dir}"
     with InterruptNow(f"the trained model is saved — evaluate it with: {how}"):
         faults.pause("in_eval", trainer.state.step, trainer.ckpt_dir)

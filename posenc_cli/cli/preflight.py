@@ -17,10 +17,10 @@ from posenc_cli.evals.base import get_task
 
 
 def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | None = None) -> None:
-    """The device and precision exist here, the evaluation tasks exist (and their settings hold
-    when training ends on an evaluation), the data are prepared and (unless ``data_fit`` is
-    off: a sweep reports such a job as failed) fit the run. Given the command's
-    ``overrides``, its run directory is checked first, before any tokenizing."""
+    """The device and precision exist here, the sizes fit in memory, the evaluation tasks exist
+    (and their settings hold when training ends on an evaluation), the data are prepared and
+    (unless ``data_fit`` is off: a sweep reports such a job as failed) fit the run. Given the
+    command's ``overrides``, its run directory is checked first, before any tokenizing."""
     if overrides is not None:
         planned_run_dir(cfg, overrides)
     if cfg.eval.rope_scaling != "none" and not is_extension(cfg):
@@ -34,11 +34,11 @@ def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | Non
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)
     tasks = [get_task(str(name)) for name in cfg.eval.tasks]
+    if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with
+        for task in tasks:
+            task.check(cfg)  # none reads the data: refused before minutes of tokenizing
     if not is_task(cfg):  # a synthetic task needs no corpus
         data = prepare(cfg.data)
         same_tokenizer(data.tokenizer_path, cfg)
-        if data_fit:  # a corpus too short for the run is the problem to name first
+        if data_fit:
             check_data_fits(data, cfg)
-    if cfg.eval.at_end:  # else `posenc eval` checks the settings it evaluates with
-        for task in tasks:
-            task.check(cfg)

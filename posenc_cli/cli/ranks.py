@@ -40,6 +40,7 @@ OVERSUBSCRIBE = "POSENC_OVERSUBSCRIBE"
 def check_nproc(cfg: DictConfig) -> bool:
     """train.nproc fits this machine and this way of starting posenc (before anything is
     created); returns whether the run uses CUDA."""
+    # deferred: torch only once ranks start; config errors come before it
     import torch
 
     n = int(cfg.train.nproc)
@@ -95,6 +96,7 @@ def is_follower() -> bool:
 
 
 def _comm() -> TorchComm:
+    # deferred: torch only once ranks start; config errors come before it
     import torch
 
     return TorchComm(cuda=torch.cuda.is_available())
@@ -139,6 +141,7 @@ def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str
 
 def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | None:
     """train.nproc ranks on this machine; rank 0's result, or its failure as one line."""
+    # deferred: torch only once ranks start; config errors come before it
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -260,10 +263,12 @@ def _launcher_files(n: int) -> Iterator[Any]:
     them print a C++ stack) in a private folder, removed however the run ends. The folder is
     also the temp folder while ranks start: torch names there the file a rank's exception is
     pickled into, which nobody removes when the launcher stops that rank."""
+    # deferred: torch only once ranks start; config errors come before it
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 
     folder = tempfile.mkdtemp(prefix="posenc-ranks-")
-    saved, tempfile.tempdir = tempfile.tempdir, folder
+    saved = tempfile.tempdir
+    tempfile.tempdir = folder
     try:
         yield DefaultLogsSpecs(log_dir=folder, redirects={r: Std.ERR for r in range(1, n)})
     finally:

@@ -38,6 +38,7 @@ def run_sweep(overrides: list[str]) -> None:
     """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
     overrides = [task_key_for_any_task(o) for o in overrides]
     base, jobs = plan(overrides)  # a bad key is one line before torch is imported
+    # deferred: a sweep's one-line config errors come before torch
     from posenc_cli.cli.launch import launch
     from posenc_cli.cli.preflight import preflight
 
@@ -122,6 +123,7 @@ def name_by_swept_keys(overrides: list[str]) -> str:
 
 def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
+    # deferred: a sweep's one-line config errors come before torch
     from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
 

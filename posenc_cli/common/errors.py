@@ -24,4 +24,5 @@ class RankFailure(Exception):
 
     def __init__(self, code: int, line: str) -> None:
         super().__init__(f"[exit {code}] {line}")
-        self.code, self.line = code, line
+        self.code = code
+        self.line = line

@@ -9,8 +9,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import check_extension_eval
-from posenc_cli.config.groups import config_dir, group_options
-from posenc_cli.config.schema import NAME_PATTERN, RootConfig
+from posenc_cli.config.groups import group_options, option_file
+from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
 
 #: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
 FREE_FORM = ("encoding", "task")
@@ -49,6 +49,8 @@ def check_keys_present(plain: DictConfig) -> None:
     for name, f in schema_keys():
         section, _, leaf = name.rpartition(".")
         node = OmegaConf.select(plain, section) if section else plain
+        if node is None and section in COMMAND_SECTIONS:
+            continue
         if isinstance(node, DictConfig) and leaf not in node.keys():
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             raise PosencError(
@@ -84,7 +86,8 @@ def _require(ok: bool, what: str, fix: str) -> None:
 
 
 def _check_relations(cfg: DictConfig) -> None:
-    m, t = cfg.model, cfg.train
+    m = cfg.model
+    t = cfg.train
     _require(
         m.d_model % m.n_heads == 0,
         f"model.d_model={m.d_model} is not divisible by model.n_heads={m.n_heads}",
@@ -124,6 +127,7 @@ def _check_relations(cfg: DictConfig) -> None:
 
 def _check_encoding(cfg: DictConfig) -> None:
     """The name is a plain name; building the encoding checks its own parameters."""
+    # deferred: building an encoding imports torch; earlier checks do without it
     from posenc_cli.encodings.registry import build_encoding
 
     enc = cfg.encoding
@@ -163,7 +167,7 @@ def _check_encoding_keys(enc: DictConfig) -> None:
     name = str(enc.name)
     if name not in group_options("encoding"):
         return
-    for key in OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"):
+    for key in OmegaConf.load(option_file("encoding", name)):
         _require(
             key in enc.keys(),
             f"encoding.{key} is missing from the config",

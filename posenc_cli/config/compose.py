@@ -11,7 +11,9 @@ from pathlib import Path
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
@@ -89,8 +91,6 @@ def _composition_error(exc: Exception) -> PosencError:
 
 def installed_launchers() -> list[str]:
     """The hydra/launcher options of the installed Hydra plugins (basic is Hydra's own)."""
-    from hydra.core.config_store import ConfigStore
-    from hydra.core.plugins import Plugins
 
     Plugins.instance()  # discovering the plugins registers their configs
     return sorted(n.removesuffix(".yaml") for n in ConfigStore.instance().list("hydra/launcher"))

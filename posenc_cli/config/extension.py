@@ -49,7 +49,8 @@ def child_config(
     """The new run's config: the parent's, trained at S·L for extend.steps at a constant
     rate after warmup, recording its parent."""
     cfg = copy.deepcopy(parent)
-    L, S = int(parent.train.context_length), float(ext.factor)
+    L = int(parent.train.context_length)
+    S = float(ext.factor)
     lr = float(parent.train.min_lr) if ext.lr is None else float(ext.lr)
     if lr <= 0:
         raise PosencError(

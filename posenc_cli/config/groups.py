@@ -1,4 +1,8 @@
-"""configs/ and its groups: each YAML file of a group is one option (the group's registry)."""
+"""configs/ and its groups: each YAML file of a group is one option (the group's registry).
+
+Code running in the process may add an option whose YAML lives elsewhere (``add_option``: a
+test's toy encoding, config/added_encodings.py); a config value never can.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ GROUPS = (
     "experiment",
 )
 
+#: Options added in this process by ``add_option``: group -> name -> YAML file.
+_ADDED: dict[str, dict[str, Path]] = {}
+
 
 def config_dir() -> Path:
     """configs/ shipped inside the wheel, else the checkout's top-level configs/ (editable)."""
@@ -27,16 +34,33 @@ def config_dir() -> Path:
 
 
 def group_options(group: str) -> list[str]:
-    """Names of the YAML files of one config group."""
-    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+    """Names of the YAML files of one config group (and of the options added to it)."""
+    shipped = {p.stem for p in (config_dir() / group).glob("*.yaml")}
+    return sorted(shipped | set(_ADDED.get(group, {})))
+
+
+def option_file(group: str, name: str) -> Path:
+    """The YAML file of one option of a group."""
+    return _ADDED.get(group, {}).get(name) or config_dir() / group / f"{name}.yaml"
+
+
+def add_option(group: str, name: str, path: Path) -> None:
+    """Make ``path`` the option ``name`` of ``group`` in this process (only code calls this)."""
+    _ADDED.setdefault(group, {})[name] = path
+
+
+def remove_option(group: str, name: str) -> None:
+    """Undo ``add_option``: composing ``<group>=<name>`` is refused again."""
+    _ADDED.get(group, {}).pop(name, None)
 
 
 def option_values(group: str, name: str) -> dict[str, Any]:
     """configs/<group>/<name>.yaml as a dict; a YAML of the global package (the tasks) keeps
     its values under the group's key, and that section is returned."""
+    # deferred: `posenc --help` lists option names without reading YAML
     from omegaconf import OmegaConf
 
-    yaml = OmegaConf.to_container(OmegaConf.load(config_dir() / group / f"{name}.yaml"))
+    yaml = OmegaConf.to_container(OmegaConf.load(option_file(group, name)))
     if isinstance(yaml, dict) and isinstance(yaml.get(group), dict):
         yaml = yaml[group]
     return {str(k): v for k, v in yaml.items()} if isinstance(yaml, dict) else {}

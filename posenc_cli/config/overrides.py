@@ -107,7 +107,8 @@ def check_each_key_once(overrides: list[str]) -> None:
     harmless: the last value wins, as in `posenc train`."""
     seen: dict[str, tuple[str, bool]] = {}
     for text, ov in zip(overrides, parse(overrides), strict=True):
-        key, swept = key_of(text), bool(ov.is_sweep_override())
+        key = key_of(text)
+        swept = bool(ov.is_sweep_override())
         if key in seen and (swept or seen[key][1]):
             raise PosencError(
                 f"{key} is given twice ('{seen[key][0]}' and '{text}')",

@@ -24,10 +24,10 @@ from omegaconf.errors import OmegaConfBaseException
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
-from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import resolve_received
-from posenc_cli.config.schema import NAME_PATTERN, RootConfig
+from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
 from posenc_cli.encodings.names import META_KEYS
 
 LOCK = ".posenc.lock"
@@ -93,13 +93,15 @@ def make_dirs(path: Path, exist_ok: bool = True) -> None:
 def create_exclusive(path: Path, lock: bool = False) -> Path:
     """``path``, or ``path-1``, ``path-2``, …: the first that this process could create."""
     make_dirs(path.parent)
-    candidate, n = path, 1
+    candidate = path
+    n = 1
     while True:
         try:
             make_dirs(candidate, exist_ok=False)
             break
         except FileExistsError:
-            candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+            candidate = path.with_name(f"{path.name}-{n}")
+            n += 1
     if lock:
         lock_run_dir(candidate)
     return candidate
@@ -206,6 +208,8 @@ def load_run_config(run_dir: Path) -> DictConfig:
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
     defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
     cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
+    # older runs saved the bench section too: a run's config holds none, old or new
+    cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in COMMAND_SECTIONS])
     fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
     cfg.data.cache_dir = raw_values(OmegaConf.load(config_dir() / "data" / "sotu.yaml"))[
@@ -223,7 +227,7 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
             f"the run's encoding '{name}' is not one of posenc's encodings",
             f"posenc knows: {', '.join(group_options('encoding'))}",
         )
-    trusted = OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml")
+    trusted = OmegaConf.load(option_file("encoding", name))
     for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue

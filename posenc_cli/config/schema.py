@@ -26,6 +26,10 @@ from posenc_cli.encodings.names import ROPE_SCALING_METHODS as ROPE_SCALING
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
+#: Sections composed only for their own command (`posenc bench` adds +bench=default), so a
+#: training run's saved config holds none of them; checked whenever they are present.
+COMMAND_SECTIONS = ("bench",)
+
 
 @dataclass(frozen=True)
 class Rule:

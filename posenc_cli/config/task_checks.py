@@ -76,7 +76,8 @@ def check_task(cfg: DictConfig) -> None:
             f"unknown task '{name}'", f"choose one of: {', '.join(group_options('task'))}"
         )
     _check_keys(task, name)
-    train, test = _lengths(task, "train_lengths"), _lengths(task, "test_lengths")
+    train = _lengths(task, "train_lengths")
+    test = _lengths(task, "test_lengths")
     if len(train) != 2 or not 1 <= train[0] <= train[1]:
         raise PosencError(
             f"task.train_lengths={train} is not a range [shortest, longest] with "
@@ -94,6 +95,7 @@ def check_task(cfg: DictConfig) -> None:
             f"task.test_instances={task.get('test_instances')!r} is not a positive whole number",
             "e.g. task.test_instances=500",
         )
+    # deferred: numpy only for a synthetic-task run
     from posenc_cli.synthetic.base import build_task
 
     build_task(task)
@@ -106,6 +108,7 @@ def prepare_task(cfg: DictConfig) -> None:
     check_task(cfg)
     if not is_task(cfg):
         return
+    # deferred: numpy only for a synthetic-task run
     from posenc_cli.synthetic.base import build_task
 
     longest = build_task(cfg.task).sequence_length(int(cfg.task.train_lengths[1]))

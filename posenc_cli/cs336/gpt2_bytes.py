@@ -12,7 +12,8 @@ def byte_to_unicode() -> dict[int, str]:
         *range(ord("¡"), ord("¬") + 1),
         *range(ord("®"), ord("ÿ") + 1),
     ]
-    table, extra = {}, 0
+    table = {}
+    extra = 0
     for b in range(256):
         if b in keep:
             table[b] = chr(b)

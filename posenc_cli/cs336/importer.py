@@ -21,7 +21,7 @@ from posenc_cli.cs336.bpe_checks import check_embedding, check_finite
 from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.state import Weights, load_weights
 from posenc_cli.engine.checkpoint import save_atomic
-from posenc_cli.engine.metrics import merge_metrics
+from posenc_cli.engine.metrics import imported_metrics, merge_metrics
 from posenc_cli.model import TransformerLM, build_model
 
 #: What the weights cannot tell and the user must say, with an example.
@@ -134,25 +134,10 @@ def _write_run(
 def _metrics(
     cfg: DictConfig, weights: Weights, model: TransformerLM, tokens: int, sources: dict[str, Path]
 ) -> dict[str, Any]:
-    return {
-        "encoding": "rope",
-        "seed": int(cfg.seed),
-        "train_length": int(cfg.train.context_length),
-        "steps": weights.iteration,
-        "imported": {
-            "from": "cs336",
-            **{k: str(p) for k, p in sources.items()},
-            **{f"{k}_sha256": file_digest(p, "sha256") for k, p in sources.items()},
-        },
-        "final_val_loss": None,
-        "final_train_loss": None,
-        "best_val_loss": None,
-        "tokens_per_s": None,
-        "n_params": model.num_parameters(),
-        "train_tokens": None,
-        "model": OmegaConf.to_container(cfg.model),
-        "data": "imported",
-        "vocab_size": weights.vocab_size,
-        "tokenizer_tokens": tokens,
-        "precision": "fp32",  # evaluations pin it, so they reproduce on any machine
+    imported = {
+        "from": "cs336",
+        **{k: str(p) for k, p in sources.items()},
+        **{f"{k}_sha256": file_digest(p, "sha256") for k, p in sources.items()},
     }
+    sizes = (model.num_parameters(), weights.vocab_size, tokens)
+    return imported_metrics(cfg, sizes, weights.iteration, imported)

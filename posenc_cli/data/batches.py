@@ -33,7 +33,8 @@ def windows(
     """Inputs and next-token targets of the windows starting at ``starts``."""
     rows = np.stack([np.asarray(ids[s : s + context_length + 1], dtype=np.int64) for s in starts])
     xy = torch.from_numpy(rows)
-    x, y = xy[:, :-1], xy[:, 1:]
+    x = xy[:, :-1]
+    y = xy[:, 1:]
     if str(device).startswith("cuda"):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
             device, non_blocking=True

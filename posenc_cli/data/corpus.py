@@ -64,7 +64,8 @@ def read_chunks(path: Path) -> Iterator[str]:
     a user error."""
     with open(path, "rb") as fh:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
-        offset, held = 0, ""
+        offset = 0
+        held = ""
         while True:
             raw = fh.read(READ_CHUNK_CHARS)
             try:

@@ -38,7 +38,8 @@ def is_saved_folder(path: Path) -> bool:
 def _open(data_cfg: Any) -> Any:
     """The split as a dataset that iterates rows (streamed unless it is already on disk)."""
     lib = _datasets()
-    name, split = str(data_cfg.dataset), str(data_cfg.split)
+    name = str(data_cfg.dataset)
+    split = str(data_cfg.split)
     local = Path(name).expanduser()
     if local.is_dir() and is_saved_folder(local):
         saved = lib.load_from_disk(str(local))

@@ -42,7 +42,9 @@ class PrepProgress:
 
     def add(self, docs: int, ids: int, size: int) -> None:
         """``docs`` more documents of ``size`` UTF-8 bytes, encoded into ``ids`` ids."""
-        self.docs, self.ids, self.bytes = self.docs + docs, self.ids + ids, self.bytes + size
+        self.docs = self.docs + docs
+        self.ids = self.ids + ids
+        self.bytes = self.bytes + size
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, line=self.line())
 

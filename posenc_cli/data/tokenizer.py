@@ -6,6 +6,7 @@ Byte level means every string round-trips exactly and no text is ever out of voc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,22 @@ def load_tokenizer(path: Path) -> Tokenizer:
             f"tokenizer '{path}' cannot be read ({str(exc)[:80]})",
             "restore it from its run or remove it so it is rebuilt",
         ) from None
+
+
+def check_not_byte_level(path: Path) -> None:
+    """A saved BPE whose vocabulary holds tokens beyond the bytes and its special tokens must
+    have the merges that reach them: without any, every text is encoded byte by byte, and a
+    model scored on that reports the perplexity of text it never saw tokenized that way."""
+    tok = load_tokenizer(path)
+    model = json.loads(tok.to_str()).get("model", {})
+    beyond = tok.get_vocab_size() - 256 - len(tok.get_added_tokens_decoder())
+    if model.get("type") == "BPE" and not model.get("merges") and beyond > 0:
+        raise PosencError(
+            f"tokenizer '{path}' has {beyond} tokens beyond the bytes but no merges, so "
+            "every text would be encoded byte by byte",
+            "restore the tokenizer.json its run was made with (for an imported model, "
+            "import it again with its merges file)",
+        )
 
 
 #: The end-of-text tokens of other tokenizers (imported models), tried after posenc's own.

@@ -32,7 +32,8 @@ def write_ids(
 ) -> tuple[int, bool]:
     """Encode in batches of ~4 M characters (parallel in Rust), <|endoftext|> after each
     segment; stop after ``limit`` ids. Returns (ids written, whether the limit cut the text)."""
-    eot, count = np.array([eot_id(tok)], dtype=dtype), 0
+    eot = np.array([eot_id(tok)], dtype=dtype)
+    count = 0
     with open(path, "wb") as fh:
         for batch in _batches(segments):
             encoded = tok.encode_batch(batch, add_special_tokens=False)
@@ -64,6 +65,7 @@ def _batches(segments: Iterator[str]) -> Iterator[list[str]]:
         size += len(seg)
         if size >= ENCODE_BATCH_CHARS:
             yield batch
-            batch, size = [], 0
+            batch = []
+            size = 0
     if batch:
         yield batch

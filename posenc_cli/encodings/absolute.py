@@ -54,7 +54,7 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
         nn.init.trunc_normal_(self.weight, std=1.0, a=-3.0, b=3.0)
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
-        if torch.compiler.is_compiling():  # reading a position would split the graph
+        if self.tracing():  # reading a position would split the graph
             return x_BTD + self.weight[pos_T].to(x_BTD.dtype)
         if range_key(pos_T) is None:  # randomized positions: a gather
             self.check_length(int(pos_T[-1]) + 1)
@@ -82,9 +82,7 @@ class SinusoidalEncoding(PositionalEncoding):
 
     def table(self, pos_T: Tensor) -> Tensor:
         """(T, D) encodings of the positions, cached per range and device."""
-        if torch.compiler.is_compiling():  # the key reads a position: a graph break
-            return sinusoid(pos_T, self.inv_freq).float()
-        return self._cache.get(range_key(pos_T), lambda: sinusoid(pos_T, self.inv_freq).float())
+        return self.cached(self._cache, pos_T, lambda: sinusoid(pos_T, self.inv_freq).float())
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         return x_BTD + self.table(pos_T).to(x_BTD.dtype)

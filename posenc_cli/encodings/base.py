@@ -26,7 +26,7 @@ Whether an encoding has a bias, and of which kind, follows from the hooks it ove
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.encodings.cache import BoundedCache
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,9 +127,14 @@ class PositionalEncoding(nn.Module):
     has_pair_bias: ClassVar[bool] = False
     has_content_bias: ClassVar[bool] = False
     has_key_bias: ClassVar[bool] = False
+    has_content_attention: ClassVar[bool] = False
     #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
-    #: may rescale their frequencies.
+    #: may rescale their frequencies (``extend_context``).
     rotary: ClassVar[bool] = False
+    #: The name of the encoding's family in messages ("rope", "xpos"); "" for none.
+    family: ClassVar[str] = ""
+    #: Multiplier of the attention logits a context extension sets (YaRN's); 1 otherwise.
+    attention_factor: float = 1.0
     #: Longest sequence the encoding is defined for; None means any length.
     max_len: int | None = None
     #: The config name (configs/encoding/<name>.yaml), set by the registry.
@@ -140,6 +146,9 @@ class PositionalEncoding(nn.Module):
         cls.has_pair_bias = cls.pair_bias is not PositionalEncoding.pair_bias
         cls.has_content_bias = cls.content_bias is not PositionalEncoding.content_bias
         cls.has_key_bias = cls.key_bias is not PositionalEncoding.key_bias
+        cls.has_content_attention = (
+            cls.content_attention is not PositionalEncoding.content_attention
+        )
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__()
@@ -188,6 +197,15 @@ class PositionalEncoding(nn.Module):
         """
         raise NotImplementedError
 
+    def content_attention(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
+    ) -> Tensor:
+        """softmax(scale·q·kᵀ + content_bias(q, k, site))·v (B, H, T, E) in one autograd node,
+        for a content bias sharing work with the attention (CoPE's gates are σ of its logits).
+        Used under autograd, with q and k as ``transform_qk`` leaves them and no query scaling;
+        everywhere else ``content_bias`` goes through the model's attention."""
+        raise NotImplementedError
+
     def key_bias(self, k_BHSE: Tensor, site: BiasSite) -> Tensor:
         """(B, H, S) key term v_j of a content bias u_i + v_j (u_i is constant along a softmax
         row, so it never matters), for the keys of ``site``; float64 where v is a long sum
@@ -216,6 +234,36 @@ class PositionalEncoding(nn.Module):
                 f"encoding '{name}' is defined for at most {self.max_len} positions, got {length}",
                 f"use lengths <= encoding.max_len, or raise encoding.max_len (now {self.max_len})",
             )
+
+    def extend_context(self, method: str, factor: float, original_length: int) -> None:
+        """Evaluate with ``method``'s positions stretched by ``factor`` (eval.rope_scaling);
+        ``none`` restores the model's own. Only a ``rotary`` encoding overrides this, and
+        callers check ``rotary`` first, so reaching here is a configuration error."""
+        raise PosencError(
+            f"encoding '{self.config_name or type(self).__name__}' has no context extension",
+            "use a RoPE-family encoding (rope, xpos) with eval.rope_scaling or posenc extend",
+        )
+
+    def adopt_extension(self, method: str, factor: float, original_length: int) -> None:
+        """Make ``method``'s positions the model's own (a `posenc extend` run)."""
+        self.extend_context(method, factor, original_length)
+
+    @staticmethod
+    def tracing() -> bool:
+        """True while torch.compile traces the model. A hook must then not read position
+        *values* (``int(pos[0])``, a cache key built from them): that splits the graph."""
+        return torch.compiler.is_compiling()
+
+    def cached(
+        self, cache: BoundedCache, pos: Tensor, compute: Callable[[], Tensor], *extra: Hashable
+    ) -> Tensor:
+        """``compute()`` for the positions ``pos`` through ``cache``, keyed by their range
+        (``range_key``) and ``extra``; computed afresh while tracing and for positions that are
+        not a range, so no key ever reads a position under compile or names the wrong set."""
+        if self.tracing():
+            return compute()
+        key = range_key(pos)
+        return cache.get(None if key is None else (*key, *extra), compute)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}"

@@ -90,7 +90,8 @@ class DebertaEncoding(PositionalEncoding):
         evaluation (no gradient) one broadcast row for the keys beyond the clipping distance
         plus a band of width k near the diagonal — no pass over (T, S) beyond the sum itself.
         """
-        S, scale = k_BHSE.shape[-2], self.softmax_scale(self.head_dim)
+        S = k_BHSE.shape[-2]
+        scale = self.softmax_scale(self.head_dim)
         hi = largest_distance(site)
         k_r, q_r = self.causal_tables(forward_distances(site), site.layer, site.cache)
         k_r = k_r[:, k_r.shape[1] - hi - 1 :].to(q_BHTE.dtype)
@@ -119,7 +120,8 @@ class DebertaEncoding(PositionalEncoding):
 
     def _gathered(self, p2c_asc: Tensor, site: BiasSite) -> Tensor:
         """(B, H, T, S) p2c from its (B, H, W, S) rows of distances 0 … W-1 (clipped)."""
-        (B, H, W, S), T = p2c_asc.shape, site.queries.length
+        B, H, W, S = p2c_asc.shape
+        T = site.queries.length
         key = (
             None
             if not site.queries.contiguous
@@ -143,11 +145,13 @@ def _add_banded(c2p_BHTS: Tensor, p2c_BHWS: Tensor, start: int) -> Tensor:
     start >= W-2. p2c may be a column slice of a longer tensor (any row stride).
     """
     out = c2p_BHTS + p2c_BHWS[:, :, :1]
-    (B, H, T, S), W = out.shape, p2c_BHWS.shape[2]
+    B, H, T, S = out.shape
+    W = p2c_BHWS.shape[2]
     if W > 1:
         p = p2c_BHWS if p2c_BHWS.stride(-1) == 1 else p2c_BHWS.contiguous()
         sb, sh, row, _ = p.stride()
-        o, po = start - (W - 2), p.storage_offset()
+        o = start - (W - 2)
+        po = p.storage_offset()
         band = out.as_strided((B, H, T, W - 1), (H * T * S, T * S, S + 1, 1), o)
         near = p.as_strided((B, H, T, W - 1), (sb, sh, 1, row + 1), po + row + o)
         far = p.as_strided((B, H, T, W - 1), (sb, sh, 1, 1), po + o)

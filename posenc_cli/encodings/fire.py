@@ -58,9 +58,9 @@ class FireEncoding(PositionalEncoding):
         )
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
-    #: Bias-sized tensors ``pair_bias`` holds at once: the gathered slopes and intercepts
-    #: and their sum.
-    bias_buffers = 3
+    #: Bias-sized tensors ``pair_bias`` holds at once: the gathered intercepts (which become
+    #: the bias) and slopes.
+    bias_buffers = 2
 
     @property
     def compute_dtype(self) -> torch.dtype:
@@ -104,16 +104,30 @@ class FireEncoding(PositionalEncoding):
     def pair_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """In float32 even under autocast: bf16 would merge the normalised distances of far
         keys (a few hundred distinct values among thousands) and the gradients of c and L."""
+        return self._piecewise(pos_T, pos_S, causal=False)
+
+    def position_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
+        """``pair_bias`` with the causal mask folded into the pieces: a key after its query
+        falls in one more piece, of slope 0 and intercept -inf, which saves a masking pass
+        over every head."""
+        return self._piecewise(pos_T, pos_S, causal=True).float().unsqueeze(0)
+
+    def _piecewise(self, pos_T: Tensor, pos_S: Tensor, causal: bool) -> Tensor:
+        """(H, T, S): one bucket search per pair, one multiply-add per pair and head."""
         with torch.autocast(pos_T.device.type, enabled=False):
             u = self.normalised_distance(pos_T, pos_S)
             kinks, slope, intercept = self.pieces()
-            piece = torch.bucketize(u.detach(), kinks).flatten()
+            piece = torch.bucketize(u.detach(), kinks)
+            if causal:
+                piece.masked_fill_(pos_S[None, :] > pos_T[:, None], kinks.numel() + 1)
+                slope = torch.cat([slope, slope.new_zeros(slope.shape[0], 1)], 1)
+                intercept = torch.cat(
+                    [intercept, intercept.new_full((slope.shape[0], 1), float("-inf"))], 1
+                )
             shape = (slope.shape[0], *u.shape)
-            return torch.addcmul(
-                intercept.index_select(1, piece).view(shape),
-                slope.index_select(1, piece).view(shape),
-                u,
-            )
+            piece = piece.flatten()
+            bias = intercept.index_select(1, piece).view(shape)
+            return bias.addcmul_(slope.index_select(1, piece).view(shape), u)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, shared across layers"

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, positive_number, range_key
+from posenc_cli.encodings.base import PositionalEncoding, positive_number
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.rope_scaling import YARN_RAMPS, scaled_frequencies
 
@@ -80,7 +80,8 @@ class RotaryEncoding(PositionalEncoding):
                 "choose model.d_model and model.n_heads so d_model/n_heads is even",
             )
         self.theta = theta = positive_number("theta", theta)
-        self.rotary_fraction, self.p = float(rotary_fraction), float(p)
+        self.rotary_fraction = float(rotary_fraction)
+        self.p = float(p)
         inv, self.rotary_dims = rotary_frequencies(head_dim, theta, rotary_fraction, p)
         self.register_buffer("trained_inv_freq", inv, persistent=False)
         self.register_buffer("inv_freq", inv.float(), persistent=False)
@@ -114,7 +115,7 @@ class RotaryEncoding(PositionalEncoding):
     def phase(self, pos: Tensor) -> Tensor:
         """a·e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
         thousands), a the attention factor (1 unless YaRN), cached per position range."""
-        return self._phases.get(range_key(pos), lambda: torch.complex(*self._cos_sin_uncached(pos)))
+        return self.cached(self._phases, pos, lambda: torch.complex(*self._cos_sin_uncached(pos)))
 
     def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
@@ -128,10 +129,11 @@ class RotaryEncoding(PositionalEncoding):
         backward instead of six elementwise passes and a stack (~10x faster on CPU). Under
         torch.compile, which cannot trace complex views, the real form is fused by the compiler.
         """
-        if torch.compiler.is_compiling():  # no cache: its key would read positions
+        if self.tracing():  # no cache, and no complex views, which the compiler cannot trace
             cos, sin = self._cos_sin_uncached(pos_T)
             x = x_BHTE.float().unflatten(-1, (-1, 2))
-            x0, x1 = x[..., 0], x[..., 1]
+            x0 = x[..., 0]
+            x1 = x[..., 1]
             out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
             return out.flatten(-2).to(x_BHTE.dtype)
         pairs = x_BHTE.float().unflatten(-1, (-1, 2))

@@ -22,11 +22,13 @@ from posenc_cli.encodings.names import ROPE_SCALING_METHODS as METHODS
 
 #: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32;
 #: transformers' beta_slow and beta_fast).
-YARN_ALPHA, YARN_BETA = 1.0, 32.0
+YARN_ALPHA = 1.0
+YARN_BETA = 32.0
 #: encoding.yarn_ramp values: transformers' (and the YaRN authors' code) or the paper's eq. 18.
 YARN_RAMPS = ("hf", "paper")
 #: Llama 3.1's low- and high-frequency factors (Meta's reference rope scaling).
-LLAMA3_LOW, LLAMA3_HIGH = 1.0, 4.0
+LLAMA3_LOW = 1.0
+LLAMA3_HIGH = 4.0
 
 
 def position_interpolation(inv_freq: Tensor, factor: float) -> Tensor:
@@ -61,7 +63,8 @@ def yarn_hf_ramp(inv_freq: Tensor, base: float, rotary_dims: int, original_lengt
     clips them, the upper bound nudged by 0.001 when they meet."""
     low = math.floor(yarn_correction_dim(YARN_BETA, rotary_dims, base, original_length))
     high = math.ceil(yarn_correction_dim(YARN_ALPHA, rotary_dims, base, original_length))
-    low, high = max(low, 0), min(high, rotary_dims - 1)
+    low = max(low, 0)
+    high = min(high, rotary_dims - 1)
     if low == high:
         high += 0.001
     k = torch.arange(inv_freq.numel(), dtype=torch.float64)
@@ -108,11 +111,14 @@ def scaled_frequencies(
     zero = inv == 0
     inv = torch.where(zero, torch.ones_like(inv), inv)  # no division by 0 (masked below)
     if method == "none" or factor <= 1.0:
-        out, attention = inv, 1.0
+        out = inv
+        attention = 1.0
     elif method == "pi":
-        out, attention = position_interpolation(inv, factor), 1.0
+        out = position_interpolation(inv, factor)
+        attention = 1.0
     elif method in ("ntk", "dynamic_ntk"):
-        out, attention = ntk_aware(inv, base, rotary_dims, factor), 1.0
+        out = ntk_aware(inv, base, rotary_dims, factor)
+        attention = 1.0
     elif method == "yarn":
         if yarn_ramp == "paper":
             ramp = yarn_paper_ramp(inv, original_length)
@@ -120,5 +126,6 @@ def scaled_frequencies(
             ramp = yarn_hf_ramp(inv, base, rotary_dims, original_length)
         out, attention = yarn(inv, factor, ramp)
     else:
-        out, attention = llama3(inv, factor, original_length), 1.0
+        out = llama3(inv, factor, original_length)
+        attention = 1.0
     return out.masked_fill(zero, 0.0), attention

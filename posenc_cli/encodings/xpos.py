@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from posenc_cli.encodings.base import positive_number, range_key
+from posenc_cli.encodings.base import positive_number
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.rope import RotaryEncoding
 
@@ -49,10 +49,7 @@ class XPosEncoding(RotaryEncoding):
             power = (pos.double() - centre)[:, None] / self.scale_base
             return (self.zeta[None, :] ** power).float().repeat_interleave(2, dim=-1)
 
-        if torch.compiler.is_compiling():  # a cache key would read positions
-            return compute()
-        key = range_key(pos)
-        return self._scales.get(key and (*key, float(centre)), compute)
+        return self.cached(self._scales, pos, compute, float(centre))
 
     def transform_qk(
         self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor, layer: int

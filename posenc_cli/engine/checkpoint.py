@@ -81,9 +81,11 @@ def restore(
     A checkpoint of another model raises RuntimeError, KeyError, ValueError or TypeError."""
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
-    st.step, st.best_val = int(ck["step"]), float(ck["best_val"])
+    st.step = int(ck["step"])
+    st.best_val = float(ck["best_val"])
     st.wall_s = float(ck["wall_s"])
-    st.last_val, st.last_train = ck.get("last_val"), ck.get("last_train")
+    st.last_val = ck.get("last_val")
+    st.last_train = ck.get("last_train")
     st.batch_rng.set_state(ck["batch_rng"])
     torch.set_rng_state(ck["torch_rng"])
     saved_world = int(ck.get("world_size", 1))
@@ -128,6 +130,11 @@ def load(path: Path, fix: str = "resume from another run or start a new one") ->
     state = load_tensors(path, f"checkpoint '{path}' is damaged or unsafe", fix)
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise PosencError(f"checkpoint '{path}' holds no model state", fix)
+    step = state.get("step", 0)
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise PosencError(
+            f"checkpoint '{path}' records step {step!r}, not a whole number >= 0", fix
+        )
     return state
 
 

@@ -14,6 +14,7 @@ elsewhere: x + 0 is x, so the result does not depend on the reduction order.
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 #: How long a rank waits in a collective for the others: a dead peer is reported by the
 #: launcher long before this; it only bounds a hang the launcher cannot see.
@@ -51,7 +54,10 @@ class Comm(Protocol):
 class Solo:
     """One process: every collective returns its input."""
 
-    rank, world_size, local_rank, local_world_size = 0, 1, 0, 1
+    rank = 0
+    world_size = 1
+    local_rank = 0
+    local_world_size = 1
 
     def all_sum(self, values: np.ndarray) -> np.ndarray:
         return values
@@ -82,9 +88,9 @@ class TorchComm:
     reduction of evaluation results), NCCL for CUDA tensors where the ranks use GPUs."""
 
     def __init__(self, cuda: bool) -> None:
-        import torch.distributed as dist
 
-        self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         if cuda:  # before the process group, so NCCL binds this rank's own GPU
@@ -148,9 +154,6 @@ def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     so no search for unused parameters; buffers are not trained statistics but caches every
     rank computes alike, so they are not broadcast (a broadcast would also make the sharded
     validation, where ranks run different numbers of forwards, wait on each other)."""
-    import inspect
-
-    from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
     known = inspect.signature(DistributedDataParallel).parameters  # renamed in torch 2.13

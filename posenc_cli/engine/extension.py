@@ -39,12 +39,9 @@ def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, 
             "extend a run that has trained until its first checkpoint"
             + (", or use extend.checkpoint=last" if which == "best" else ""),
         )
-    ck = checkpoint.load(path, ANOTHER)
-    step = ck.get("step", 0)
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise PosencError(f"checkpoint '{path}' records step {step!r}", ANOTHER)
+    ck = checkpoint.load(path, ANOTHER)  # its step is a whole number, checked there
     _check_fits(path, ck["model"], cfg)
-    return step, checkpoint.state_digest(ck["model"])
+    return int(ck.get("step", 0)), checkpoint.state_digest(ck["model"])
 
 
 def _check_fits(path: Path, state: dict[str, Any], cfg: DictConfig) -> None:
@@ -81,7 +78,8 @@ def extension_metrics(cfg: DictConfig, model: nn.Module) -> dict[str, Any]:
     run in the parent's table with a row of its own."""
     if not is_extension(cfg):
         return {}
-    ext, enc = cfg.extend, getattr(model, "encoding", None)
+    ext = cfg.extend
+    enc = getattr(model, "encoding", None)
     parent = read_metrics(Path(str(ext.parent)))
     return {
         "extend": {

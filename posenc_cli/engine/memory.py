@@ -47,7 +47,8 @@ def n_params(cfg: Any, vocab: int) -> int:
 def forward_bytes(cfg: Any, vocab: int, tokens: int, backward: bool) -> int:
     """Activations of a forward over ``tokens`` tokens: the logits (and their gradient), and
     the saved activations of every layer when a backward follows (one layer's otherwise)."""
-    d, layers = int(cfg.model.d_model), int(cfg.model.n_layers)
+    d = int(cfg.model.d_model)
+    layers = int(cfg.model.n_layers)
     logits = tokens * vocab * FLOAT * (2 if backward else 1)
     saved = tokens * d * SAVED_PER_TOKEN * FLOAT * (layers if backward else 1)
     return logits + saved
@@ -56,7 +57,8 @@ def forward_bytes(cfg: Any, vocab: int, tokens: int, backward: bool) -> int:
 def training_needs(cfg: Any, vocab: int) -> list[Need]:
     """What a training run holds, by the key that makes it large."""
     t = cfg.train
-    B, L = int(t.batch_size), int(t.context_length)
+    B = int(t.batch_size)
+    L = int(t.context_length)
     state = n_params(cfg, vocab) * FLOAT * 4  # weights, gradients, two AdamW moments
     windows = int(t.eval_batches) * B
     longest = L * max(int(f) for f in cfg.eval.factors)

@@ -16,8 +16,10 @@ class Throughput:
 
     def __init__(self, tokens_per_step: int) -> None:
         self.tokens_per_step = tokens_per_step
-        self.steps, self.loss_sum = 0, None
-        self.t0, self.excluded = time.perf_counter(), 0.0
+        self.steps = 0
+        self.loss_sum = None
+        self.t0 = time.perf_counter()
+        self.excluded = 0.0
 
     def add(self, loss: torch.Tensor) -> None:
         self.steps += 1
@@ -35,8 +37,10 @@ class Throughput:
         elapsed = time.perf_counter() - self.t0 - self.excluded
         loss = float(self.loss_sum.item()) / self.steps if self.loss_sum is not None else math.nan
         rate = self.tokens_per_step * self.steps / max(elapsed, 1e-9)
-        self.steps, self.loss_sum = 0, None
-        self.t0, self.excluded = time.perf_counter(), 0.0
+        self.steps = 0
+        self.loss_sum = None
+        self.t0 = time.perf_counter()
+        self.excluded = 0.0
         return loss, rate
 
 

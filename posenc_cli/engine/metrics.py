@@ -14,6 +14,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.console import console
 
@@ -79,3 +81,31 @@ def as_finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [as_finite(v) for v in value]
     return value
+
+
+def imported_metrics(
+    cfg: Any, sizes: tuple[int, int, int], steps: int | None, imported: dict[str, Any]
+) -> dict[str, Any]:
+    """metrics.json of a run imported from another format (`posenc import-cs336`,
+    `import-hf`): every training key a trained run has, null where no training happened here,
+    and ``imported`` saying where the weights came from. ``sizes``: the model's parameters,
+    its vocabulary and the tokenizer's."""
+    n_params, vocab_size, tokenizer_tokens = sizes
+    return {
+        "encoding": "rope",
+        "seed": int(cfg.seed),
+        "train_length": int(cfg.train.context_length),
+        "steps": steps,
+        "imported": imported,
+        "final_val_loss": None,
+        "final_train_loss": None,
+        "best_val_loss": None,
+        "tokens_per_s": None,
+        "n_params": n_params,
+        "train_tokens": None,
+        "model": OmegaConf.to_container(cfg.model),
+        "data": "imported",
+        "vocab_size": vocab_size,
+        "tokenizer_tokens": tokenizer_tokens,
+        "precision": "fp32",  # evaluations pin it, so they reproduce on any machine
+    }

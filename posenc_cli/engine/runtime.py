@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
+import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +89,6 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     On CPU Inductor compiles generated C++, so without a compiler the first step would fail
     deep inside the training loop with a long traceback.
     """
-    import shutil
 
     if device.type == "cpu" and not any(shutil.which(c) for c in ("g++", "c++", "clang++")):
         raise PosencError(
@@ -126,8 +128,6 @@ def keep_freed_memory() -> None:
     again and again page-faults on every one of them (docs/performance.md). Up to 32 MB
     (glibc's limit) allocations now come from the heap, which is kept. No effect outside glibc.
     """
-    import ctypes
-    import sys
 
     if not sys.platform.startswith("linux"):
         return
@@ -135,7 +135,8 @@ def keep_freed_memory() -> None:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
         return
-    m_trim_threshold, m_mmap_threshold = -1, -3
+    m_trim_threshold = -1
+    m_mmap_threshold = -3
     libc.mallopt(m_mmap_threshold, 32 * 2**20)
     libc.mallopt(m_trim_threshold, 2**30)
 

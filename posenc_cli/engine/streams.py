@@ -44,7 +44,8 @@ class CorpusStream:
     """Random windows of the training ids (CS336 get_batch) from the run's generator."""
 
     def __init__(self, data: TokenData, cfg: Any) -> None:
-        self.data, self.cfg = data, cfg
+        self.data = data
+        self.cfg = cfg
         self.vocab_size = int(data.meta["vocab_size"])
 
     def batch(
@@ -75,7 +76,8 @@ class TaskStream:
     """Instances of sizes in task.train_lengths, drawn as a function of (seed, step)."""
 
     def __init__(self, task: SyntheticTask, cfg: Any) -> None:
-        self.task, self.cfg = task, cfg
+        self.task = task
+        self.cfg = cfg
         self.vocab_size = task.vocab_size
         lo, hi = (int(n) for n in cfg.task.train_lengths)
         self.sizes = (lo, hi)

@@ -61,7 +61,9 @@ class Trainer:
 
     def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime, data: TokenData | None) -> None:
         """``data`` is the tokenized corpus of a language-modelling run, None for a task."""
-        self.cfg, self.run_dir, self.rt = cfg, run_dir, rt
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.rt = rt
         self.stream = make_stream(cfg, data)
         self.ckpt_dir = run_dir / "checkpoints"
         torch.manual_seed(cfg.seed)
@@ -136,7 +138,8 @@ class Trainer:
             self._loop(progress if self.rt.is_main else SilentProgress)
 
     def _loop(self, progress: ProgressFactory) -> None:
-        t, st = self.cfg.train, self.state
+        t = self.cfg.train
+        st = self.state
         meter = Throughput(self._tokens_per_rank * self.rt.world_size)
         self.model.train()
         label = run_label(self.cfg)
@@ -149,14 +152,16 @@ class Trainer:
                     g["lr"] = lr
                 x, y, pos = self._batch(step)
                 loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip, pos)
-                st.step, st.tokens = step, st.tokens + meter.tokens_per_step
+                st.step = step
+                st.tokens += meter.tokens_per_step
                 meter.add(loss)
                 if step % t.log_every == 0 or step == t.steps:
                     self._log_train(meter, lr, float(grad_norm))
                 bar.update(step, st.last_train, st.tokens_per_s)
                 with meter.paused():
                     self._periodic(step, bar)
-                st.wall_s, clock = st.wall_s + time.perf_counter() - clock, time.perf_counter()
+                st.wall_s += time.perf_counter() - clock
+                clock = time.perf_counter()
                 if step % t.checkpoint_every == 0 or step == t.steps:
                     with meter.paused():
                         self.save()
@@ -181,7 +186,7 @@ class Trainer:
         if step % t.eval_every == 0 or step == t.steps:
             try:
                 val = self.validate()
-            except (MemoryError, RuntimeError):
+            except Exception:  # out of memory, a failing validation stream, ...
                 self.save()  # the steps trained so far stay resumable
                 raise
             bar.update(step, self.state.last_train, self.state.tokens_per_s, val_loss=val)
@@ -260,7 +265,9 @@ class Trainer:
 
     def metrics(self) -> dict[str, Any]:
         """The training part of metrics.json (evaluation tasks add their own keys)."""
-        cfg, st, world = self.cfg, self.state, self.rt.world_size
+        cfg = self.cfg
+        st = self.state
+        world = self.rt.world_size
         return {
             "encoding": cfg.encoding.name,
             "seed": int(cfg.seed),

@@ -41,6 +41,16 @@ class EvalTask:
     #: e.g. in tests); None: that YAML.
     defaults: ClassVar[dict[str, Any] | None] = None
 
+    #: Which table of `posenc compare` the task's results make (report/ asks, naming no
+    #: task): "by_length" (a table per setting of perplexity by length, seeds averaged, a row
+    #: per evaluation variant), "synthetic" (exact match by length per synthetic task), or
+    #: None: the table its result describes under "compare" (report/result_tables.py).
+    compare_view: ClassVar[str | None] = None
+
+    #: (field, least value) of every by-length table of the result: `posenc compare` skips a
+    #: received metrics.json holding a value no run could have written (report/validity.py).
+    result_bounds: ClassVar[tuple[tuple[str, float], ...]] = ()
+
     def settings(self, cfg: Any) -> DictConfig:
         """eval.<name>.* of the run's config over the task's defaults (older flat keys mapped)."""
         return task_settings(cfg.eval, self.name, self.defaults)
@@ -83,6 +93,7 @@ class EvalTask:
 
 def registry() -> dict[str, EvalTask]:
     """Every task in evals/tasks/, by name (the modules are imported on first use)."""
+    # deferred: the task modules import this one
     from posenc_cli.evals import tasks
 
     import_all(tasks)
@@ -95,6 +106,7 @@ def log_hparams(
     """An HParams entry in the run's own event directory (add_hparams would make a sub-run):
     ``hp`` the settings, ``metrics`` scalar tags of this run written at ``step`` (and the final
     val/loss, which training logs itself)."""
+    # deferred: torch only where TensorBoard is written; compare does without
     from torch.utils.tensorboard.summary import hparams
 
     exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})
@@ -111,6 +123,14 @@ def task_of(key: str) -> EvalTask | None:
     (evals/keys.py), the longest such name; None for a key of no task."""
     names = [n for n in registry() if key == n or key.startswith(f"{n}_")]
     return registry()[max(names, key=len)] if names else None
+
+
+def view_task(view: str) -> str:
+    """The name of the task whose results make `posenc compare`'s ``view`` table."""
+    names = [name for name, task in registry().items() if task.compare_view == view]
+    if len(names) != 1:
+        raise ValueError(f"{len(names)} evaluation tasks declare compare_view={view!r}")
+    return names[0]
 
 
 def get_task(name: str) -> EvalTask:

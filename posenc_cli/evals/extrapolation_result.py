@@ -53,7 +53,8 @@ def intervals(
     ids: np.ndarray, results: dict[int, LengthResult], eot_id: int | None
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """The 95 % bootstrap interval of each length's perplexity, and how it was made."""
-    out, unit = {}, "documents"
+    out = {}
+    unit = "documents"
     for L, r in results.items():
         order = np.argsort(r.targets, kind="stable")
         groups, unit = target_groups(ids, r.targets[order], eot_id, L)

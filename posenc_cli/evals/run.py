@@ -28,6 +28,7 @@ from posenc_cli.data.eval_text import encode_for_eval
 from posenc_cli.data.hf_corpus import SOURCE_KEYS
 from posenc_cli.data.prepare import prepare
 from posenc_cli.data.sources import open_corpus
+from posenc_cli.data.tokenizer import check_not_byte_level
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
@@ -189,6 +190,7 @@ def eval_data(
     """Held-out ids, a label (None for the run's own data) and where the text came from. An
     imported run has a tokenizer of its own, so its text is always encoded with it."""
     tokenizer = run_tokenizer(run_dir, saved)
+    check_not_byte_level(tokenizer)  # before anything is read or cached
     source = data_source(cfg.data)
     if imported and _same_data(cfg, saved):
         return encode_for_eval(cfg.data, tokenizer, held_out=True), None, source

@@ -62,7 +62,8 @@ def plan_windows(length: int, n_targets: int, stride: int) -> list[Window]:
     """Windows that score targets 0 .. n_targets-1 exactly once (see the module docstring)."""
     if not 1 <= stride <= length <= n_targets:
         raise ValueError(f"need 1 <= stride ({stride}) <= length ({length}) <= {n_targets}")
-    plan, done = [Window(0, 0)], length
+    plan = [Window(0, 0)]
+    done = length
     while done < n_targets:
         end = min(done + stride, n_targets)
         start = end - length
@@ -110,10 +111,12 @@ def score_length(
         batch = plan[k * per_batch : (k + 1) * per_batch]
         rows = window_losses(model, ids, [w.start for w in batch], length, rt)
         for w, row in zip(batch, rows, strict=True):
-            a, b = w.start + w.first - offset, w.start + length - offset
+            a = w.start + w.first - offset
+            b = w.start + length - offset
             losses[a:b] = row[w.first :]
             covered[a:b] += 1
-    losses, covered = rt.comm.all_sum(losses), rt.comm.all_sum(covered)
+    losses = rt.comm.all_sum(losses)
+    covered = rt.comm.all_sum(covered)
     assert (covered == 1).all(), "a window plan must score every target exactly once"
     targets = np.sort(scored_targets(plan, length))
     return LengthResult(length, stride, targets, losses, time.perf_counter() - t0)

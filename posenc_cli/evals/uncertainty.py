@@ -40,7 +40,8 @@ def perplexity_interval(
     sums = np.bincount(groups, weights=losses)
     counts = np.bincount(groups).astype(float)
     used = counts > 0
-    sums, counts = sums[used], counts[used]
+    sums = sums[used]
+    counts = counts[used]
     draws = bootstrap_draws(len(sums), resamples, seed)
     ppl = np.exp((draws @ sums) / (draws @ counts))
     lo, hi = np.percentile(ppl, [2.5, 97.5])

@@ -8,6 +8,7 @@ as it was (and metrics.json keeps the earlier result: evals/run.py).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ class EvalWriters:
         self.root = run_dir / "eval"
         self.open: dict[str, SummaryWriter] = {}
         self.earlier: dict[str, list[Path]] = {}
+        self.new_folders: list[Path] = [] if self.root.exists() else [self.root]
 
     def get(self, key: str) -> SummaryWriter:
         if key not in self.open:
@@ -35,6 +37,8 @@ class EvalWriters:
                     "remove it (posenc writes TensorBoard files there)",
                 )
             self.earlier[key] = _event_files(folder)
+            if not folder.exists():
+                self.new_folders.insert(0, folder)
             self.open[key] = SummaryWriter(str(folder))
         return self.open[key]
 
@@ -48,6 +52,9 @@ class EvalWriters:
             drop = [p for p in now if p not in earlier] if key in keep_earlier else earlier
             for path in drop:
                 path.unlink(missing_ok=True)
+        for folder in self.new_folders:  # an evaluation that wrote nothing leaves no folder
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _event_files(folder: Path) -> list[Path]:

@@ -9,7 +9,6 @@ to OUT once complete, so OUT is either absent or whole.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from posenc_cli.common.atomic import fsync_dir, write_json_atomic
+from posenc_cli.common.atomic import write_folder_atomic, write_json_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.extension import is_extension
@@ -57,7 +56,9 @@ def export_hf(run_dir: Path, out: Path, method: str = "none", factor: float = 1.
     tensors = llama_state(state, shape.n_layers, shape.head_dim, shape.rotary_dims)
     if config["model_type"] == "phi3":
         tensors = phi3_state(tensors, shape.n_layers)
-    _write_folder(out, lambda tmp: _write_files(tmp, config, tensors, tok_path))
+    require_safetensors()
+    make_dirs(out.parent)  # a parent posenc cannot create is one line, not a traceback
+    write_folder_atomic(out, lambda tmp: _write_files(tmp, config, tensors, tok_path))
     return [out / f for f in FILES]
 
 
@@ -77,7 +78,8 @@ def run_scaling(
                 "export it without --rope-scaling and --factor",
             )
         if ext.method != "none":
-            method, length = str(ext.method), int(ext.original_length)
+            method = str(ext.method)
+            length = int(ext.original_length)
             factor = 1.0 if method == "dynamic_ntk" else float(ext.factor)
     if method == "yarn" and cfg.encoding.get("yarn_ramp", "hf") == "paper":
         raise PosencError(
@@ -109,7 +111,8 @@ def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:
 
 
 def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
-    m, enc = cfg.model, cfg.encoding
+    m = cfg.model
+    enc = cfg.encoding
     head_dim = int(m.d_model) // int(m.n_heads)
     _, rotary_dims = rotary_frequencies(
         head_dim, float(enc.theta), float(enc.get("rotary_fraction", 1.0)), 1.0
@@ -133,6 +136,7 @@ def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
 def _write_files(
     folder: Path, config: dict[str, Any], tensors: dict[str, Any], tok_path: Path
 ) -> None:
+    # deferred: safetensors is the optional [hf] extra
     from safetensors.torch import save_file
 
     write_json_atomic(folder / "config.json", config)
@@ -156,22 +160,6 @@ def _write_files(
         },
     )
     write_json_atomic(folder / "special_tokens_map.json", specials)
-
-
-def _write_folder(out: Path, write: Any) -> None:
-    """``write(tmp)`` into a hidden sibling of ``out``, then rename it to ``out``."""
-    require_safetensors()
-    make_dirs(out.parent)
-    tmp = out.with_name(f".{out.name}.partial{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    make_dirs(tmp, exist_ok=False)
-    try:
-        write(tmp)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    fsync_dir(out.parent)
 
 
 def require_safetensors() -> None:

@@ -45,7 +45,8 @@ def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict
         raise PosencError(
             f"unknown --rope-scaling '{method}'", "choose one of: " + ", ".join(METHODS)
         )
-    L, E = shape.train_length, shape.rotary_dims
+    L = shape.train_length
+    E = shape.rotary_dims
     if method == "none":
         return shape.theta, None, L
     if factor < 1 or (factor == 1 and method != "dynamic_ntk"):  # dynamic: L'/L past L

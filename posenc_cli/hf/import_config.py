@@ -40,7 +40,8 @@ def read_config(folder: Path) -> dict[str, Any]:
 def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
     """posenc config keys and values for the checkpoint ``config`` describes."""
     _check_family(config, where)
-    d_model, heads = _positive(config, "hidden_size"), _positive(config, "num_attention_heads")
+    d_model = _positive(config, "hidden_size")
+    heads = _positive(config, "num_attention_heads")
     if d_model % heads or config.get("head_dim") not in (None, d_model // heads):
         raise PosencError(
             f"{where}: head_dim={config.get('head_dim')} is not hidden_size/num_attention_heads",

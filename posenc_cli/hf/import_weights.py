@@ -50,6 +50,7 @@ def weight_files(folder: Path) -> list[Path]:
 
 def read_safetensors(files: list[Path]) -> dict[str, Tensor]:
     """Every tensor of the files as float32, a damaged or missing file as one line."""
+    # deferred: safetensors is the optional [hf] extra
     from safetensors import SafetensorError, safe_open
 
     state: dict[str, Tensor] = {}

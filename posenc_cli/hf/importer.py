@@ -23,7 +23,7 @@ from posenc_cli.config.overrides import given, key_of
 from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.engine.checkpoint import save_atomic
-from posenc_cli.engine.metrics import merge_metrics
+from posenc_cli.engine.metrics import imported_metrics, merge_metrics
 from posenc_cli.hf.export import require_safetensors
 from posenc_cli.hf.import_config import read_config, settings
 from posenc_cli.hf.import_weights import check_finite, posenc_state, read_safetensors, weight_files
@@ -142,26 +142,11 @@ def _metrics(
     cfg: DictConfig, model: TransformerLM, tok: Tokenizer, name: str, folder: Path
 ) -> dict[str, Any]:
     files = {"config": folder / "config.json", "tokenizer": folder / "tokenizer.json"}
-    return {
-        "encoding": "rope",
-        "seed": int(cfg.seed),
-        "train_length": int(cfg.train.context_length),
-        "steps": None,
-        "imported": {
-            "from": "hf",
-            "model": name,
-            "weights": [p.name for p in weight_files(folder)],
-            **{f"{k}_sha256": file_digest(p, "sha256") for k, p in files.items()},
-        },
-        "final_val_loss": None,
-        "final_train_loss": None,
-        "best_val_loss": None,
-        "tokens_per_s": None,
-        "n_params": model.num_parameters(),
-        "train_tokens": None,
-        "model": OmegaConf.to_container(cfg.model),
-        "data": "imported",
-        "vocab_size": model.vocab_size,
-        "tokenizer_tokens": tok.get_vocab_size(),
-        "precision": "fp32",  # evaluations pin it, so they reproduce on any machine
+    imported = {
+        "from": "hf",
+        "model": name,
+        "weights": [p.name for p in weight_files(folder)],
+        **{f"{k}_sha256": file_digest(p, "sha256") for k, p in files.items()},
     }
+    sizes = (model.num_parameters(), model.vocab_size, tok.get_vocab_size())
+    return imported_metrics(cfg, sizes, None, imported)

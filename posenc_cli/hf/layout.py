@@ -79,6 +79,7 @@ def phi3_state(llama: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
         p = f"model.layers.{i}."
         q, k, v = (out.pop(f"{p}self_attn.{n}_proj.weight") for n in "qkv")
         out[f"{p}self_attn.qkv_proj.weight"] = torch.cat([q, k, v])
-        gate, up = out.pop(f"{p}mlp.gate_proj.weight"), out.pop(f"{p}mlp.up_proj.weight")
+        gate = out.pop(f"{p}mlp.gate_proj.weight")
+        up = out.pop(f"{p}mlp.up_proj.weight")
         out[f"{p}mlp.gate_up_proj.weight"] = torch.cat([gate, up])
     return out

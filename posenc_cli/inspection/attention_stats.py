@@ -42,12 +42,11 @@ class StatsAccumulator:
 
     def __init__(self, heads: int, length: int, train_length: int, biased: bool) -> None:
         z = torch.zeros
-        self.distance, self.entropy, self.beyond = (
-            z(heads, dtype=torch.float64),
-            z(heads, dtype=torch.float64),
-            z(heads, dtype=torch.float64),
-        )
-        self.qk, self.count = z(length, dtype=torch.float64), z(length, dtype=torch.float64)
+        self.distance = z(heads, dtype=torch.float64)
+        self.entropy = z(heads, dtype=torch.float64)
+        self.beyond = z(heads, dtype=torch.float64)
+        self.qk = z(length, dtype=torch.float64)
+        self.count = z(length, dtype=torch.float64)
         self.bias = z(heads, length, dtype=torch.float64) if biased else None
         self.queries = 0
         self.train_length = train_length
@@ -92,7 +91,7 @@ def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionSta
     handles = [block.attn.register_forward_pre_hook(hook) for block in model.layers]
     try:
         with torch.no_grad():
-            model(ids_BT)
+            model(ids_BT, blockwise=False)  # the hooks read whole layers
     finally:
         for handle in handles:
             handle.remove()

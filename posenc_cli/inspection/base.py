@@ -116,6 +116,7 @@ class InspectFigure:
 
 def figures() -> list[InspectFigure]:
     """Every figure in inspection/figures/, in their order."""
+    # deferred: the figure modules import this one
     from posenc_cli.inspection import figures as package
 
     import_all(package)

@@ -76,12 +76,16 @@ def rotation_errors(enc: RotaryEncoding, longest: int) -> tuple[float, float]:
     of positions up to ``longest``, on the encoding's rotation alone (its ``rotate``, less
     YaRN's attention factor on q and k of a run `posenc extend` fine-tuned with it)."""
     gen = torch.Generator().manual_seed(0)
-    E, t, scale_qk = enc.head_dim, min(64, longest), enc.attention_factor
+    E = enc.head_dim
+    t = min(64, longest)
+    scale_qk = enc.attention_factor
     norm = relative = 0.0
     for _ in range(8):
-        q, k = torch.randn(1, 1, t, E, generator=gen), torch.randn(1, 1, t, E, generator=gen)
+        q = torch.randn(1, 1, t, E, generator=gen)
+        k = torch.randn(1, 1, t, E, generator=gen)
         a, b = (int(x) for x in torch.randint(0, longest - t + 1, (2,), generator=gen))
-        m, n = torch.arange(a, a + t), torch.arange(b, b + t)
+        m = torch.arange(a, a + t)
+        n = torch.arange(b, b + t)
         rq = enc.rotate(q, m) / scale_qk
         norm = max(norm, _rel(rq.norm(dim=-1), q.norm(dim=-1)))
         lhs = (rq * enc.rotate(k, n) / scale_qk).sum(-1)

@@ -10,13 +10,15 @@ import textwrap
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 
 def new_figure(
     nrows: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.4, title: str = ""
 ) -> tuple[Any, np.ndarray]:
     """A constrained-layout figure of nrows x ncols panels and its axes (always 2-D)."""
-    from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
@@ -46,7 +48,6 @@ def distance_axis(ax: Any, train_length: int, longest: int, what: str = "distanc
 
 
 def head_colors(n: int) -> list[Any]:
-    from matplotlib import colormaps
 
     cmap = colormaps["viridis"]
     return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]
@@ -93,7 +94,6 @@ def _short(value: float) -> str:
 
 def png_bytes(fig: Any) -> bytes:
     """The figure as PNG bytes (150 dpi)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
     buf = io.BytesIO()

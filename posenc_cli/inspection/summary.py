@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import numpy as np
+from matplotlib.image import imread
+from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.inspection.base import InspectReport
 from posenc_cli.inspection.properties import HOLDS, Property
@@ -29,7 +31,8 @@ def verdict(p: Property) -> str:
 
 def summary_markdown(report: InspectReport) -> str:
     s = report.subject
-    cfg, enc = s.cfg, s.encoding
+    cfg = s.cfg
+    enc = s.encoding
     m = cfg.model
     what = f"step {s.step} of a trained run" if s.trained else "untrained (as configured)"
     lines = [
@@ -96,7 +99,8 @@ def _attention_lines(report: InspectReport) -> list[str]:
     s = report.subject
     if not s.trained or not s.computed("model", s.longest):
         return []
-    short, long = s.stats("model", s.train_length), s.stats("model", s.longest)
+    short = s.stats("model", s.train_length)
+    long = s.stats("model", s.longest)
     factor = s.longest // s.train_length
     lines = [
         "",
@@ -123,8 +127,6 @@ def _slug(name: str) -> str:
 def log_tensorboard(run_dir: Path, report: InspectReport) -> None:
     """Images, scalars and the summary at the checkpoint's step in the run's event folder,
     beside its training curves; the event files of an earlier inspection are replaced."""
-    from matplotlib.image import imread
-    from torch.utils.tensorboard import SummaryWriter
 
     for old in run_dir.glob(f"events.out.tfevents.*{EVENT_SUFFIX}"):
         if old.is_file() and not old.is_symlink():

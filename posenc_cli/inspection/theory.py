@@ -39,11 +39,14 @@ def hessian_scores(positions: Tensor, inv_freq: Tensor, h: Tensor) -> tuple[Tens
     of absolute.py stores them."""
     h = h.double()
     sin, cos = _sin_cos(positions, inv_freq)
-    h_sin, h_cos = h[0::2], h[1::2]
+    h_sin = h[0::2]
+    h_cos = h[1::2]
     sinusoidal = (sin * h_sin) @ sin.T + (cos * h_cos) @ cos.T
     # RoPE of q = H·1 = (h_sin, h_cos) pairs and k = 1: rotate each pair by its position.
-    q_x, q_y = h_sin * cos - h_cos * sin, h_sin * sin + h_cos * cos
-    k_x, k_y = cos - sin, sin + cos
+    q_x = h_sin * cos - h_cos * sin
+    q_y = h_sin * sin + h_cos * cos
+    k_x = cos - sin
+    k_y = sin + cos
     rope = q_x @ k_x.T + q_y @ k_y.T
     return sinusoidal, rope
 

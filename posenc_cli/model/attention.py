@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from posenc_cli.model.blockwise import KeyValueCache
 from posenc_cli.model.context import AttentionContext
 from posenc_cli.model.folded import folded_attention
 from posenc_cli.nn.layers import Linear
@@ -139,6 +140,29 @@ class CausalSelfAttention(nn.Module):
         B, H, T, E = y.shape
         return self.output_proj(y.transpose(1, 2).reshape(B, T, H * E))
 
+    def forward_block(
+        self, x_BtD: Tensor, start: int, bias: Tensor, cache: KeyValueCache, ctx: AttentionContext
+    ) -> Tensor:
+        """Queries [start, start + t) against keys [0, start + t), no gradient: the block's keys
+        and values join ``cache``, which holds the earlier blocks' (model/blockwise.py)."""
+        enc, end = ctx.encoding, start + x_BtD.shape[1]
+        q, k, v = (
+            self._heads(self.q_proj(x_BtD)),
+            self.grouped(self.k_proj(x_BtD)),
+            self.grouped(self.v_proj(x_BtD)),
+        )
+        pos = ctx.pos_T[start:end]
+        qt, kt = enc.transform_qk(q, k, pos, pos, self.layer)
+        if (query_scale := ctx.query_scale()) is not None:
+            qt = qt * query_scale[start:end].to(qt.dtype)
+        dtype = v.dtype
+        qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
+        keys, values = cache.extend(start, kt, v)
+        with _no_cpu_autocast(v):
+            y = _attend(qt, keys, values, bias, enc.softmax_scale(self.head_dim)).to(dtype)
+        B, H, t, E = y.shape
+        return self.output_proj(y.transpose(1, 2).reshape(B, t, H * E))
+
     def _toeplitz(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, scale: float
     ) -> Tensor:
@@ -181,9 +205,16 @@ class CausalSelfAttention(nn.Module):
         """Queries [s, e) over keys [0, e), each chunk with its bias (from q, k before
         ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
         keys) goes first, so a key-indexed term computed there serves the shorter chunks as a
-        slice (DeBERTa's p2c); any order gives the same result."""
+        slice (DeBERTa's p2c); any order gives the same result. An encoding whose bias shares
+        work with the attention computes both in one node in training (``content_attention``)."""
+        fused = ctx.encoding.has_content_attention and torch.is_grad_enabled()
+        fused = fused and ctx.logn_length is None
         parts = [
-            _attend(
+            ctx.content_attention(
+                s, e, (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e]), scale, self.layer, x_BTD[:, :e]
+            )
+            if fused
+            else _attend(
                 qt[:, :, s:e],
                 kt[:, :, :e],
                 v[:, :, :e],
@@ -199,6 +230,8 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float) -> Tens
     """The fused kernel when the bias needs no gradient, else ``BiasedAttention``."""
     if bias.requires_grad and torch.is_grad_enabled():
         return BiasedAttention.apply(q, k, v, bias, scale)
-    if q.device.type != "cpu":  # CPU's fused kernel takes a float32 mask with bf16 q
+    if q.device.type != "cpu" or q.dtype == torch.float64:
+        # CPU's fused kernel takes a float32 mask with bf16 q, but with float64 q (exactness
+        # tests) torch 2.13 reads a float32 mask of 16 or more keys wrongly, without an error
         bias = bias.to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)

@@ -96,13 +96,15 @@ class AttentionContext:
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))
         cap = T
         if toeplitz:  # a view, nothing materialised without autograd
-            cap, cells = TOEPLITZ_CHUNK_ROWS, cells if grad else T * T
+            cap = TOEPLITZ_CHUNK_ROWS
+            cells = cells if grad else T * T
         if enc.has_content_bias and not self.span.contiguous:
             # distance terms span every distance of the range, not only the keys (relative.py)
             width = self.span.last - self.span.start + 1
             step = max(MIN_CHUNK_ROWS, cells // width)
             return [(a, min(T, a + step)) for a in range(0, T, step)]
-        out, s = [], 0
+        out = []
+        s = 0
         while s < T:
             t = int((-s + math.sqrt(s * s + 4 * cells)) / 2)
             e = min(T, s + max(MIN_CHUNK_ROWS, min(t, cap)))
@@ -124,7 +126,8 @@ class AttentionContext:
         reverse order (end-1 … 0), entry [a, b'] = vec[distance (start+a) - (end-1-b')]."""
         vec = self.distance_vector()
         H, L = vec.shape
-        T, t = (L + 1) // 2, end - start
+        T = (L + 1) // 2
+        t = end - start
         return vec.as_strided((1, H, t, end), (H * L, L, 1, 1), vec.storage_offset() + T - t)
 
     def shared_bias(self, start: int, end: int) -> Tensor:
@@ -144,6 +147,21 @@ class AttentionContext:
         """The encoding's (B, H, S) key term of a separable bias, over every position."""
         site = BiasSite(self.span, self.span, layer, self.cache, inputs_BSD)
         return self.encoding.key_bias(k_BHSE, site)
+
+    def content_attention(
+        self,
+        start: int,
+        end: int,
+        qkv: tuple[Tensor, Tensor, Tensor],
+        scale: float,
+        layer: int,
+        inputs_BsD: Tensor | None = None,
+    ) -> Tensor:
+        """The encoding's attention with its content bias for queries [start, end)."""
+        site = BiasSite(
+            self.span.part(start, end), self.span.part(0, end), layer, self.cache, inputs_BsD
+        )
+        return self.encoding.content_attention(*qkv, scale, site)
 
     def content_bias(
         self,

@@ -19,7 +19,9 @@ class LayerProbe:
     """One layer's queries and keys for one forward (computed once), and its logits by chunk."""
 
     def __init__(self, attn: CausalSelfAttention, x_BTD: Tensor, ctx: AttentionContext) -> None:
-        self.attn, self.ctx, self.x_BTD = attn, ctx, x_BTD.float()
+        self.attn = attn
+        self.ctx = ctx
+        self.x_BTD = x_BTD.float()
         self.q, self.k, self.v = heads(attn, self.x_BTD)
         enc = ctx.encoding
         qt, self.kt = enc.transform_qk(self.q, self.k, ctx.pos_T, ctx.pos_T, attn.layer)
@@ -31,7 +33,8 @@ class LayerProbe:
         """(raw, bias) for queries [start, end) against keys [0, end): raw the scaled q·k
         after ``transform_qk`` (and log-n scaling), (B, H, t, end); bias the encoding's logit
         bias with the causal mask folded in, (1 | B, H, t, end), -inf where j > i."""
-        ctx, enc = self.ctx, self.ctx.encoding
+        ctx = self.ctx
+        enc = self.ctx.encoding
         raw = torch.matmul(
             self.qt[:, :, start:end].float(), self.kt[:, :, :end].float().transpose(-1, -2)
         )

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
 from posenc_cli.model.attention import CausalSelfAttention
+from posenc_cli.model.blockwise import KeyValueCache, blockwise_hidden, runs_blockwise
 from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
 from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 
@@ -34,6 +35,13 @@ class TransformerBlock(nn.Module):
     def forward(self, x_BTD: Tensor, ctx: AttentionContext) -> Tensor:
         x_BTD = x_BTD + self.attn(self.ln1(x_BTD), ctx)
         return x_BTD + self.ffn(self.ln2(x_BTD))
+
+    def forward_block(
+        self, x_BtD: Tensor, start: int, bias: Tensor, cache: KeyValueCache, ctx: AttentionContext
+    ) -> Tensor:
+        """``forward`` for one block of queries of a blockwise evaluation (blockwise.py)."""
+        x_BtD = x_BtD + self.attn.forward_block(self.ln1(x_BtD), start, bias, cache, ctx)
+        return x_BtD + self.ffn(self.ln2(x_BtD))
 
 
 class TransformerLM(nn.Module):
@@ -72,10 +80,16 @@ class TransformerLM(nn.Module):
         self.logn_length = logn_length
 
     def forward(
-        self, ids_BT: Tensor, pos_offset: int = 0, positions: Tensor | None = None
+        self,
+        ids_BT: Tensor,
+        pos_offset: int = 0,
+        positions: Tensor | None = None,
+        blockwise: bool = True,
     ) -> Tensor:
         """Logits (B, T, vocab). ``pos_offset`` shifts every position (tests of relativity);
-        ``positions`` (T,) sorted distinct positions replace 0 … T-1 (randomized positions)."""
+        ``positions`` (T,) sorted distinct positions replace 0 … T-1 (randomized positions).
+        Without gradients a materialised position bias runs block by block through the layers
+        (model/blockwise.py) unless ``blockwise`` is false (hooks that need whole layers)."""
         T = ids_BT.shape[1]
         span = (
             Span(pos_offset, T, ids_BT.device)
@@ -87,8 +101,12 @@ class TransformerLM(nn.Module):
             self.encoding, span, self.bias_budget_bytes, ids_BT.shape[0], self.logn_length
         )
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
-        for block in self.layers:
-            x = block(x, ctx)
+        n_heads = self.layers[0].attn.n_heads
+        if blockwise and runs_blockwise(ctx, n_heads, ids_BT.shape[0]):
+            x = blockwise_hidden(self.layers, x, ctx, n_heads)
+        else:
+            for block in self.layers:
+                x = block(x, ctx)
         return self.lm_head(self.ln_final(x))
 
     def num_parameters(self) -> int:

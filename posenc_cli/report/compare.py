@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.provenance import append_provenance, command_line, provenance
 from posenc_cli.report.result_tables import report_results, result_tables
@@ -111,7 +115,6 @@ def markdown(groups: list[Group]) -> str:
 
 def write_csv(groups: list[Group], path: Path) -> None:
     """One row per encoding and setting group; empty cells where a value does not exist."""
-    import csv
 
     lengths = sorted({n for g in groups for n in g.lengths})
     stats = ["final_val_loss", "tokens_per_s", *(f"ppl_{n}" for n in lengths)]
@@ -147,6 +150,7 @@ def write_csv(groups: list[Group], path: Path) -> None:
 
 def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
     """The files of OUTPUTS; a plot with nothing to show is left out (and a stale one removed)."""
+    # deferred: matplotlib only when figures are written
     from posenc_cli.report.plots import plot_loss_by_position, plot_ppl_vs_length
 
     paths = [out_dir / name for name in OUTPUTS]
@@ -168,34 +172,31 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
 
 def compare(dirs: list[Path], out: Path | None) -> None:
     """The `posenc compare` command: tables on the terminal, files in the output directory."""
-    from posenc_cli.common.console import console
-
     notes: list[str] = []
     runs = load_runs(dirs, notes)
     out_dir = out or (dirs[0] if len(dirs) == 1 else Path.cwd())
     lm = [r for r in runs if not is_task_run(r)]
     groups = group_runs(lm, notes) if lm else []
     written = write_outputs(groups, out_dir, notes) if groups else []
+    shown = console
     if not (console.is_terminal or "COLUMNS" in os.environ):
-        from rich.console import Console
-
-        console = Console(highlight=False, width=240)  # piped: wrapped cells help no one
+        shown = Console(highlight=False, width=240)  # piped: wrapped cells help no one
     if groups:
-        console.print(
+        shown.print(
             f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
             style="dim",
             soft_wrap=True,
         )
         for g in groups:
-            console.print(render(g))
-        console.print(CAPTION, style="dim", soft_wrap=True)
+            shown.print(render(g))
+        shown.print(CAPTION, style="dim", soft_wrap=True)
     task_runs = [r for r in runs if is_task_run(r)]
     if task_runs:
-        written += report_tasks(group_tasks(task_runs, notes), out_dir, console)
-    written += report_results(result_tables(runs), out_dir, console)
+        written += report_tasks(group_tasks(task_runs, notes), out_dir, shown)
+    written += report_results(result_tables(runs), out_dir, shown)
     _sign(written, provenance(runs, command_line(dirs, out)))
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
-        console.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
+        shown.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
 
 
 def _sign(written: list[Path], block: str) -> None:

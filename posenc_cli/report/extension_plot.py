@@ -46,7 +46,7 @@ def kind_of(row: Row) -> Kind:
         length = ext.get("train_length")
         return Kind(base, str(ext.get("method")), int(ext.get("steps") or 0), length)
     if run.variant is not None:
-        return Kind(base, str((run.extrapolation or {}).get("rope_scaling")), 0, None)
+        return Kind(base, str((run.result or {}).get("rope_scaling")), 0, None)
     return Kind(base, "none", 0, None)
 
 
@@ -85,6 +85,7 @@ class ExtensionStyles:
 
     def legends(self, fig: Any, guides: dict[str, Any]) -> None:
         """Colour key above, line key (with the guides) below, outside the panels."""
+        # deferred: matplotlib only when the figure is drawn
         from matplotlib.lines import Line2D
 
         parents = sorted({k.base for k in self.kinds.values()})
@@ -135,6 +136,7 @@ def extension_styles(groups: list[Group]) -> ExtensionStyles | None:
     rows = [r for g in groups for r in g.rows]
     if not any(isinstance(r.runs[0].metrics.get("extend"), dict) for r in rows):
         return None
+    # deferred: matplotlib only when the figure is drawn
     from matplotlib import colormaps
 
     kinds = {id(r): kind_of(r) for r in rows}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
+from posenc_cli.evals.base import view_task
+
 
 class Scored(Protocol):
     """What these labels read of report/runs.py's Run (named here, not imported: runs.py
@@ -18,7 +20,7 @@ class Scored(Protocol):
     def key(self) -> str: ...
 
     @property
-    def extrapolation(self) -> dict[str, Any] | None: ...
+    def result(self) -> dict[str, Any] | None: ...
 
 
 R = TypeVar("R", bound=Scored)
@@ -33,10 +35,10 @@ def extension_label(ext: Any) -> str:
 
 
 def variant_label(metrics: dict[str, Any], key: str) -> str:
-    """'yarn x4' for the result key extrapolation_yarn4 (rope_factor 4), 'yarn' for the default
+    """'yarn x4' for the result key <task>_yarn4 (rope_factor 4), 'yarn' for the default
     factor: the method and the factor, which the key writes without a separator."""
     method = str(metrics[key].get("rope_scaling"))
-    factor = key.removeprefix("extrapolation_").removeprefix(method)
+    factor = key.removeprefix(f"{view_task('by_length')}_").removeprefix(method)
     return f"{method} x{factor}" if factor else method
 
 
@@ -52,7 +54,7 @@ def own_rows(run: R, variants: list[R]) -> list[R]:
     evaluation at the end of training, else its `posenc eval` result under the method's key."""
     own = [v for v in variants if is_own_scaling(v)]
     others = [v for v in variants if not is_own_scaling(v)]
-    if own and run.extrapolation is None:
+    if own and run.result is None:
         return [*own, *others]
     return [run, *others]
 

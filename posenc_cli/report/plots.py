@@ -156,7 +156,7 @@ def _ppl_line(ax: Any, group: Group, row: Row, style: dict[str, Any]) -> None:
 
 def mean_loss_by_position(row: Row) -> tuple[list[float], list[float]] | None:
     """Bucket centres and the loss averaged over the seeds that share the first seed's buckets."""
-    curves = [((r.extrapolation or {}).get("loss_by_position") or {}) for r in row.runs]
+    curves = [((r.result or {}).get("loss_by_position") or {}) for r in row.runs]
     curves = [c for c in curves if c.get("loss") and c.get("bucket_edges")]
     if not curves:
         return None

@@ -16,6 +16,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.evals.base import view_task
 from posenc_cli.report.extension_rows import own_rows, row_suffix
 from posenc_cli.report.settings import describe, model_settings, setting_key, split_keys
 from posenc_cli.report.validity import implausible
@@ -49,21 +50,23 @@ class Run:
         return str(self.metrics.get("encoding"))
 
     @property
-    def extrapolation(self) -> dict[str, Any] | None:
+    def result(self) -> dict[str, Any] | None:
+        """The result of the by-length table's task this row shows (None: not evaluated)."""
         ex = self.metrics.get(self.key)
         return ex if isinstance(ex, dict) else None
 
     @property
     def key(self) -> str:
-        return "extrapolation" if self.variant is None else f"extrapolation_{self.variant}"
+        task = view_task("by_length")
+        return task if self.variant is None else f"{task}_{self.variant}"
 
 
 def scaling_variants(run: Run) -> list[Run]:
     """One row per RoPE-scaling evaluation of the run's own data and protocol (its key is
-    ``extrapolation_<method>[factor]``), so compare shows each method beside plain RoPE."""
+    ``<task>_<method>[factor]``), so compare shows each method beside plain RoPE."""
     out = []
     for key, result in run.metrics.items():
-        suffix = key.removeprefix("extrapolation_")
+        suffix = key.removeprefix(f"{view_task('by_length')}_")
         if (
             key != suffix
             and isinstance(result, dict)
@@ -197,7 +200,8 @@ def group_defaults(group: str, name: str) -> dict[str, Any]:
 
 def settings_of(run: Run) -> dict[str, Any]:
     """What two seeds of one experiment share (`posenc extend` runs: what the parent trained)."""
-    m, ex = run.metrics, run.extrapolation
+    m = run.metrics
+    ex = run.result
     parent = (m.get("extend") or {}).get("parent")
     m = {**m, **parent} if isinstance(parent, dict) else m
     return {
@@ -210,12 +214,12 @@ def settings_of(run: Run) -> dict[str, Any]:
 def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     """Split runs by setting; a run without evaluation joins the one group it trained like."""
     groups: dict[str, Group] = {}
-    for run in sorted(runs, key=lambda r: r.extrapolation is None):
+    for run in sorted(runs, key=lambda r: r.result is None):
         s = settings_of(run)
-        if run.extrapolation is None:
+        if run.result is None:
             notes.append(
                 f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
-                "extrapolation results (eval.at_end=false or evaluation unfinished)"
+                f"{view_task('by_length')} results (eval.at_end=false or evaluation unfinished)"
             )
             same = [
                 g
@@ -259,7 +263,7 @@ def row_labels(runs: list[Run]) -> dict[int, str]:
 
 def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
     """One row per label, seeds aggregated; duplicate seeds are kept but pointed out."""
-    ppls = {id(r): (r.extrapolation or {}).get("ppl") or {} for r in group.runs}
+    ppls = {id(r): (r.result or {}).get("ppl") or {} for r in group.runs}
     group.lengths = sorted({int(k) for p in ppls.values() for k in p if str(k).isdigit()})
     by_label: dict[str, list[Run]] = {}
     for r in sorted(group.runs, key=_seed_order):
@@ -284,7 +288,7 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
 def _intervals(runs: list[Run], group: Group) -> dict[int, tuple[float, float] | None]:
     if len(runs) != 1:
         return {}
-    ci = (runs[0].extrapolation or {}).get("ppl_ci95") or {}
+    ci = (runs[0].result or {}).get("ppl_ci95") or {}
     return {
         n: tuple(ci[str(n)]) if isinstance(ci.get(str(n)), list) and len(ci[str(n)]) == 2 else None
         for n in group.lengths

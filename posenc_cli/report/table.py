@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
+from rich.text import Text
+
 
 def rich_table(
     title: str, header: list[str], body: list[list[tuple[str, bool]]], fixed: int = 2
 ) -> Any:
     """The terminal table: the first column left-aligned, the first ``fixed`` never wrapped,
     the best per column in bold green and n/a dimmed."""
-    from rich.table import Table
-    from rich.text import Text
 
     table = Table(title=title)
     for i, name in enumerate(header):

@@ -15,6 +15,7 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     rows = [r for r in g.rows if any(r.exact[n] is not None for n in g.lengths)]
     if not rows:
         return False
+    # deferred: matplotlib only when the figure is drawn
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 

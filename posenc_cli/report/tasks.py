@@ -7,16 +7,21 @@ that mixes language-model and task runs gets both reports, never averaged togeth
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.common.errors import PosencError
+from posenc_cli.evals.base import view_task
+from posenc_cli.report import task_overview
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
+from posenc_cli.report.task_plots import plot_task
 
 #: metrics.json keys that must be equal for runs to be seeds of one task experiment.
 TASK_KEYS = ("task", "task_train_lengths", "steps", "precision", "position_range")
@@ -24,11 +29,11 @@ RESULT_KEYS = ("instances", "lengths")
 
 
 def is_task_run(run: Run) -> bool:
-    return isinstance(run.metrics.get("length_generalization"), dict) or "task" in run.metrics
+    return isinstance(run.metrics.get(view_task("synthetic")), dict) or "task" in run.metrics
 
 
 def _result(run: Run) -> dict[str, Any]:
-    res = run.metrics.get("length_generalization")
+    res = run.metrics.get(view_task("synthetic"))
     return res if isinstance(res, dict) else {}
 
 
@@ -55,7 +60,7 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
     groups: dict[str, TaskGroup] = {}
     for run in runs:
         if not _result(run).get("exact_match"):
-            notes.append(f"{run.path}: task run without length_generalization results")
+            notes.append(f"{run.path}: task run without {view_task('synthetic')} results")
             continue
         s = _settings(run)
         key = json.dumps(s, sort_keys=True, default=str)
@@ -129,7 +134,6 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
 
 def markdown(groups: list[TaskGroup]) -> str:
     """The overview across tasks (when there are several), then one table per task."""
-    from posenc_cli.report import task_overview
 
     parts = [task_overview.markdown(groups)] if len(groups) > 1 else []
     for g in groups:
@@ -159,7 +163,6 @@ def render(g: TaskGroup) -> Any:
 
 
 def write_csv(groups: list[TaskGroup], path: Path) -> None:
-    import csv
 
     f = io.StringIO(newline="")
     writer = csv.writer(f)
@@ -195,9 +198,6 @@ def write_csv(groups: list[TaskGroup], path: Path) -> None:
 
 def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
     """Tables on the terminal; tasks.md, tasks.csv and one PNG per table in ``out_dir``."""
-    from posenc_cli.common.errors import PosencError
-    from posenc_cli.report import task_overview
-    from posenc_cli.report.task_plots import plot_task
 
     for g in groups:
         console.print(render(g))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: (field of every extrapolation result, the least value it can hold)
-RESULT_FIELDS = (("ppl", 1.0), ("loss", 0.0))
+from posenc_cli.evals.base import task_of
+
 #: (top-level key, the least value it can hold)
 RUN_FIELDS = (("final_val_loss", 0.0), ("tokens_per_s", 0.0))
 
@@ -25,17 +25,18 @@ def implausible(metrics: dict[str, Any]) -> str | None:
         if (why := _bad(metrics.get(key), least)) is not None:
             return f"{key} is {why}"
     for key, result in metrics.items():
-        why = _result_problem(result) if key.startswith("extrapolation") else None
+        task = task_of(key)
+        why = _result_problem(result, task.result_bounds) if task is not None else None
         if why is not None:
             return f"{key}.{why}"
     return None
 
 
-def _result_problem(result: Any) -> str | None:
-    """The first bad perplexity or loss of one extrapolation result, or None."""
+def _result_problem(result: Any, bounds: tuple[tuple[str, float], ...]) -> str | None:
+    """The first value of one task's result outside its task's ``bounds``, or None."""
     if not isinstance(result, dict):
         return None
-    for field, least in RESULT_FIELDS:
+    for field, least in bounds:
         values = result.get(field)
         if values is not None and not isinstance(values, dict):
             return f"{field} is {values!r:.40}, not a table by length"

@@ -20,7 +20,10 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.common.plugins import import_all, subclasses
 
 #: Special tokens shared by every task; task symbols start at FIRST_SYMBOL.
-PAD, BOS, SEP, QUERY = 0, 1, 2, 3
+PAD = 0
+BOS = 1
+SEP = 2
+QUERY = 3
 FIRST_SYMBOL = 4
 
 
@@ -85,6 +88,7 @@ def need(value: int, minimum: int, key: str, why: str) -> None:
 
 def registry() -> dict[str, type[SyntheticTask]]:
     """Every task class in synthetic/tasks/, by name."""
+    # deferred: the task modules import this one
     from posenc_cli.synthetic import tasks
 
     import_all(tasks)

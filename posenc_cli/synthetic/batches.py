@@ -17,7 +17,9 @@ from posenc_cli.synthetic.base import PAD, Instance, SyntheticTask
 IGNORE = -100
 #: Seeds of the fixed validation and test sets (distinct from any run's seed stream), and the
 #: last element of the training draws' seed (seed, step, TRAINING_STREAM).
-VALIDATION_SEED, TEST_SEED, TRAINING_STREAM = 10_007, 20_011, 0
+VALIDATION_SEED = 10_007
+TEST_SEED = 20_011
+TRAINING_STREAM = 0
 
 
 def draw(
@@ -42,7 +44,8 @@ def collate(
         tokens[row, : len(inst.tokens)] = inst.tokens
         answer[row, : len(inst.answer)] = inst.answer
     targets = np.where(answer[:, 1:], tokens[:, 1:], IGNORE)
-    x, y = torch.from_numpy(tokens[:, :-1]), torch.from_numpy(targets)
+    x = torch.from_numpy(tokens[:, :-1])
+    y = torch.from_numpy(targets)
     if str(device).startswith("cuda"):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
             device, non_blocking=True

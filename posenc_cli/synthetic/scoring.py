@@ -69,7 +69,8 @@ def answer_loss(
     autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> float:
     """Mean cross-entropy over the answer tokens of ``instances``."""
-    total, count = 0.0, 0
+    total = 0.0
+    count = 0
     for part in _chunks(instances):
         x, y = collate(part, device)
         with autocast():

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 TINY_BENCH = [
@@ -40,7 +43,7 @@ RECORD_KEYS = {
 AB = [sys.executable, "-m", "posenc_cli.bench.ab"]
 
 
-def test_bench_writes_bench_json(tmp_path: Path, run_cli) -> None:
+def test_bench_writes_bench_json(tmp_path: Path) -> None:
     res = run_cli(["bench", *TINY_BENCH, "hydra.run.dir=b"], tmp_path, tmp_path / "cache")
     assert res.returncode == 0, res.stderr + res.stdout
     assert "alibi" in res.stdout and "bench.json" in res.stdout
@@ -60,7 +63,7 @@ def test_bench_writes_bench_json(tmp_path: Path, run_cli) -> None:
     assert (tmp_path / "b" / "bench.md").read_text().startswith("| encoding |")
 
 
-def test_ab_train_script_times_every_variant(tmp_path: Path, tiny_args: list[str]) -> None:
+def test_ab_train_script_times_every_variant(tmp_path: Path) -> None:
     """posenc_cli.bench.ab: one row per variant, the first is the 1.0x reference."""
     out = tmp_path / "ab.json"
     res = subprocess.run(
@@ -76,7 +79,7 @@ def test_ab_train_script_times_every_variant(tmp_path: Path, tiny_args: list[str
             "0",
             "--json",
             str(out),
-            *tiny_args,
+            *TINY,
             "encoding=rope",
         ],
         capture_output=True,
@@ -105,7 +108,7 @@ def test_ab_train_script_times_every_variant(tmp_path: Path, tiny_args: list[str
             "0",
             "--json",
             str(out),
-            *tiny_args,
+            *TINY,
         ],
         capture_output=True,
         text=True,

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_cli
+
 pytestmark = pytest.mark.slow
 
 
-def test_cli_without_metrics_exits_2_with_one_line(tmp_path: Path, run_cli) -> None:
+def test_cli_without_metrics_exits_2_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     res = run_cli(
         ["compare", str(tmp_path / "empty"), "--out", str(tmp_path / "out")],

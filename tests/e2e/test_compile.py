@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
-def test_posenc_train_compiled_matches_eager_end_to_end(
-    tmp_path: Path, corpus: Path, run_cli, tiny_args: list[str]
-) -> None:
+def test_posenc_train_compiled_matches_eager_end_to_end(tmp_path: Path, corpus: Path) -> None:
     """TorchInductor really compiles (C++ on CPU), and the run ends where the eager one does."""
     args = [
-        *tiny_args,
+        *TINY,
         "encoding=rope",
         "model.n_layers=1",  # one block: the compile costs half, the graph is the same kind
         "eval.at_end=false",  # evaluation's many lengths would recompile; validation compares
@@ -42,14 +43,14 @@ def test_posenc_train_compiled_matches_eager_end_to_end(
 
 
 def test_a_failing_compiler_is_one_line_and_resumable(
-    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, run_cli, tiny_args: list[str]
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inductor with a C++ compiler that does not work: exit 2, one line naming the fix, no
     traceback; after a checkpoint the fix is resuming with train.compile=false, which works."""
     monkeypatch.setenv("CXX", "false")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     args = [
-        *tiny_args,
+        *TINY,
         "encoding=none",
         "model.n_layers=1",
         "eval.at_end=false",

@@ -8,17 +8,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
-def test_import_then_eval_then_export(
-    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args: list[str]
-) -> None:
+def test_import_then_eval_then_export(tmp_path: Path, corpus: Path, cache_dir: Path) -> None:
     trained = tmp_path / "trained"
     res = run_cli(
         [
             "train",
-            *tiny_args,
+            *TINY,
             "train.precision=fp32",
             "data=text",
             f"data.path={corpus}",
@@ -39,7 +40,7 @@ def test_import_then_eval_then_export(
             str(out / "vocab.json"),
             "--merges",
             str(out / "merges.txt"),
-            *tiny_args,
+            *TINY,
             "model.n_heads=2",
             "encoding.theta=10000",
             "data=text",

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable
 from contextlib import chdir
 from pathlib import Path
 
@@ -28,6 +27,8 @@ from posenc_cli.data.prepare import prepare
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.validation import validation_loss
 from posenc_cli.model import build_model
+from tests.helpers.cli import CLI, run_cli, wait_for
+from tests.helpers.configs import TINY
 
 pytestmark = pytest.mark.slow
 
@@ -71,9 +72,9 @@ def work(tmp_path_factory: pytest.TempPathFactory, make_corpus) -> Path:
 
 
 @pytest.fixture(scope="module")
-def args(tiny_args: list[str], work: Path) -> list[str]:
+def args(work: Path) -> list[str]:
     return [
-        *tiny_args,
+        *TINY,
         "train.threads=1",
         "train.precision=fp32",
         "eval.tokens=4096",
@@ -83,7 +84,7 @@ def args(tiny_args: list[str], work: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_ranks(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
+def two_ranks(work: Path, cache_dir: Path, args: list[str]) -> Path:
     """`posenc train train.nproc=2 train.batch_size=4`, every file access under work/ logged."""
     hook = work / "hook"
     hook.mkdir()
@@ -104,7 +105,7 @@ def two_ranks(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def one_process(work: Path, cache_dir: Path, run_cli, args: list[str]) -> Path:
+def one_process(work: Path, cache_dir: Path, args: list[str]) -> Path:
     res = run_cli(["train", *args, "train.batch_size=8", "hydra.run.dir=one"], work, cache_dir)
     assert res.returncode == 0, res.stderr
     return work / "one"
@@ -129,12 +130,14 @@ def sha256_of(state: dict[str, torch.Tensor]) -> str:
 def test_two_ranks_train_as_one_process_with_their_global_batch(
     two_ranks: Path, one_process: Path
 ) -> None:
-    ddp, one = metrics(two_ranks), metrics(one_process)
+    ddp = metrics(two_ranks)
+    one = metrics(one_process)
     assert (ddp["world_size"], ddp["global_batch_size"]) == (2, 8)
     assert (one["world_size"], one["global_batch_size"]) == (1, 8)
     assert ddp["train_tokens"] == one["train_tokens"] == 20 * 8 * 16
     assert abs(ddp["final_train_loss"] - one["final_train_loss"]) < TOLERANCE
-    wd, wo = weights(two_ranks), weights(one_process)
+    wd = weights(two_ranks)
+    wo = weights(one_process)
     assert max(float((wd[k] - wo[k]).abs().max()) for k in wd) < TOLERANCE
     digests = ddp["weights_sha256_by_rank"]
     assert digests == [sha256_of(wd)] * 2  # rank 1's weights are rank 0's, which were saved
@@ -155,7 +158,7 @@ def test_rank_zero_alone_wrote_files(two_ranks: Path, work: Path) -> None:
 
 
 def test_evaluation_split_over_two_ranks_equals_one_process(
-    two_ranks: Path, cache_dir: Path, run_cli
+    two_ranks: Path, cache_dir: Path
 ) -> None:
     trained = metrics(two_ranks)
     cfg = load_run_config(two_ranks)
@@ -199,15 +202,12 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
     two_ranks: Path,
     work: Path,
     cache_dir: Path,
-    cli_command,
-    run_cli,
     args: list[str],
-    wait_for: Callable[..., None],
 ) -> None:
     temp = work / "temp-kill"
     temp.mkdir()
     proc = start(
-        cli_command,
+        CLI,
         [*args, "train.nproc=2", "train.batch_size=4", "hydra.run.dir=kill"],
         work,
         cache_dir,
@@ -238,13 +238,10 @@ def test_a_killed_rank_stops_the_run_in_one_line_and_it_resumes_exactly(
 def test_a_run_resumes_with_another_number_of_processes(
     work: Path,
     cache_dir: Path,
-    cli_command,
-    run_cli,
     args: list[str],
-    wait_for: Callable[..., None],
 ) -> None:
     proc = start(
-        cli_command,
+        CLI,
         [*args, "train.batch_size=4", "hydra.run.dir=grow"],
         work,
         cache_dir,
@@ -266,7 +263,7 @@ def test_a_run_resumes_with_another_number_of_processes(
 
 
 def test_an_extension_trains_on_two_ranks_and_resumes_after_a_killed_rank(
-    one_process: Path, work: Path, cache_dir: Path, cli_command, run_cli, wait_for
+    one_process: Path, work: Path, cache_dir: Path
 ) -> None:
     """`posenc extend train.nproc=2`, rank 1 killed after its step-3 checkpoint, resumed: the
     run ends as the same extension trained by one process with the global batch."""
@@ -278,9 +275,7 @@ def test_an_extension_trains_on_two_ranks_and_resumes_after_a_killed_rank(
         )
     assert res.exit_code == 0, (res.output, res.exception)
     ranks = ["extend.batch_size=2", "train.nproc=2", "hydra.run.dir=ext-ddp"]
-    proc = start(
-        cli_command, ["one", *extend, *ranks], work, cache_dir, "after_save:3", None, "extend"
-    )
+    proc = start(CLI, ["one", *extend, *ranks], work, cache_dir, "after_save:3", None, "extend")
     marker = work / "ext-ddp" / "checkpoints" / ".paused-after_save-rank1"
     wait_for(marker, proc)
     os.kill(int(marker.read_text()), signal.SIGKILL)
@@ -296,6 +291,7 @@ def test_an_extension_trains_on_two_ranks_and_resumes_after_a_killed_rank(
     assert abs(ddp["final_train_loss"] - one["final_train_loss"]) < TOLERANCE
     for n, ppl in one["extrapolation"]["ppl"].items():
         assert ddp["extrapolation"]["ppl"][n] == pytest.approx(ppl, rel=TOLERANCE)
-    wd, wo = weights(work / "ext-ddp"), weights(work / "ext-one")
+    wd = weights(work / "ext-ddp")
+    wo = weights(work / "ext-one")
     assert max(float((wd[k] - wo[k]).abs().max()) for k in wd) < TOLERANCE
     assert max(float((wd[k] - weights(one_process)[k]).abs().max()) for k in wd) > 1e-3

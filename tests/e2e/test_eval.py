@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.helpers.cli import run_cli
+
 pytestmark = pytest.mark.slow
 
 
@@ -23,7 +25,7 @@ def write_text(path: Path, n_docs: int, seed: int) -> Path:
     return path
 
 
-def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> None:
+def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path) -> None:
     def posenc(*args: str) -> subprocess.CompletedProcess[str]:
         proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -81,7 +83,7 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path, run_cli) -> 
     assert steps == sorted(set(steps)) == [16, 32, 64, 128, 256]
 
 
-def test_results_are_keyed_by_content_and_precision(tmp_path: Path, run_cli) -> None:
+def test_results_are_keyed_by_content_and_precision(tmp_path: Path) -> None:
     def posenc(*args: str) -> subprocess.CompletedProcess[str]:
         proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr

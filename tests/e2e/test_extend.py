@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from contextlib import chdir
 from pathlib import Path
 
@@ -19,6 +18,8 @@ import torch
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from tests.helpers.cli import CLI, run_cli, wait_for
+from tests.helpers.configs import TINY
 
 pytestmark = pytest.mark.slow
 
@@ -33,16 +34,14 @@ EXTEND = [
 
 
 @pytest.fixture(scope="module")
-def work(
-    tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli, tiny_args
-):
+def work(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path):
     """A folder with a trained tiny rope run (`rope`) and alibi run (`alibi`)."""
     work = tmp_path_factory.mktemp("extend")
     for enc in ("rope", "alibi"):
         posenc(
             [
                 "train",
-                *tiny_args,
+                *TINY,
                 f"encoding={enc}",
                 "eval.factors=[1,2,4]",
                 "train.threads=1",
@@ -81,7 +80,8 @@ def test_every_method_extends_and_is_evaluated_at_the_parents_lengths(
 ) -> None:
     child = f"{parent}-{method}"
     posenc(["extend", parent, f"extend.method={method}", *EXTEND, f"hydra.run.dir={child}"], work)
-    m, p = metrics(work / child), metrics(work / parent)
+    m = metrics(work / child)
+    p = metrics(work / parent)
     ext = m["extend"]
     assert (ext["method"], ext["train_length"], ext["original_length"]) == (method, 32, 16)
     assert ext["parent"]["step"] == p["steps"] and ext["parent"]["train_length"] == 16
@@ -101,30 +101,26 @@ def test_compare_puts_the_extension_beside_its_parent(work: Path) -> None:
     assert "tables, one per setting" not in out
 
 
-def test_sigkill_then_resume_is_bit_identical(
-    work: Path, cache_dir: Path, run_cli, cli_command
-) -> None:
+def test_sigkill_then_resume_is_bit_identical(work: Path, cache_dir: Path) -> None:
     args = ["extend", "rope", "extend.method=yarn", *EXTEND]
     res = run_cli([*args, "hydra.run.dir=whole"], work, cache_dir)
     assert res.returncode == 0, res.stderr
     env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "after_save:3"}
     proc = subprocess.Popen(
-        [*cli_command, *args, "hydra.run.dir=cut"],
+        [*CLI, *args, "hydra.run.dir=cut"],
         cwd=work,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    marker, end = work / "cut" / "checkpoints" / ".paused-after_save", time.time() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.time() < end, proc.communicate()
-        time.sleep(0.05)
+    wait_for(work / "cut" / "checkpoints" / ".paused-after_save", proc)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     res = run_cli(["resume", "cut"], work, cache_dir)
     assert res.returncode == 0, res.stderr
-    a, b = weights(work / "whole"), weights(work / "cut")
+    a = weights(work / "whole")
+    b = weights(work / "cut")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert metrics(work / "whole")["final_val_loss"] == metrics(work / "cut")["final_val_loss"]
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
@@ -72,7 +74,7 @@ def test_wheel_ships_every_config(wheel: Path, repo: Path) -> None:
 
 
 def test_installed_wheel_trains_from_another_directory(
-    wheel: Path, tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+    wheel: Path, tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     env_dir = tmp_path / "venv"
     py = _fresh_env(env_dir)
@@ -116,7 +118,7 @@ def test_installed_wheel_trains_from_another_directory(
         [
             str(env_dir / "bin" / "posenc"),
             "train",
-            *tiny_args,
+            *TINY,
             "train.steps=3",
             "eval.at_end=false",
             "data=text",

@@ -7,19 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
-def test_bf16_run_ends_close_to_the_fp32_run(
-    tmp_path: Path, corpus: Path, run_cli, tiny_args: list[str]
-) -> None:
+def test_bf16_run_ends_close_to_the_fp32_run(tmp_path: Path, corpus: Path) -> None:
     """The reason bf16 may be the default: same data, same seed, nearly the same loss."""
     losses = {}
     for precision in ("fp32", "bf16"):
         res = run_cli(
             [
                 "train",
-                *tiny_args,
+                *TINY,
                 "encoding=rope",
                 "data=text",
                 f"data.path={corpus}",

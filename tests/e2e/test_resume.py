@@ -7,24 +7,26 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.helpers.cli import CLI, run_cli, wait_for
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def args(tiny_args: list[str]) -> list[str]:
+def args() -> list[str]:
     """30 steps on one thread: a run that resumes bit-identically."""
-    return [*tiny_args, "train.steps=30", "train.threads=1", "eval.at_end=false"]
+    return [*TINY, "train.steps=30", "train.threads=1", "eval.at_end=false"]
 
 
 @pytest.fixture(scope="module")
-def start(cli_command: list[str]):
+def start():
     """start(args, cwd, cache, fault=None): `posenc ARGS` running in the background, with
     the fault injection POSENC_FAULT=fault (posenc_cli/common/faults.py)."""
 
@@ -35,7 +37,7 @@ def start(cli_command: list[str]):
         if fault:
             env["POSENC_FAULT"] = fault
         return subprocess.Popen(
-            [*cli_command, *args],
+            [*CLI, *args],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
@@ -55,7 +57,6 @@ def reference(
     tmp_path_factory: pytest.TempPathFactory,
     corpus: Path,
     cache_dir: Path,
-    run_cli,
     args: list[str],
 ) -> Path:
     work = tmp_path_factory.mktemp("ref")
@@ -67,7 +68,8 @@ def reference(
 
 
 def assert_same_run(a: Path, b: Path) -> None:
-    wa, wb = weights(a), weights(b)
+    wa = weights(a)
+    wb = weights(b)
     assert wa.keys() == wb.keys()
     for k in wa:
         assert torch.equal(wa[k], wb[k]), k
@@ -83,9 +85,7 @@ def test_sigkill_then_resume_is_bit_identical(
     cache_dir: Path,
     fault: str,
     kept_step: int,
-    wait_for: Callable[..., None],
     start,
-    run_cli,
     args: list[str],
 ) -> None:
     proc = start(
@@ -116,14 +116,12 @@ def test_signal_stops_cleanly_with_a_checkpoint(
     cache_dir: Path,
     sig: signal.Signals,
     code: int,
-    wait_for: Callable[..., None],
     start,
-    tiny_args: list[str],
 ) -> None:
     proc = start(
         [
             "train",
-            *tiny_args,
+            *TINY,
             "train.steps=100000",
             "train.checkpoint_every=100000",
             "data=text",
@@ -143,14 +141,14 @@ def test_signal_stops_cleanly_with_a_checkpoint(
     assert ck["step"] >= 10
 
 
-def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path, run_cli) -> None:
+def test_resume_refuses_a_contradicting_config(reference: Path, cache_dir: Path) -> None:
     res = run_cli(["train", f"resume={reference}", "model.d_model=64"], reference.parent, cache_dir)
     assert res.returncode == 2
     assert "model.d_model is 32 in the checkpoint's config but 64 was asked" in res.stderr
 
 
 def test_resume_from_missing_or_damaged_checkpoint(
-    tmp_path: Path, reference: Path, cache_dir: Path, run_cli
+    tmp_path: Path, reference: Path, cache_dir: Path
 ) -> None:
     res = run_cli(["resume", str(tmp_path)], tmp_path, cache_dir)
     assert res.returncode == 2 and "not a posenc run directory" in res.stderr
@@ -169,7 +167,7 @@ def test_resume_from_missing_or_damaged_checkpoint(
 
 
 def test_divergence_names_the_step_and_keeps_the_checkpoint(
-    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, args: list[str]
+    tmp_path: Path, corpus: Path, cache_dir: Path, args: list[str]
 ) -> None:
     res = run_cli(
         [
@@ -190,7 +188,7 @@ def test_divergence_names_the_step_and_keeps_the_checkpoint(
     assert "training diverged at step" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path, run_cli) -> None:
+def test_run_directory_that_cannot_be_created(tmp_path: Path, cache_dir: Path) -> None:
     (tmp_path / "afile").write_text("x")
     res = run_cli(["train", "hydra.run.dir=afile/run"], tmp_path, cache_dir)
     assert res.returncode == 2 and "is a file" in res.stderr

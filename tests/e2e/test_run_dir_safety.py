@@ -6,24 +6,25 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import CLI, run_cli, wait_for
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
-def _train_args(tiny_args: list[str], corpus: Path) -> list[str]:
-    return ["train", *tiny_args, "data=text", f"data.path={corpus}"]
+def _train_args(corpus: Path) -> list[str]:
+    return ["train", *TINY, "data=text", f"data.path={corpus}"]
 
 
 def test_two_trains_started_together_get_two_directories(
-    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir)}
-    cmd = [sys.executable, "-m", "posenc_cli", *_train_args(tiny_args, corpus)]
+    cmd = [*CLI, *_train_args(corpus)]
     subprocess.run(
         [*cmd, f"hydra.run.dir={tmp_path / 'warm'}"],
         cwd=tmp_path,
@@ -46,16 +47,14 @@ def test_two_trains_started_together_get_two_directories(
 
 
 def test_resume_of_a_run_still_training_is_refused(
-    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str], run_cli: object
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "after_save:10"}
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "posenc_cli",
-            *_train_args(tiny_args, corpus),
+            *CLI,
+            *_train_args(corpus),
             f"hydra.run.dir={run_dir}",
         ],
         cwd=tmp_path,
@@ -64,10 +63,7 @@ def test_resume_of_a_run_still_training_is_refused(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.time() + 120
-        while not (run_dir / "checkpoints" / ".paused-after_save").exists():
-            assert time.time() < deadline and proc.poll() is None
-            time.sleep(0.2)
+        wait_for(run_dir / "checkpoints" / ".paused-after_save", proc)
         res = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)
         assert res.returncode == 2
         assert res.stderr.strip().splitlines() == [
@@ -80,16 +76,14 @@ def test_resume_of_a_run_still_training_is_refused(
 
 
 def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
-    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str], run_cli: object
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     run_dir = tmp_path / "run"
     env = {"POSENC_FAULT": "in_save_last:10"}
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "posenc_cli",
-            *_train_args(tiny_args, corpus),
+            *CLI,
+            *_train_args(corpus),
             f"hydra.run.dir={run_dir}",
         ],
         cwd=tmp_path,
@@ -97,10 +91,7 @@ def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.time() + 120
-    while not (run_dir / "checkpoints" / ".paused-in_save_last").exists():
-        assert time.time() < deadline and proc.poll() is None
-        time.sleep(0.2)
+    wait_for(run_dir / "checkpoints" / ".paused-in_save_last", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (run_dir / "checkpoints" / "last.pt").exists()
@@ -119,16 +110,14 @@ def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_during_the_final_evaluation_is_one_line(
-    sig: int, code: int, tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+    sig: int, code: int, tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     run_dir = tmp_path / "run"
     env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "in_eval:20"}
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "posenc_cli",
-            *_train_args(tiny_args, corpus),
+            *CLI,
+            *_train_args(corpus),
             f"hydra.run.dir={run_dir}",
         ],
         cwd=tmp_path,
@@ -137,10 +126,7 @@ def test_a_signal_during_the_final_evaluation_is_one_line(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 120
-    while not (run_dir / "checkpoints" / ".paused-in_eval").exists():
-        assert time.time() < deadline and proc.poll() is None
-        time.sleep(0.2)
+    wait_for(run_dir / "checkpoints" / ".paused-in_eval", proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code
@@ -154,15 +140,13 @@ def test_a_signal_during_the_final_evaluation_is_one_line(
 
 
 def test_two_sweeps_started_together_keep_every_job(
-    tmp_path: Path, corpus: Path, cache_dir: Path, tiny_args: list[str]
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir)}
     cmd = [
-        sys.executable,
-        "-m",
-        "posenc_cli",
+        *CLI,
         "sweep",
-        *tiny_args,
+        *TINY,
         "train.steps=4",
         "eval.at_end=false",
         "data=text",

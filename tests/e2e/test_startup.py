@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.cli import run_cli
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +27,7 @@ def _imported(stderr: str) -> set[str]:
 
 
 @pytest.mark.parametrize("args", [["--help"], ["train", "--help"], ["eval", "--help"]])
-def test_help_imports_no_heavy_module(run_cli, tmp_path, args) -> None:
+def test_help_imports_no_heavy_module(tmp_path, args) -> None:
     out = run_cli(args, tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert out.returncode == 0, out.stderr
     assert "Usage:" in out.stdout
@@ -57,7 +59,7 @@ def test_every_command_help_in_one_process_imports_no_heavy_module() -> None:
     assert not HEAVY & {m.split(".")[0] for m in modules}
 
 
-def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
+def test_encodings_lists_every_yaml_without_torch(tmp_path) -> None:
     out = run_cli(["encodings"], tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert out.returncode == 0, out.stderr
     assert not HEAVY & _imported(out.stderr)
@@ -78,7 +80,7 @@ def test_encodings_lists_every_yaml_without_torch(run_cli, tmp_path) -> None:
         ["resume", "no-such-run"],
     ],
 )
-def test_a_config_error_is_one_line_without_torch(run_cli, tmp_path, args) -> None:
+def test_a_config_error_is_one_line_without_torch(tmp_path, args) -> None:
     out = run_cli(args, tmp_path, tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     said = [ln for ln in out.stderr.splitlines() if not ln.startswith("import time:")]
     assert out.returncode == 2 and len(said) == 1 and said[0].startswith("posenc: error: ")

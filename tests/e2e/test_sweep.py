@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 
@@ -16,12 +19,12 @@ def fixed(args: list[str], swept: str) -> list[str]:
 
 
 def test_sweep_runs_every_job_and_reports_failures(
-    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     res = run_cli(
         [
             "sweep",
-            *fixed(tiny_args, "train.context_length"),
+            *fixed(TINY, "train.context_length"),
             "train.steps=4",
             "eval.at_end=false",
             "data=text",
@@ -47,7 +50,7 @@ def test_sweep_runs_every_job_and_reports_failures(
     assert res.stdout.count("failed: encoding=") == 2 and "corpus is too short" in res.stdout
 
 
-def test_bad_sweep_value_fails_before_any_job(tmp_path: Path, cache_dir: Path, run_cli) -> None:
+def test_bad_sweep_value_fails_before_any_job(tmp_path: Path, cache_dir: Path) -> None:
     res = run_cli(["sweep", "encoding=rope,alibbi", "seed=0,1"], tmp_path, cache_dir)
     assert res.returncode == 2
     assert "unknown encoding 'alibbi' (did you mean 'alibi'?)" in res.stderr
@@ -55,14 +58,14 @@ def test_bad_sweep_value_fails_before_any_job(tmp_path: Path, cache_dir: Path, r
 
 
 def test_sweep_through_submitit_runs_jobs_as_separate_processes(
-    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     """submitit's local executor runs each job as its own process, exactly as SLURM would
     (the code path of hydra/launcher=submitit_slurm)."""
     res = run_cli(
         [
             "sweep",
-            *fixed(tiny_args, "train.context_length"),
+            *fixed(TINY, "train.context_length"),
             "train.steps=4",
             "eval.at_end=false",
             "data=text",

@@ -9,20 +9,21 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
+
 pytestmark = pytest.mark.slow
 
 TAGS = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/loss"}
 
 
 @pytest.fixture(scope="module")
-def trained(
-    tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path, run_cli, tiny_args
-) -> Path:
+def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path) -> Path:
     work = tmp_path_factory.mktemp("work")
     res = run_cli(
         [
             "train",
-            *tiny_args,
+            *TINY,
             "encoding=rope",
             "data=text",
             f"data.path={corpus}",
@@ -66,11 +67,11 @@ def test_event_file_holds_the_documented_tags(trained: Path) -> None:
 
 
 def test_existing_run_directory_is_never_overwritten(
-    trained: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+    trained: Path, corpus: Path, cache_dir: Path
 ) -> None:
     before = (trained / "metrics.json").read_bytes()
     res = run_cli(
-        ["train", *tiny_args, "data=text", f"data.path={corpus}", "hydra.run.dir=runs/first"],
+        ["train", *TINY, "data=text", f"data.path={corpus}", "hydra.run.dir=runs/first"],
         trained.parent.parent,
         cache_dir,
     )
@@ -79,12 +80,10 @@ def test_existing_run_directory_is_never_overwritten(
     assert (trained / "metrics.json").read_bytes() == before
 
 
-def test_default_run_directories_are_unique(
-    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
-) -> None:
+def test_default_run_directories_are_unique(tmp_path: Path, corpus: Path, cache_dir: Path) -> None:
     args = [
         "train",
-        *tiny_args,
+        *TINY,
         "train.steps=2",
         "data=text",
         f"data.path={corpus}",
@@ -105,7 +104,7 @@ def test_default_run_directories_are_unique(
     ],
 )  # through the installed entry point; the other messages in-process (tests/unit/cli/)
 def test_bad_input_is_one_line_exit_2(
-    tmp_path: Path, cache_dir: Path, args: list[str], needle: str, run_cli
+    tmp_path: Path, cache_dir: Path, args: list[str], needle: str
 ) -> None:
     res = run_cli(["train", *args], tmp_path, cache_dir)
     assert res.returncode == 2, res.stderr
@@ -118,9 +117,7 @@ def test_bad_input_is_one_line_exit_2(
 
 
 @pytest.mark.parametrize("content", [b"", b"\x80\x81\x82 not utf8"])
-def test_bad_data_files_are_one_line(
-    tmp_path: Path, cache_dir: Path, content: bytes, run_cli
-) -> None:
+def test_bad_data_files_are_one_line(tmp_path: Path, cache_dir: Path, content: bytes) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
     res = run_cli(["train", "data=text", f"data.path={bad}"], tmp_path, cache_dir)
@@ -130,10 +127,12 @@ def test_bad_data_files_are_one_line(
 
 
 def test_corpus_shorter_than_a_window_fails_before_the_run(
-    tmp_path: Path, corpus: Path, cache_dir: Path, run_cli, tiny_args
+    tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     res = run_cli(
-        ["train", *tiny_args, "train.context_length=100000", "data=text", f"data.path={corpus}"],
+        # no evaluation at the end: TINY's eval.tokens would be refused first (no tokenizing)
+        ["train", *TINY, "train.context_length=100000", "eval.at_end=false"]
+        + ["data=text", f"data.path={corpus}"],
         tmp_path,
         cache_dir,
     )
@@ -142,14 +141,14 @@ def test_corpus_shorter_than_a_window_fails_before_the_run(
     assert not (tmp_path / "outputs").exists()
 
 
-def test_help_lists_groups_and_options(tmp_path: Path, cache_dir: Path, run_cli) -> None:
+def test_help_lists_groups_and_options(tmp_path: Path, cache_dir: Path) -> None:
     for args in (["--help"], ["train", "--help"]):
         res = run_cli(args, tmp_path, cache_dir)
         assert res.returncode == 0
         assert "encoding:" in res.stdout and "rope" in res.stdout and "model:" in res.stdout
 
 
-def test_encodings_lists_every_yaml(tmp_path: Path, cache_dir: Path, run_cli) -> None:
+def test_encodings_lists_every_yaml(tmp_path: Path, cache_dir: Path) -> None:
     from posenc_cli.config.groups import group_options
 
     res = run_cli(["encodings"], tmp_path, cache_dir)

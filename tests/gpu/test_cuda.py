@@ -14,6 +14,8 @@ import torch
 
 from posenc_cli.engine.runtime import Runtime, pick_device, pick_precision
 from posenc_cli.engine.step import lm_loss
+from tests.helpers.cli import run_cli
+from tests.helpers.configs import TINY
 
 pytestmark = [
     pytest.mark.gpu,
@@ -35,8 +37,10 @@ def test_every_encoding_on_the_gpu_matches_the_cpu(
     """fp32 logits and gradients on CUDA equal the CPU's (TF32 off), and bf16 autocast gives
     a finite loss close to fp32's."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    x, y = tokens(24), tokens(24, seed=2)
-    losses, grads = {}, {}
+    x = tokens(24)
+    y = tokens(24, seed=2)
+    losses = {}
+    grads = {}
     for device in ("cpu", "cuda"):
         model = make_model(name).to(device)
         rt = Runtime(torch.device(device), "fp32")
@@ -53,10 +57,8 @@ def test_every_encoding_on_the_gpu_matches_the_cpu(
 
 
 @pytest.mark.slow
-def test_posenc_train_on_the_gpu(
-    tmp_path: Path, corpus: Path, run_cli, tiny_args: list[str], cache_dir: Path
-) -> None:
-    args = [*tiny_args, "device=cuda", "data=text", f"data.path={corpus}", "hydra.run.dir=run"]
+def test_posenc_train_on_the_gpu(tmp_path: Path, corpus: Path, cache_dir: Path) -> None:
+    args = [*TINY, "device=cuda", "data=text", f"data.path={corpus}", "hydra.run.dir=run"]
     res = run_cli(["train", *args], tmp_path, cache_dir)
     assert res.returncode == 0, res.stderr[-2000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

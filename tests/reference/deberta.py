@@ -6,25 +6,22 @@ import math
 from typing import Any
 
 import torch
+from torch import Tensor
+
+from . import At
 
 
-def content_bias(
-    deb: Any,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    pos_t: torch.Tensor,
-    pos_s: torch.Tensor,
-    layer: int,
-    attn_input: torch.Tensor | None = None,
-) -> torch.Tensor:
+def content_bias(deb: Any, q: Tensor, k: Tensor, at: At) -> Tensor:
     """c2p + p2c of He et al., gathered per (query, key) pair from the clipped relative
     distances δ(i, j) and δ(j, i), over 1/sqrt(3E): O(T²E). c2c, q·k, is the attention's own."""
-    H, E, k_max = deb.n_heads, deb.head_dim, deb.max_relative
-    rel = pos_t[:, None] - pos_s[None, :]
+    H = deb.n_heads
+    E = deb.head_dim
+    k_max = deb.max_relative
+    rel = at.pos_t[:, None] - at.pos_s[None, :]
     delta_ij = rel.clamp(-k_max, k_max - 1) + k_max
     delta_ji = (-rel).clamp(-k_max, k_max - 1) + k_max
-    k_r = (deb.rel_embeddings @ deb.k_r_proj[layer].weight.T).unflatten(-1, (H, E))
-    q_r = (deb.rel_embeddings @ deb.q_r_proj[layer].weight.T).unflatten(-1, (H, E))
+    k_r = (deb.rel_embeddings @ deb.k_r_proj[at.layer].weight.T).unflatten(-1, (H, E))
+    q_r = (deb.rel_embeddings @ deb.q_r_proj[at.layer].weight.T).unflatten(-1, (H, E))
     c2p = torch.einsum("bhte,tshe->bhts", q, k_r[delta_ij])
     p2c = torch.einsum("bhse,tshe->bhts", k, q_r[delta_ji])
     return (c2p + p2c) / math.sqrt(3 * E)

@@ -5,20 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
+
+from . import At
 
 
-def content_bias(
-    fox: Any,
-    q: torch.Tensor | None,
-    k: torch.Tensor | None,
-    pos_t: torch.Tensor,
-    pos_s: torch.Tensor,
-    layer: int,
-    attn_input: torch.Tensor | None = None,
-) -> torch.Tensor:
+def content_bias(fox: Any, q: Tensor, k: Tensor, at: At) -> Tensor:
     """Lin et al.'s Σ_{l=j+1..i} log σ(w·x_l + b), summed term by term for each (i, j)."""
-    gate = fox.gates[layer]
-    log_f = torch.nn.functional.logsigmoid(attn_input @ gate.weight.T + gate.bias)
+    gate = fox.gates[at.layer]
+    log_f = torch.nn.functional.logsigmoid(at.inputs @ gate.weight.T + gate.bias)
     B, T, H = log_f.shape
     out = torch.zeros(B, H, T, T)
     for i in range(T):

@@ -69,7 +69,8 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 
 def test_every_docs_page_is_reachable_from_the_index() -> None:
-    seen, todo = set(), [REPO / "docs" / "README.md"]
+    seen = set()
+    todo = [REPO / "docs" / "README.md"]
     while todo:
         page = todo.pop()
         if page in seen or page.suffix != ".md" or not page.exists():
@@ -120,7 +121,8 @@ def _overrides(args: list[str]) -> list[str]:
 
 def _covering_jobs(overrides: list[str]) -> list[list[str]]:
     """Sweep jobs in which every swept value appears at least once (not the whole grid)."""
-    jobs, covered = [], set()
+    jobs = []
+    covered = set()
     for job in expand_sweep(overrides):
         if not set(job) <= covered:
             jobs.append(job)

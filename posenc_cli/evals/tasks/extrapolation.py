@@ -26,6 +26,8 @@ class Extrapolation(EvalTask):
     """ppl and loss by length on the same held-out tokens; the run's own key gets HParams."""
 
     name = "extrapolation"
+    compare_view = "by_length"
+    result_bounds = (("ppl", 1.0), ("loss", 0.0))  # exp(cross-entropy) >= 1, loss >= 0
 
     def check(self, cfg: Any) -> None:
         """The token budget holds one window of the shortest length: with less, nothing could

@@ -30,11 +30,13 @@ TAG = "task"
 class LengthGeneralization(EvalTask):
     name = "length_generalization"
     for_synthetic_tasks = True
+    compare_view = "synthetic"
 
     def run(
         self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
     ) -> dict[str, Any]:
         """The test set is the synthetic task's (task.test_lengths, task.test_instances)."""
+        # deferred: torch only when the task runs; compare finds it without
         from posenc_cli.synthetic.batches import evaluation_set
         from posenc_cli.synthetic.scoring import score_answers
 
@@ -55,7 +57,8 @@ class LengthGeneralization(EvalTask):
                 )
                 continue
             score = score_answers(model, evaluation_set(task, n, count), rt.device, rt.autocast)
-            exact[str(n)], accuracy[str(n)] = score.exact_match, score.token_accuracy
+            exact[str(n)] = score.exact_match
+            accuracy[str(n)] = score.token_accuracy
         lo, hi = (int(n) for n in cfg.task.train_lengths)
         return {
             "task": task.name,
@@ -120,7 +123,8 @@ class LengthGeneralization(EvalTask):
             table.add_column(col, justify="left" if col == "note" else "right")
         for n in result["lengths"]:
             k = str(n)
-            em, acc = result["exact_match"][k], result["token_accuracy"][k]
+            em = result["exact_match"][k]
+            acc = result["token_accuracy"][k]
             table.add_row(
                 k + ("*" if lo <= n <= hi else ""),
                 str(result["sequence_tokens"][k]),

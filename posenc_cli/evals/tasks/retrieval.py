@@ -48,7 +48,8 @@ class Instance:
 
 def key_tokens(encode: Any, key: int) -> tuple[list[int], list[int], list[int]]:
     """The sentence, the question and the answer (the key's tokens) as token ids."""
-    question, answer = encode(QUESTION), encode(f" {key}")
+    question = encode(QUESTION)
+    answer = encode(f" {key}")
     return [*question, *answer, *encode(REMEMBER)], question, answer
 
 
@@ -82,6 +83,7 @@ def answer_scores(
 ) -> tuple[Tensor, Tensor]:
     """Per row: whether every one of the last ``answer`` tokens is the argmax, and their
     summed log probability (teacher-forced)."""
+    # deferred: torch only when the task runs; compare finds it without
     import torch
 
     width = max(len(r) for r in rows)
@@ -114,6 +116,7 @@ class Retrieval(EvalTask):
         _require(ok, "eval.retrieval.depths", s.depths, "[0,0.5,1] (fractions from 0 to 1)")
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
+        # deferred: torch only when the task runs; compare finds it without
         import torch
 
         s = self.settings(cfg)
@@ -261,9 +264,11 @@ def heatmap(result: dict[str, Any], title: str) -> np.ndarray | None:
     rows = [str(n) for n in result["lengths"] if str(n) in result["by_depth"]]
     if not rows:
         return None
+    # deferred: matplotlib only when the figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib only when the figure is drawn
     import matplotlib.pyplot as plt
 
     grid = np.array([[result["by_depth"][r][f"{d:g}"] for d in result["depths"]] for r in rows])

@@ -25,8 +25,10 @@ class AttentionFigure(InspectFigure):
         return None
 
     def draw(self, subject: Subject) -> list[Output]:
-        L, T = subject.train_length, subject.longest
-        short, long = subject.stats("model", L), subject.stats("model", T)
+        L = subject.train_length
+        T = subject.longest
+        short = subject.stats("model", L)
+        long = subject.stats("model", T)
         out = [
             Output(stem, per_head_figure(subject, short, long, field, name, label), caption)
             for stem, field, name, label, caption in PANELS
@@ -43,7 +45,8 @@ class AttentionFigure(InspectFigure):
         return out
 
     def scalars(self, subject: Subject) -> dict[str, float]:
-        L, T = subject.train_length, subject.longest
+        L = subject.train_length
+        T = subject.longest
         out: dict[str, float] = {}
         for length, tag in ((L, "1x"), (T, f"{T // L}x")):
             stats = subject.stats("model", length)
@@ -79,8 +82,10 @@ def per_head_figure(
 ) -> Any:
     """One statistic per layer and head at 1x and at the longest length, on one colour scale,
     each panel titled with what uniform causal attention would give."""
-    L, T = subject.train_length, subject.longest
-    a, b = getattr(short, field), getattr(long, field)
+    L = subject.train_length
+    T = subject.longest
+    a = getattr(short, field)
+    b = getattr(long, field)
     top = max(float(a.max()), float(b.max()))
     fig, axes = new_figure(
         1, 2, width=5.0, height=3.8, title=f"{name} per layer and head, step {subject.step}"
@@ -98,7 +103,8 @@ def per_head_figure(
 
 def beyond_figure(subject: Subject, beyond: Any) -> Any:
     """The share of each head's attention on keys further than L, at the longest length."""
-    L, T = subject.train_length, subject.longest
+    L = subject.train_length
+    T = subject.longest
     fig, axes = new_figure(
         width=5.6,
         height=3.8,

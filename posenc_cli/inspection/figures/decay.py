@@ -28,7 +28,8 @@ class DecayFigure(InspectFigure):
         return "only sinusoidal encodings add p_m to the input (RoPE's decay is figure 3)"
 
     def draw(self, subject: Subject) -> list[Output]:
-        enc, dim = subject.encoding, subject.encoding.d_model
+        enc = subject.encoding
+        dim = subject.encoding.d_model
         distances = torch.arange(0, subject.longest)
         fig, axes = new_figure(
             title=f"Long-range decay: ⟨p_m, p_n⟩ against m − n (d = {dim}, normalised by d/2)"

@@ -11,7 +11,8 @@ import numpy as np
 
 from posenc_cli.synthetic.base import BOS, FIRST_SYMBOL, Instance, SyntheticTask
 
-PLUS, EQUALS = FIRST_SYMBOL + 10, FIRST_SYMBOL + 11
+PLUS = FIRST_SYMBOL + 10
+EQUALS = FIRST_SYMBOL + 11
 
 
 class AdditionTask(SyntheticTask):

@@ -12,6 +12,7 @@ from posenc_cli.cli.app import app
 from posenc_cli.encodings.absolute import LearnedSinusoidalEncoding, SinusoidalEncoding
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.rope import RotaryEncoding
+from tests.helpers.configs import TINY
 
 SMALL = ["model=tiny", "train.context_length=16", "eval.factors=[1,4]"]
 
@@ -68,7 +69,7 @@ def test_a_config_gets_the_figures_of_its_encoding(
 
 @pytest.fixture(scope="module")
 def trained_runs(
-    tmp_path_factory: pytest.TempPathFactory, tiny_args: list[str], cache_dir: Path, corpus: Path
+    tmp_path_factory: pytest.TempPathFactory, cache_dir: Path, corpus: Path
 ) -> dict[str, Path]:
     """Tiny trained runs, one per figure family (rotary, distance bias, learned sinusoids), on
     the small generated corpus (its tokenizer trains in a moment)."""
@@ -83,7 +84,7 @@ def trained_runs(
             [
                 "train",
                 f"encoding={name}",
-                *tiny_args,
+                *TINY,
                 "data=text",
                 f"data.path={corpus}",
                 "eval.factors=[1,4]",
@@ -199,4 +200,4 @@ def test_hostile_run_folders_are_one_line_and_write_nothing_outside(
     state = torch.load(bad_step / "checkpoints" / "last.pt", weights_only=True)
     state["step"] = "abc"
     torch.save(state, bad_step / "checkpoints" / "last.pt")
-    assert "no valid step" in one_line(["inspect", str(bad_step)])
+    assert "step 'abc', not a whole number" in one_line(["inspect", str(bad_step)])

@@ -31,7 +31,10 @@ def test_the_gpu_study_is_gpt2_small_at_512_on_your_corpus_to_16x(corpus: Path) 
         512,
         [1, 2, 4, 8, 16],
     )
-    V, d, layers, d_ff = 32768, 768, 12, 2048  # embedding + head, 12 blocks, final norm
+    V = 32768
+    d = 768
+    layers = 12
+    d_ff = 2048  # embedding + head, 12 blocks, final norm
     expected = 2 * V * d + layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d
     with torch.device("meta"):  # shapes only: no 540 MB of weights to initialise
         built = build_model(cfg, cfg.data.vocab_size)

@@ -22,7 +22,8 @@ def test_long_documents_are_cut_at_line_boundaries() -> None:
 def test_validation_is_whole_held_out_segments(tmp_path: Path, make_corpus) -> None:
     path = make_corpus(tmp_path / "c.txt", n_docs=60)
     corpus = Corpus("text", str(path), None, 20)
-    train, val = list(corpus.train_segments()), list(corpus.val_segments())
+    train = list(corpus.train_segments())
+    val = list(corpus.val_segments())
     assert val and train
     assert not set(train) & set(val)
     assert len(train) + len(val) == len(list(corpus._segments(corpus.files)))

@@ -33,7 +33,8 @@ def test_shapes_and_finite_loss_beyond_training_length(
     name: str, make_model, tokens, model_sizes
 ) -> None:
     model = make_model(name)
-    train_len, vocab = model_sizes["train_len"], model_sizes["vocab"]
+    train_len = model_sizes["train_len"]
+    vocab = model_sizes["vocab"]
     for length in (train_len, 4 * train_len):
         ids = tokens(length)
         if name == "learned" and length > model_sizes["small_max_len"]:
@@ -66,7 +67,8 @@ def test_causal(name: str, make_model, tokens, randomise_zero_params, model_size
     t = model_sizes["train_len"] // 2
     changed = ids.clone()
     changed[:, t + 1] = (changed[:, t + 1] + 1) % model_sizes["vocab"]
-    a, b = model(ids), model(changed)
+    a = model(ids)
+    b = model(changed)
     torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], rtol=0, atol=1e-6)
     assert not torch.allclose(a[:, t + 1], b[:, t + 1])
 
@@ -78,7 +80,8 @@ def test_shift_invariance_matches_relative_label(
     model = make_model(name)
     randomise_zero_params(model)
     ids = tokens(model_sizes["train_len"])
-    base, shifted = model(ids), model(ids, pos_offset=9)
+    base = model(ids)
+    shifted = model(ids, pos_offset=9)
     if type(model.encoding).relative:
         torch.testing.assert_close(base, shifted, rtol=1e-5, atol=1e-5)
     else:  # some shift must matter: a small one, or one past a threshold such as FIRE's L
@@ -102,7 +105,8 @@ def test_every_parameter_gets_a_gradient(
 def test_state_dict_round_trip(
     name: str, make_model, tokens, randomise_zero_params, model_sizes
 ) -> None:
-    src, dst = make_model(name, seed=0), make_model(name, seed=1)
+    src = make_model(name, seed=0)
+    dst = make_model(name, seed=1)
     randomise_zero_params(src)
     ids = tokens(model_sizes["train_len"])
     dst.load_state_dict(src.state_dict())
@@ -120,14 +124,18 @@ def test_fused_attention_equals_reference(
     reference_bias,
     model_sizes,
 ) -> None:
-    train_len, d_model = model_sizes["train_len"], model_sizes["d_model"]
+    train_len = model_sizes["train_len"]
+    d_model = model_sizes["d_model"]
     model = make_model(name)
     randomise_zero_params(model)
-    enc, attn = model.encoding, model.layers[layer].attn
+    enc = model.encoding
+    attn = model.layers[layer].attn
     x = torch.randn(2, train_len, d_model, generator=torch.Generator().manual_seed(5))
     pos = torch.arange(3, 3 + train_len)
     fused = attn(x, AttentionContext(enc, Span(3, train_len, CPU)))
-    q, k, v = attn._heads(attn.q_proj(x)), attn._heads(attn.k_proj(x)), attn._heads(attn.v_proj(x))
+    q = attn._heads(attn.q_proj(x))
+    k = attn._heads(attn.k_proj(x))
+    v = attn._heads(attn.v_proj(x))
     bias = None
     if enc.has_bias:
         bias = reference_bias(enc, q, k, pos, pos, layer, attn_input=x)

@@ -83,3 +83,20 @@ def test_an_mlp_without_kinks_is_one_affine_piece() -> None:
     assert kinks.numel() == 0 and slope.shape == intercept.shape == (3, 1)
     pos = torch.arange(6)
     assert (enc.pair_bias(pos, pos) - mlp_over_pairs(enc, pos)).abs().max() <= 1e-12
+
+
+def test_the_mask_folded_into_the_pieces_equals_masking_afterwards() -> None:
+    """position_bias (an extra piece of slope 0 and intercept -inf for keys after the query)
+    against pair_bias masked as every other pair bias is, values and every gradient."""
+    enc = fire64(seed=2)
+    pos_T, pos_S = torch.arange(6, 14), torch.arange(14)
+    folded = enc.position_bias(pos_T, pos_S)[0].double()
+    after = pos_S[None, :] > pos_T[:, None]
+    masked = enc.pair_bias(pos_T, pos_S).float().double().masked_fill(after, float("-inf"))
+    assert torch.equal(torch.isinf(folded), after.expand_as(folded))
+    assert (folded[:, ~after] - masked[:, ~after]).abs().max() == 0
+    finite = ~after
+    fast = values_and_gradients(enc, folded[:, finite])
+    ref = values_and_gradients(enc, masked[:, finite])
+    for a, b in zip(fast, ref, strict=True):
+        assert (a - b).abs().max() <= 1e-12 * max(1.0, b.abs().max().item())

@@ -22,7 +22,9 @@ from posenc_cli.model.attention import CausalSelfAttention
 
 CPU = torch.device("cpu")
 
-D, H, E = 16, 2, 8
+D = 16
+H = 2
+E = 8
 
 
 def gen(seed: int) -> torch.Generator:
@@ -38,7 +40,9 @@ def unmasked_attention(attn: CausalSelfAttention, x_BTD: torch.Tensor) -> torch.
 
 def test_attention_without_encoding_is_permutation_equivariant() -> None:
     torch.manual_seed(0)
-    attn, x, perm = CausalSelfAttention(D, H, 0), torch.randn(1, 10, D), torch.randperm(10)
+    attn = CausalSelfAttention(D, H, 0)
+    x = torch.randn(1, 10, D)
+    perm = torch.randperm(10)
     out = unmasked_attention(attn, x)
     torch.testing.assert_close(unmasked_attention(attn, x[:, perm]), out[:, perm])
     pos = torch.arange(10)
@@ -50,7 +54,8 @@ def test_attention_without_encoding_is_permutation_equivariant() -> None:
 
 def test_rope_scores_depend_on_distance_only_and_preserve_norms() -> None:
     rope = RotaryEncoding(D, H, E, 1)
-    q, k = torch.randn(E, generator=gen(1)), torch.randn(E, generator=gen(2))
+    q = torch.randn(E, generator=gen(1))
+    k = torch.randn(E, generator=gen(2))
 
     def rotated(x: torch.Tensor, m: int) -> torch.Tensor:
         return rope.rotate(x.view(1, 1, 1, E), torch.tensor([m])).flatten()
@@ -64,7 +69,8 @@ def test_rope_scores_depend_on_distance_only_and_preserve_norms() -> None:
 
 def test_rope_equals_complex_multiplication() -> None:
     rope = RotaryEncoding(D, H, E, 1)
-    x, pos = torch.randn(2, H, 12, E, generator=gen(3)), torch.arange(5, 17)
+    x = torch.randn(2, H, 12, E, generator=gen(3))
+    pos = torch.arange(5, 17)
     theta = 10000.0 ** (-torch.arange(0, E, 2, dtype=torch.float64) / E)
     phase = torch.polar(torch.ones(12, E // 2, dtype=torch.float64), pos[:, None] * theta)
     expected = torch.view_as_real(torch.view_as_complex(x.double().unflatten(-1, (-1, 2))) * phase)
@@ -73,7 +79,8 @@ def test_rope_equals_complex_multiplication() -> None:
 
 def block_rotation(theta: torch.Tensor, k: int) -> torch.Tensor:
     """M_k: for each (sin, cos) pair, [[cos kθ, sin kθ], [-sin kθ, cos kθ]]."""
-    c, s = torch.cos(k * theta), torch.sin(k * theta)
+    c = torch.cos(k * theta)
+    s = torch.sin(k * theta)
     return torch.block_diag(
         *[
             torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])])
@@ -89,7 +96,8 @@ def test_sinusoid_shift_is_a_block_rotation(k: int) -> None:
     pos = torch.arange(0, 60)
     M = block_rotation(theta, k)
     torch.testing.assert_close(M @ M.T, torch.eye(D, dtype=torch.float64))
-    now, later = pe.table(pos).double(), pe.table(pos + k).double()
+    now = pe.table(pos).double()
+    later = pe.table(pos + k).double()
     torch.testing.assert_close(later, now @ M.T, rtol=1e-5, atol=1e-5)
 
 
@@ -105,9 +113,11 @@ def test_sinusoid_inner_product_depends_on_distance_only() -> None:
 
 
 def test_learned_sinusoid_starts_at_the_fixed_one() -> None:
-    fixed, learned = SinusoidalEncoding(D, H, E, 1), LearnedSinusoidalEncoding(D, H, E, 1)
+    fixed = SinusoidalEncoding(D, H, E, 1)
+    learned = LearnedSinusoidalEncoding(D, H, E, 1)
     torch.testing.assert_close(learned.theta.double(), fixed.inv_freq, rtol=1e-6, atol=0)
-    x, pos = torch.zeros(1, 30, D), torch.arange(30)
+    x = torch.zeros(1, 30, D)
+    pos = torch.arange(30)
     torch.testing.assert_close(learned.embed(x, pos), fixed.embed(x, pos), rtol=1e-4, atol=1e-4)
 
 
@@ -131,10 +141,12 @@ RANGES = [
 
 def test_position_biases_are_right_for_any_geometry_and_cache_state() -> None:
     """Cached per-geometry tensors must never be reused for a different geometry."""
-    alibi, t5 = ALiBiEncoding(D, 3, E, 1), T5RelativeBias(D, 3, E, 1, 4, 8)
+    alibi = ALiBiEncoding(D, 3, E, 1)
+    t5 = T5RelativeBias(D, 3, E, 1, 4, 8)
     slopes = torch.tensor(alibi_slopes(3))
     for (t0, t1), (s0, s1) in RANGES:
-        pos_t, pos_s = torch.arange(t0, t1), torch.arange(s0, s1)
+        pos_t = torch.arange(t0, t1)
+        pos_s = torch.arange(s0, s1)
         dist = pos_t[:, None] - pos_s[None, :]
         future = dist < 0  # position_bias masks j > i with -inf
         expected = (-slopes[:, None, None] * dist.float()).unsqueeze(0)
@@ -177,7 +189,8 @@ def test_t5_buckets_hand_computed() -> None:
 def test_t5_bias_looks_up_the_current_table() -> None:
     t5 = T5RelativeBias(D, H, E, 2)
     pos = torch.arange(3, 203)
-    pos_t, pos_s = pos[150:], pos
+    pos_t = pos[150:]
+    pos_s = pos
     dist = pos_t[:, None] - pos_s[None, :]
     ids = t5_bucket(dist)
     expected = t5.weight.t()[:, ids].unsqueeze(0).masked_fill(dist < 0, float("-inf"))
@@ -221,8 +234,10 @@ def test_transformer_xl_shift_equals_naive_four_terms(
         txl.u.normal_()
         txl.v.normal_()
     pos = torch.arange(offset, offset + end)
-    pos_t, pos_s = pos[start:end], pos[:end]
-    q, k = torch.randn(2, H, end - start, E), torch.randn(2, H, end, E)
+    pos_t = pos[start:end]
+    pos_s = pos[:end]
+    q = torch.randn(2, H, end - start, E)
+    k = torch.randn(2, H, end, E)
     a = q @ k.transpose(-1, -2)
     scale = txl.softmax_scale(E)
     naive = a * scale + reference_bias(txl, q, k, pos_t, pos_s, 1)  # (a + b + c + d) * scale
@@ -237,8 +252,10 @@ def test_deberta_gather_equals_naive(start: int, end: int, offset: int, referenc
     k_max = 4
     deb = DebertaEncoding(D, H, E, 2, max_relative=k_max)
     pos = torch.arange(offset, offset + end)
-    pos_t, pos_s = pos[start:end], pos[:end]
-    q, k = torch.randn(2, H, end - start, E), torch.randn(2, H, end, E)
+    pos_t = pos[start:end]
+    pos_s = pos[:end]
+    q = torch.randn(2, H, end - start, E)
+    k = torch.randn(2, H, end, E)
     naive = reference_bias(deb, q, k, pos_t, pos_s, 0)  # (c2p + p2c) / sqrt(3E)
     fast = deb.content_bias(q, k, site(start, end, offset, 0))
     assert fast.dtype == torch.float32 and fast.shape == (2, H, end - start, end)
@@ -250,7 +267,8 @@ def test_deberta_gather_equals_naive(start: int, end: int, offset: int, referenc
 def test_causal_shift_values_and_gradient(T: int, S: int) -> None:
     x = torch.randn(2, 3, T, S, dtype=torch.float64, requires_grad=True)
     y = causal_shift(x, S)
-    a, b = torch.arange(T)[:, None], torch.arange(S)[None, :]
+    a = torch.arange(T)[:, None]
+    b = torch.arange(S)[None, :]
     valid = b <= a + S - T
     expected = x.gather(-1, (T - 1 - a + b).clamp(max=S - 1).expand(2, 3, T, S))
     torch.testing.assert_close(y.masked_fill(~valid, 0), expected.masked_fill(~valid, 0))

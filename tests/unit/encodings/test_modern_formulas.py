@@ -39,7 +39,8 @@ def test_kerple_log_is_its_formula_and_non_increasing(repo) -> None:
 
 
 def test_kerple_keeps_its_parameters_positive_as_the_authors_code_does(repo) -> None:
-    log, power = encoding(repo, "kerple_log"), encoding(repo, "kerple_power")
+    log = encoding(repo, "kerple_log")
+    power = encoding(repo, "kerple_power")
     with torch.no_grad():
         log.r1.fill_(-1.0)
         power.r2.copy_(torch.tensor([3.0, -0.5]))
@@ -88,10 +89,12 @@ def test_fire_is_its_formula_with_max_of_threshold_and_query(repo) -> None:
 
 
 def test_xpos_without_decay_is_rope_and_decays_by_zeta(repo) -> None:
-    rope, flat = encoding(repo, "rope"), encoding(repo, "xpos", scale_base=1e12)
+    rope = encoding(repo, "rope")
+    flat = encoding(repo, "xpos", scale_base=1e12)
     xpos = encoding(repo, "xpos")
     g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(1, 2, 6, 4, generator=g), torch.randn(1, 2, 6, 4, generator=g)
+    q = torch.randn(1, 2, 6, 4, generator=g)
+    k = torch.randn(1, 2, 6, 4, generator=g)
     pos = torch.arange(10, 16)
     torch.testing.assert_close(
         flat.transform_qk(q, k, pos, pos, 0), rope.transform_qk(q, k, pos, pos, 0)
@@ -103,7 +106,8 @@ def test_xpos_without_decay_is_rope_and_decays_by_zeta(repo) -> None:
         mask[2 * pair : 2 * pair + 2] = 1
         qx, kx = xpos.transform_qk(q * mask, k * mask, pos, pos, 0)
         qr, kr = rope.transform_qk(q * mask, k * mask, pos, pos, 0)
-        m, n = 5, 1
+        m = 5
+        n = 1
         ratio = (qx[0, 0, m] @ kx[0, 0, n]) / (qr[0, 0, m] @ kr[0, 0, n])
         assert ratio.item() == pytest.approx(zeta[pair] ** ((m - n) / 512), rel=1e-4)
 

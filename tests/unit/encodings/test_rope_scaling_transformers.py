@@ -46,7 +46,8 @@ def reference(method: str, E: int, b: float, L: int, S: float) -> tuple[list[flo
     def dim(rotations: float) -> float:
         return E * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(b))
 
-    low, high = max(math.floor(dim(32)), 0), min(math.ceil(dim(1)), E - 1)
+    low = max(math.floor(dim(32)), 0)
+    high = min(math.ceil(dim(1)), E - 1)
     high = high + 0.001 if low == high else high
     out = []
     for k, t in enumerate(theta):

@@ -31,12 +31,15 @@ class ThreadComm:
     """Rank ``rank`` of ``world_size`` threads; every collective waits for all of them."""
 
     def __init__(self, rank: int, world_size: int, shared: dict[str, Any]) -> None:
-        self.rank, self.world_size = rank, world_size
-        self.local_rank, self.local_world_size = rank, world_size
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = rank
+        self.local_world_size = world_size
         self.shared = shared
 
     def _exchange(self, value: Any) -> list[Any]:
-        barrier, slots = self.shared["barrier"], self.shared["slots"]
+        barrier = self.shared["barrier"]
+        slots = self.shared["slots"]
         slots[self.rank] = value
         barrier.wait()
         out = list(slots)
@@ -136,7 +139,8 @@ def test_validation_split_over_ranks_is_the_one_process_loss_exactly(tiny, world
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_extrapolation_split_over_ranks_is_the_one_process_result_exactly(tiny, world_size) -> None:
     _, model, data = tiny
-    length, n = 64, 2 * BATCH_TOKENS + 128  # sliding by 32: five batches, the last short
+    length = 64
+    n = 2 * BATCH_TOKENS + 128  # sliding by 32: five batches, the last short
     one = score_length(model, data.val, length, n, 32, Runtime(torch.device("cpu"), "fp32"))
     split = on_ranks(world_size, lambda rt: score_length(model, data.val, length, n, 32, rt))
     for r in split:

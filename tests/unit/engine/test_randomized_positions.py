@@ -12,25 +12,11 @@ from posenc_cli.config.compose import compose
 from posenc_cli.data.prepare import prepare
 from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.engine.trainer import Trainer
+from tests.helpers.configs import FOUR_STEPS
 
 
 def trainer(tmp_path: Path, corpus: Path, *extra: str) -> Trainer:
-    cfg = compose(
-        [
-            "model=tiny",
-            "data=text",
-            f"data.path={corpus}",
-            "data.vocab_size=300",
-            "train.context_length=16",
-            "train.steps=4",
-            "train.eval_every=4",
-            "train.eval_batches=1",
-            "train.log_every=2",
-            "train.checkpoint_every=4",
-            "train.threads=1",
-            *extra,
-        ]
-    )
+    cfg = compose([*FOUR_STEPS, f"data.path={corpus}", "train.threads=1", *extra])
     return Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
 
 

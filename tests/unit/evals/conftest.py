@@ -18,7 +18,8 @@ from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.model import TransformerLM, build_model
 
-EVAL_VOCAB, EVAL_TRAIN_LEN = 300, 16
+EVAL_VOCAB = 300
+EVAL_TRAIN_LEN = 16
 BASE = ("model=tiny", f"train.context_length={EVAL_TRAIN_LEN}", "eval.tokens=512", "device=cpu")
 
 

@@ -142,7 +142,8 @@ def test_short_held_out_data_is_reported_not_fatal(config, run, val_ids) -> None
 
 def test_evaluation_is_deterministic(config, run, model_for, val_ids, rt) -> None:
     cfg = config("eval.mode=sliding", "eval.stride=8")
-    first, second = run(cfg), run(cfg)
+    first = run(cfg)
+    second = run(cfg)
     first.pop("seconds"), second.pop("seconds")
     assert first == second
     model = model_for(cfg)

@@ -23,7 +23,8 @@ def hand_built() -> tuple[torch.Tensor, torch.Tensor]:
     bias = torch.full((1, 1, 3, 3), float("-inf"))
     for i, row in enumerate(P):
         for j, p in enumerate(row):
-            raw[0, 0, i, j], bias[0, 0, i, j] = math.log(p), 0.0
+            raw[0, 0, i, j] = math.log(p)
+            bias[0, 0, i, j] = 0.0
     return raw, bias
 
 
@@ -53,7 +54,8 @@ def test_chunks_in_two_calls_give_the_same_sums() -> None:
     whole.add(raw, bias, 0)
     parts.add(raw[:, :, :1, :1], bias[:, :, :1, :1], 0)
     parts.add(raw[:, :, 1:], bias[:, :, 1:], 1)
-    a, b = summarise([whole], 3, 2, 1), summarise([parts], 3, 2, 1)
+    a = summarise([whole], 3, 2, 1)
+    b = summarise([parts], 3, 2, 1)
     for field in ("mean_distance", "entropy", "beyond", "qk_by_distance", "bias_by_distance"):
         assert getattr(a, field).flatten().tolist() == pytest.approx(
             getattr(b, field).flatten().tolist()
@@ -69,7 +71,8 @@ def test_the_probe_reproduces_every_layers_output(
 ) -> None:
     model = make_model(name).eval()
     randomise_zero_params(model)
-    ids, seen = tokens(24), []
+    ids = tokens(24)
+    seen = []
 
     def hook(attn: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
         probe = LayerProbe(attn, *args)
@@ -123,7 +126,8 @@ def test_a_content_bias_is_averaged_over_the_batch_and_the_pairs_at_each_distanc
 ) -> None:
     model = make_model("transformer_xl").eval()
     randomise_zero_params(model)
-    ids, biases = tokens(12, batch=3), []
+    ids = tokens(12, batch=3)
+    biases = []
 
     def keep(attn: torch.nn.Module, args: tuple) -> None:
         biases.append(LayerProbe(attn, *args).logits(0, 12)[1])

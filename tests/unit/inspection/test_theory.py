@@ -24,10 +24,12 @@ def thetas(dim: int, base: float) -> list[float]:
 
 @pytest.mark.parametrize("base", [10.0, 100.0, 10000.0])
 def test_decay_sum_equals_the_inner_product_of_two_encodings(base: float) -> None:
-    dim, distances = 8, [0, 1, 5, 37]
+    dim = 8
+    distances = [0, 1, 5, 37]
     got = sinusoid_inner_products(torch.tensor(distances), sinusoidal_frequencies(dim, base))
     for k, value in zip(distances, got.tolist(), strict=True):
-        m, n = 50 + k, 50  # ⟨p_m, p_n⟩ from the interleaved (sin, cos) vectors themselves
+        m = 50 + k
+        n = 50  # ⟨p_m, p_n⟩ from the interleaved (sin, cos) vectors themselves
         p_m = [f(m * t) for t in thetas(dim, base) for f in (math.sin, math.cos)]
         p_n = [f(n * t) for t in thetas(dim, base) for f in (math.sin, math.cos)]
         assert value == pytest.approx(sum(a * b for a, b in zip(p_m, p_n, strict=True)), abs=1e-12)

@@ -33,7 +33,8 @@ def reference_layer(
     reference_bias,
 ) -> torch.Tensor:
     """One attention layer from the reference bias + the plain softmax, all through autograd."""
-    enc, attn = model.encoding, model.layers[layer].attn
+    enc = model.encoding
+    attn = model.layers[layer].attn
     q, k, v = (attn._heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
     bias = reference_bias(enc, q, k, pos, pos, layer, attn_input=x)
     q, k = enc.transform_qk(q, k, pos, pos, layer)
@@ -53,7 +54,8 @@ def test_gradients_match_the_definition(
 ) -> None:
     model = make_model(name)
     randomise_zero_params(model)
-    length, layer = 40, 1
+    length = 40
+    layer = 1
     pos = torch.arange(5, 5 + length)
     x = torch.randn(2, length, 32, generator=torch.Generator().manual_seed(7), requires_grad=True)
     weights = torch.randn(2, length, 32, generator=torch.Generator().manual_seed(8))
@@ -108,7 +110,8 @@ def test_chunks_cover_the_sequence_within_the_budget(
     name: str, batch: int, budget: int, make_model
 ) -> None:
     enc = make_model(name).encoding
-    T, heads = 700, 4
+    T = 700
+    heads = 4
     ctx = AttentionContext(enc, Span(0, T, CPU), budget, batch)
     with torch.no_grad():
         chunks = ctx.chunks(heads)

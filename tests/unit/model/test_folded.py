@@ -90,7 +90,9 @@ def test_folded_fox_keeps_float32_precision_at_8k_tokens() -> None:
     with torch.no_grad():
         enc.gates[0].bias.fill_(-0.5)  # log f ≈ -1 per token: c ≈ -8,000 at the end
         ref = folded(enc, x, *qkv, group_rows=1024)
-        enc32, x32, qkv32 = enc.float(), x.float(), [t.float() for t in qkv]
+        enc32 = enc.float()
+        x32 = x.float()
+        qkv32 = [t.float() for t in qkv]
         fast = folded(enc32, x32, *qkv32, group_rows=1024)
         unrebased = folded(enc32, x32, *qkv32, group_rows=T)
         with torch.autocast("cpu", dtype=torch.bfloat16):

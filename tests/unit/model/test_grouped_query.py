@@ -16,7 +16,10 @@ from posenc_cli.config.rundir import load_run_config
 from posenc_cli.encodings import build_encoding
 from posenc_cli.model.transformer import TransformerLM, build_model
 
-D, H, LAYERS, VOCAB = 32, 4, 2, 50
+D = 32
+H = 4
+LAYERS = 2
+VOCAB = 50
 
 
 def model(repo: Path, name: str, seed: int = 0, **kwargs: object) -> TransformerLM:
@@ -50,7 +53,8 @@ def test_gqa_equals_multi_head_with_each_kv_head_copied_for_its_group(
 
 
 def test_n_kv_heads_equal_to_n_heads_is_the_default_model(repo: Path) -> None:
-    default, explicit = model(repo, "rope"), model(repo, "rope", n_kv_heads=H)
+    default = model(repo, "rope")
+    explicit = model(repo, "rope", n_kv_heads=H)
     with torch.no_grad():
         torch.testing.assert_close(default(ids()), explicit(ids()), rtol=0, atol=0)
 

@@ -46,7 +46,8 @@ def test_explicit_range_equals_the_offset_range(
 def test_no_cache_answers_for_another_set_with_the_same_ends(
     name: str, make_model, tokens, randomise_zero_params
 ) -> None:
-    model, fresh = make_model(name), make_model(name)
+    model = make_model(name)
+    fresh = make_model(name)
     randomise_zero_params(model)
     randomise_zero_params(fresh)
     ids = tokens(16)
@@ -75,11 +76,14 @@ def test_sparse_positions_attention_equals_reference(
     d_model = model_sizes["d_model"]
     model = make_model(name)
     randomise_zero_params(model)
-    enc, attn = model.encoding, model.layers[1].attn
+    enc = model.encoding
+    attn = model.layers[1].attn
     T = SPARSE.numel()
     x = torch.randn(2, T, d_model, generator=torch.Generator().manual_seed(5))
     fast = attn(x, AttentionContext(enc, Span.of(SPARSE), batch=2))
-    q, k, v = attn._heads(attn.q_proj(x)), attn._heads(attn.k_proj(x)), attn._heads(attn.v_proj(x))
+    q = attn._heads(attn.q_proj(x))
+    k = attn._heads(attn.k_proj(x))
+    v = attn._heads(attn.v_proj(x))
     bias = reference_bias(enc, q, k, SPARSE, SPARSE, 1, attn_input=x)
     q, k = enc.transform_qk(q, k, SPARSE, SPARSE, 1)
     y = reference_attention(q, k, v, enc.softmax_scale(attn.head_dim), bias)

@@ -68,8 +68,10 @@ def test_rope_rotates_interleaved_pairs_by_position_times_theta() -> None:
     for m in range(5):
         for k in range(4):
             angle = m * 10000.0 ** (-2 * k / 8)
-            c, s = math.cos(angle), math.sin(angle)
-            x0, x1 = x[0, 0, m, 2 * k], x[0, 0, m, 2 * k + 1]
+            c = math.cos(angle)
+            s = math.sin(angle)
+            x0 = x[0, 0, m, 2 * k]
+            x1 = x[0, 0, m, 2 * k + 1]
             torch.testing.assert_close(out[0, 0, m, 2 * k], x0 * c - x1 * s)
             torch.testing.assert_close(out[0, 0, m, 2 * k + 1], x0 * s + x1 * c)
     torch.testing.assert_close(out[..., 0, :], x[..., 0, :])

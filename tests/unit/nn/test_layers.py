@@ -32,7 +32,9 @@ def test_swiglu_matches_definition() -> None:
     torch.manual_seed(0)
     ffn = SwiGLU(8, 24)
     x = torch.randn(2, 3, 8)
-    w1, w2, w3 = ffn.w1.weight, ffn.w2.weight, ffn.w3.weight
+    w1 = ffn.w1.weight
+    w2 = ffn.w2.weight
+    w3 = ffn.w3.weight
     expected = (F.silu(x @ w1.T) * (x @ w3.T)) @ w2.T
     torch.testing.assert_close(ffn(x), expected)
     assert w1.shape == (24, 8) and w2.shape == (8, 24)

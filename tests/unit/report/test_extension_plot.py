@@ -20,7 +20,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def _extension(fake_metrics, encoding: str, method: str, steps: int) -> dict[str, Any]:
     """A fine-tuned run's metrics.json: trained at 512 from a parent trained at 128."""
     m = fake_metrics(encoding, 0, train_length=512)
-    m["steps"], m["train_tokens"] = steps, 1000
+    m["steps"] = steps
+    m["train_tokens"] = 1000
     parent = {"path": encoding, "step": 2000, "train_length": 128, "steps": 2000}
     m["extend"] = {"method": method, "steps": steps, "train_length": 512, "factor": 4.0}
     m["extend"]["parent"] = {**parent, "train_tokens": 2048000}
@@ -60,7 +61,8 @@ def test_one_parent_gets_a_colour_per_method_and_a_line_per_step_count(rope_grid
     assert line["rope + pi x4"]["color"] == line["rope + pi, 100 steps @512"]["color"]
     assert len({line[f"rope{m}, 100 steps @512"]["color"] for m in ("", " + pi", " + yarn")}) == 3
     assert {line[k]["linestyle"] for k in ("rope + yarn x4", "rope + pi x4")} == {"--"}
-    short, long = line["rope + pi, 100 steps @512"], line["rope + pi, 400 steps @512"]
+    short = line["rope + pi, 100 steps @512"]
+    long = line["rope + pi, 400 steps @512"]
     assert (short["linestyle"], short["marker"], long["marker"]) == ("-", *MARKERS[:2])
     assert long["linewidth"] > short["linewidth"]
 

@@ -34,7 +34,8 @@ def test_every_task_yaml_has_its_generator(repo: Path) -> None:
 def test_generators_are_deterministic_and_seeds_differ(repo: Path) -> None:
     for name in task_names(repo):
         task = make(repo, name)
-        a, b = draw(task, (1, 16), 20, (0, 5)), draw(task, (1, 16), 20, (0, 5))
+        a = draw(task, (1, 16), 20, (0, 5))
+        b = draw(task, (1, 16), 20, (0, 5))
         c = draw(task, (1, 16), 20, (1, 5))
         assert all(
             (x.tokens == y.tokens).all() and (x.answer == y.answer).all()
@@ -57,7 +58,8 @@ def test_copy_reverse_and_sort_answers(repo: Path) -> None:
         for n in SIZES:
             inst = task.make(n, rng)
             assert inst.tokens[0] == BOS and inst.tokens[n + 1] == SEP
-            items, answer = symbols(inst.tokens[1 : n + 1]), symbols(inst.tokens[inst.answer])
+            items = symbols(inst.tokens[1 : n + 1])
+            answer = symbols(inst.tokens[inst.answer])
             assert len(items) == n and answer == want(items)
             assert inst.answer.tolist() == [False] * (n + 2) + [True] * n
 
@@ -69,7 +71,8 @@ def test_addition_answers_are_the_integer_sum(repo: Path, reversed_digits: bool)
     for n in SIZES:
         inst = task.make(n, rng)
         digits = symbols(inst.tokens)
-        a, b = digits[1 : n + 1], digits[n + 2 : 2 * n + 2]  # BOS a + b = s
+        a = digits[1 : n + 1]
+        b = digits[n + 2 : 2 * n + 2]  # BOS a + b = s
         s = symbols(inst.tokens[inst.answer])
 
         def value(ds: list[int]) -> int:
@@ -88,7 +91,8 @@ def test_associative_recall_answers_are_the_stored_values(repo: Path) -> None:
         store = dict(zip(pairs[0::2], pairs[1::2], strict=True))
         assert len(store) == n and inst.tokens[2 * n + 1] == SEP
         asked = inst.tokens[2 * n + 2 :].tolist()
-        queries, values = asked[0::2], asked[1::2]
+        queries = asked[0::2]
+        values = asked[1::2]
         assert len(queries) == min(n, 4) and len(set(queries)) == len(queries)
         assert values == [store[q] for q in queries]
         assert inst.answer.nonzero()[0].tolist() == list(range(2 * n + 3, len(inst.tokens), 2))
@@ -137,7 +141,8 @@ def test_the_loss_mask_covers_the_answer_tokens_only(repo: Path) -> None:
 
 def test_a_training_batch_is_a_function_of_seed_step_and_rank(repo: Path) -> None:
     task = make(repo, "copy")
-    a, b = training_batch(task, (1, 16), 8, 0, 3), training_batch(task, (1, 16), 8, 0, 3)
+    a = training_batch(task, (1, 16), 8, 0, 3)
+    b = training_batch(task, (1, 16), 8, 0, 3)
     assert all((u == v).all() for u, v in zip(a, b, strict=True))
     assert (training_batch(task, (1, 16), 8, 0, 4)[0] != a[0]).any()
     halves = [training_batch(task, (1, 16), 4, 0, 3, rank=r, world_size=2) for r in (0, 1)]

@@ -64,7 +64,8 @@ def test_every_task_trains_and_scores_with_this_encoding(name: str, repo: Path) 
     rt = make_runtime(cfg)
     for task_name in task_names(repo):
         task_cfg = OmegaConf.load(repo / "configs" / "task" / f"{task_name}.yaml").task
-        task_cfg.train_lengths, task_cfg.test_lengths = [1, 4], [4, 8]
+        task_cfg.train_lengths = [1, 4]
+        task_cfg.test_lengths = [4, 8]
         task = build_task(task_cfg)
         cfg.train.context_length = task.sequence_length(4) - 1
         torch.manual_seed(0)

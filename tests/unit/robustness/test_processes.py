@@ -1,9 +1,14 @@
-"""Starting several ranks: what is refused before anything is created, and how a rank's
-failure reaches the user as one line (the ranks themselves run in tests/e2e/test_ddp.py)."""
+"""Class 1, processes: train.nproc is bounded by the visible devices before anything is created
+(oversubscription is an explicit choice), and a failed multi-process run ends in one line for
+the cause and one short line per other rank, its launcher's temp files removed, "resume" only
+suggested when a checkpoint exists. The ranks themselves run in tests/e2e/test_ddp.py (a
+killed rank, then an exact resume); a true kill -9 of the launcher cannot be checked up front,
+so its part here is the report built from torch's failure records."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +18,32 @@ import torch
 from posenc_cli.cli import app, ranks
 from posenc_cli.common.errors import PosencError, RankFailure
 from posenc_cli.config.compose import compose
+
+#: (argv, extra environment, what the line says).
+CASES = [
+    (["train", "train.nproc=1000", "device=cpu"], {}, "train.nproc=1000 but this machine has"),
+    (["train", "train.nproc=2", "device=mps"], {}, "torch.distributed has no MPS backend"),
+    (
+        ["train", "train.nproc=2", "device=cpu"],
+        {"RANK": "0", "WORLD_SIZE": "2"},
+        "train.nproc=2 under torchrun, which starts the processes itself",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "expected"), CASES, ids=[c[2][:24] for c in CASES])
+def test_a_process_count_this_machine_cannot_run_is_refused(
+    args: list[str], env: dict[str, str], expected: str, refused: Callable[..., str]
+) -> None:
+    assert expected in refused(args, env)
+
+
+def test_oversubscription_is_an_explicit_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = compose(["train.nproc=1000", "device=cpu"])
+    with pytest.raises(PosencError):
+        ranks.check_nproc(cfg)
+    monkeypatch.setenv(ranks.OVERSUBSCRIBE, "1")
+    assert ranks.check_nproc(cfg) is False
 
 
 def test_nproc_is_refused_under_torchrun_and_beyond_the_visible_gpus(monkeypatch) -> None:
@@ -33,11 +64,6 @@ def test_nproc_is_refused_under_torchrun_and_beyond_the_visible_gpus(monkeypatch
     ranks.check_nproc(compose(["train.nproc=2", "device=cpu"]))  # CPU ranks: any number
 
 
-def test_nproc_with_mps_is_one_line() -> None:
-    with pytest.raises(PosencError, match="torch.distributed has no MPS backend"):
-        compose(["train.nproc=2", "device=mps"])
-
-
 def test_only_training_runs_under_torchrun(monkeypatch, capsys) -> None:
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -50,7 +76,9 @@ def test_only_training_runs_under_torchrun(monkeypatch, capsys) -> None:
 
 class FakeFailure:
     def __init__(self, message: object, exitcode: int, timestamp: int = 0) -> None:
-        self.message, self.exitcode, self.timestamp = message, exitcode, timestamp
+        self.message = message
+        self.exitcode = exitcode
+        self.timestamp = timestamp
 
     def signal_name(self) -> str:
         return "SIGKILL"

@@ -1,6 +1,8 @@
-"""Outputs are complete or absent: metrics.json never holds NaN, a non-finite evaluation never
-replaces a finite one, an export is written into a hidden folder renamed into place, SIGTERM
-ends a command like Ctrl-C, and `posenc bench` fails when a case fails."""
+"""Class 6, exports and other outputs: complete or absent. An export is written into a hidden
+sibling folder renamed into place when whole (so it runs again after any failure), and every
+bad export is one line that leaves nothing; metrics.json never holds NaN, and a non-finite
+evaluation never replaces a finite one; `posenc bench` fails when a case fails. SIGTERM midway
+is test_signals.py's; a SIGKILL cannot be handled, so a subprocess checks what it leaves."""
 
 from __future__ import annotations
 
@@ -12,22 +14,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.bench.suite import failed_cases
 from posenc_cli.cli.app import app
-from posenc_cli.cli.errors import user_errors
 from posenc_cli.common.atomic import write_folder_atomic
-from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import unlock_run_dir
-from posenc_cli.data.tokenizer import train_tokenizer
 from posenc_cli.engine.metrics import merge_metrics
-from posenc_cli.model import build_model
 
 EVAL = ["eval.tokens=64", "eval.factors=[1,2]"]
 KEY = "extrapolation_t64_x1-2"
@@ -42,33 +40,6 @@ def strict_json(path: Path) -> object:
     return json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
 
 
-@pytest.fixture(scope="module")
-def rope_run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
-    """A run directory of a tiny random RoPE model on the test corpus: made once, copied."""
-    cfg = compose(
-        ["model=tiny", "train.context_length=16", "data=text", f"data.path={corpus}"]
-        + ["data.vocab_size=300", "device=cpu", "train.precision=fp32"]
-    )
-    run = tmp_path_factory.mktemp("outputs") / "run"
-    (run / ".hydra").mkdir(parents=True)
-    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")
-    train_tokenizer(iter([corpus.read_text(encoding="utf-8")]), 300).save(
-        str(run / "tokenizer.json")
-    )
-    torch.manual_seed(0)
-    (run / "checkpoints").mkdir()
-    state = build_model(cfg, 300).state_dict()
-    torch.save({"model": state, "step": 3}, run / "checkpoints" / "last.pt")
-    return run
-
-
-@pytest.fixture
-def run(rope_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return Path(shutil.copytree(rope_run, tmp_path / "run"))
-
-
 def poison(run: Path) -> None:
     """NaN in the output layer: every loss of the model is NaN."""
     path = run / "checkpoints" / "last.pt"
@@ -81,6 +52,68 @@ def events(run: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in (run / "eval" / KEY).glob("events.out.tfevents.*")}
 
 
+def into_a_full_folder(run: Path, work: Path) -> list[str]:
+    (work / "out").mkdir()
+    (work / "out" / "mine.txt").write_text("keep")
+    return ["export-cs336", str(run), "out"]
+
+
+def of_a_run_without(name: str) -> Callable[[Path, Path], list[str]]:
+    def remove(run: Path, work: Path) -> list[str]:
+        target = run / name
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+        return ["export-cs336", str(run), "out"]
+
+    remove.__qualname__ = f"of_a_run_without_{name}"
+    return remove
+
+
+def of_a_folder_that_does_not_exist(run: Path, work: Path) -> list[str]:
+    return ["export-cs336", str(work / "nothing"), "out"]
+
+
+def onto_a_full_disk(run: Path, work: Path) -> list[str]:
+    import posenc_cli.cs336.exporter as exporter
+
+    def half(folder: Path, *args: object) -> None:
+        (folder / "checkpoint.pt").write_bytes(b"x" * 100)
+        raise OSError(28, "No space left on device")
+
+    exporter._write_files = half  # restored by the fixture below
+    return ["export-cs336", str(run), "out"]
+
+
+#: (how the export is set up to fail, what its line says).
+CASES = [
+    (into_a_full_folder, "'out' already exists"),
+    (of_a_run_without("tokenizer.json"), "has no tokenizer.json"),
+    (of_a_run_without(".hydra"), "is not a posenc run directory"),
+    (of_a_run_without("checkpoints"), "no checkpoint at"),
+    (onto_a_full_disk, "cannot write the export 'out': No space left on device"),
+    (of_a_folder_that_does_not_exist, "nothing' is not a"),
+]
+
+
+@pytest.fixture
+def exporter_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import posenc_cli.cs336.exporter as exporter
+
+    monkeypatch.setattr(exporter, "_write_files", exporter._write_files)
+
+
+@pytest.mark.parametrize(("setup", "expected"), CASES, ids=[c[0].__qualname__ for c in CASES])
+@pytest.mark.usefixtures("exporter_restored")
+def test_an_export_that_cannot_be_whole_is_one_line_and_leaves_nothing(
+    setup: Callable[[Path, Path], list[str]],
+    expected: str,
+    run: Path,
+    workdir: Path,
+    refused: Callable[..., str],
+) -> None:
+    assert expected in refused(setup(run, workdir))
+    assert not list(workdir.glob(".out.partial*"))
+
+
 def test_metrics_json_stores_a_non_finite_number_as_null_and_names_it(tmp_path: Path) -> None:
     merge_metrics(tmp_path, {"a": {"ppl": {"16": math.nan, "32": 3.0}, "loss": [math.inf]}})
     merge_metrics(tmp_path, {"b": 1.5})
@@ -91,17 +124,18 @@ def test_metrics_json_stores_a_non_finite_number_as_null_and_names_it(tmp_path: 
     }
 
 
-def test_a_nan_evaluation_keeps_the_earlier_finite_result(run: Path) -> None:
+def test_a_nan_evaluation_keeps_the_earlier_finite_result(
+    run: Path, refused: Callable[..., str]
+) -> None:
     first = CliRunner().invoke(app, ["eval", str(run), *EVAL])
     assert first.exit_code == 0, (first.output, first.exception)
-    before, curve = (run / "metrics.json").read_bytes(), events(run)
+    before = (run / "metrics.json").read_bytes()
+    curve = events(run)
     assert curve and all(v is not None for v in strict_json(run / "metrics.json")[KEY]["ppl"])
     unlock_run_dir(run)  # held for the life of a process: this test is one process
     poison(run)
-    again = CliRunner().invoke(app, ["eval", str(run), *EVAL])
-    assert again.exit_code == 2, (again.output, again.exception)
-    lines = again.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"posenc: error: the evaluation under '{KEY}'")
+    line = refused(["eval", str(run), *EVAL], quiet=False)
+    assert line.startswith(f"posenc: error: the evaluation under '{KEY}'")
     assert (run / "metrics.json").read_bytes() == before and events(run) == curve
 
 
@@ -128,18 +162,6 @@ def test_a_folder_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["out"] and (out / "a").read_text() == "whole"
 
 
-def test_sigterm_ends_a_command_like_ctrl_c(capsys: pytest.CaptureFixture[str]) -> None:
-    old = signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        with pytest.raises(SystemExit) as stop, user_errors():
-            signal.raise_signal(signal.SIGTERM)
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    finally:
-        signal.signal(signal.SIGTERM, old)
-    assert stop.value.code == 143
-    assert capsys.readouterr().err == "posenc: stopped by SIGTERM\n"
-
-
 def test_bench_names_its_failed_cases_not_its_skipped_ones() -> None:
     records = [
         {"encoding": "rope", "mode": "train", "length": 16},
@@ -151,10 +173,10 @@ def test_bench_names_its_failed_cases_not_its_skipped_ones() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_an_export_stopped_midway_leaves_no_out_and_runs_again(
-    sig: signal.Signals, run: Path, tmp_path: Path
-) -> None:
+def test_an_export_killed_midway_leaves_no_out_and_runs_again(run: Path, workdir: Path) -> None:
+    """SIGKILL cannot be handled: the hidden folder stays, OUT does not exist, and a rerun
+    exports whole (SIGTERM midway, which is handled, is test_signals.py's)."""
+    tmp_path, sig = workdir, signal.SIGKILL
     cmd = [sys.executable, "-m", "posenc_cli", "export-cs336", str(run), "out"]
     env = {**os.environ, "POSENC_FAULT": "in_export:0"}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
@@ -164,10 +186,7 @@ def test_an_export_stopped_midway_leaves_no_out_and_runs_again(
         time.sleep(0.1)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert not (tmp_path / "out").exists()
-    if sig == signal.SIGTERM:
-        assert (proc.returncode, err) == (143, "posenc: stopped by SIGTERM\n")
-        assert not list(tmp_path.glob(".out.partial*"))
+    assert not (tmp_path / "out").exists() and proc.returncode == -sig
     again = subprocess.run(
         cmd, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
     )

@@ -13,7 +13,12 @@ import pytest
 import torch
 from torch import Tensor
 
-V, D, L, H, F_FF, THETA = 300, 32, 2, 4, 64, 10000.0
+V = 300
+D = 32
+L = 2
+H = 4
+F_FF = 64
+THETA = 10000.0
 #: GPT-2's pre-tokenizer regex restricted to ASCII (the test texts are ASCII): \p{L} -> letters.
 ASCII_PAT = re.compile(r"'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
 
@@ -54,14 +59,18 @@ def rmsnorm(x: Tensor, g: Tensor) -> Tensor:
 def rope(x: Tensor, theta: float) -> Tensor:
     """Rotate pairs (2k, 2k+1) of the last dimension by position·theta^(-2k/d_k): the
     frequencies as float32 (as the model stores them), the angles in float64."""
-    T, dk = x.shape[-2], x.shape[-1]
+    T = x.shape[-2]
+    dk = x.shape[-1]
     k = torch.arange(dk // 2, dtype=torch.float64)
     freq = (theta ** (-2 * k / dk)).float().double()
     angle = torch.arange(T, dtype=torch.float64)[:, None] * freq
-    cos, sin = angle.cos().float(), angle.sin().float()
-    x0, x1 = x[..., 0::2], x[..., 1::2]
+    cos = angle.cos().float()
+    sin = angle.sin().float()
+    x0 = x[..., 0::2]
+    x1 = x[..., 1::2]
     out = torch.empty_like(x)
-    out[..., 0::2], out[..., 1::2] = x0 * cos - x1 * sin, x0 * sin + x1 * cos
+    out[..., 0::2] = x0 * cos - x1 * sin
+    out[..., 1::2] = x0 * sin + x1 * cos
     return out
 
 
@@ -81,7 +90,8 @@ def cs336_logits(
         att = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ v
         x = x + att.transpose(1, 2).reshape(B, T, -1) @ state[p + "attn.output_proj.weight"].T
         h = rmsnorm(x, state[p + "ln2.weight"])
-        a, b = h @ state[p + "ffn.w1.weight"].T, h @ state[p + "ffn.w3.weight"].T
+        a = h @ state[p + "ffn.w1.weight"].T
+        b = h @ state[p + "ffn.w3.weight"].T
         x = x + (a * torch.sigmoid(a) * b) @ state[p + "ffn.w2.weight"].T
     return rmsnorm(x, state["ln_final.weight"]) @ state["lm_head.weight"].T
 
@@ -113,7 +123,8 @@ def train_bpe(
 
 
 def _merge(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
-    out, i = [], 0
+    out = []
+    i = 0
     while i < len(word):
         if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
             out.append(word[i] + word[i + 1])

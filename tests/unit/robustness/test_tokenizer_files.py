@@ -1,5 +1,7 @@
-"""Foreign tokenizer files and checkpoints given to `posenc import-cs336`: each inconsistency
-is one line naming the file and its first offending entry, exit code 2, and no run directory."""
+"""Class 2, tokenizer files: the foreign tokenizer files and checkpoint given to
+`posenc import-cs336` are validated as strictly as checkpoints; each inconsistency is one line
+naming the file and its first offending entry, exit code 2, and no run directory. (Class 3's
+infinite `iteration` arrives this way too, so it is a row here.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.config.rundir import unlock_run_dir
 from posenc_cli.cs336.gpt2_bytes import to_token
 
 TEXT = "the cat sat on the mat. the dog sat on the log!<|endoftext|>A cat met 42 mats." * 3
@@ -88,19 +91,14 @@ def write(f: Files, tmp: Path) -> list[str]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_an_inconsistent_foreign_file_is_one_line_naming_it(
-    case: str, tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    case: str, workdir: Path, refused: Callable[..., str], cs336: dict[str, Any]
 ) -> None:
     change, expected = CASES[case]
     f = files(cs336)
     change(f)
-    args = write(f, tmp_path)
-    monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(app, args)
-    assert res.exit_code == 2, (res.output, res.exception)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("posenc: error: ") and expected in lines[0]
-    assert "Traceback" not in res.output and not (tmp_path / "run").exists()
-    assert not (tmp_path / "outputs").exists()
+    inputs = workdir / "in"
+    inputs.mkdir()
+    assert expected in refused(write(f, inputs))
 
 
 def test_the_consistent_files_import(
@@ -110,3 +108,21 @@ def test_the_consistent_files_import(
     res = CliRunner().invoke(app, write(files(cs336), tmp_path))
     assert res.exit_code == 0, res.output
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
+def test_an_imported_model_is_never_evaluated_at_byte_level(
+    workdir: Path, refused: Callable[..., str], cs336: dict[str, Any]
+) -> None:
+    """The import refuses an empty merges file; a tokenizer.json whose merges were removed
+    afterwards is refused by the evaluation, which would otherwise score bytes."""
+    inputs = workdir / "in"
+    inputs.mkdir()
+    res = CliRunner().invoke(app, write(files(cs336), inputs))
+    assert res.exit_code == 0, res.output
+    unlock_run_dir(workdir / "run")  # held for the life of a process: this test is one process
+    saved = workdir / "run" / "tokenizer.json"
+    tokenizer = json.loads(saved.read_text())
+    tokenizer["model"]["merges"] = []
+    saved.write_text(json.dumps(tokenizer))
+    args = ["eval", "run", "data=text", "data.path=a.txt", "eval.tokens=64"]
+    assert "beyond the bytes but no merges" in refused(args)

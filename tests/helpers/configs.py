@@ -1,0 +1,33 @@
+"""Overrides the tests share."""
+
+from __future__ import annotations
+
+#: What makes `posenc train` take seconds: a tiny model, 20 steps of 4 x 16.
+TINY = [
+    "model=tiny",
+    "train.steps=20",
+    "train.batch_size=4",
+    "train.context_length=16",
+    "train.eval_every=10",
+    "train.eval_batches=2",
+    "train.checkpoint_every=10",
+    "train.log_every=5",
+    "train.warmup_steps=2",
+    "data.vocab_size=300",
+    "eval.tokens=256",
+    "eval.factors=[1,2]",
+    "eval.retrieval.factors=[2]",  # passkey retrieval (on by default) at one length only
+]
+
+#: Four steps of the tiny model on a corpus file, trained in-process (Trainer, run_training).
+FOUR_STEPS = [
+    "model=tiny",
+    "data=text",
+    "data.vocab_size=300",
+    "train.context_length=16",
+    "train.steps=4",
+    "train.eval_every=4",
+    "train.eval_batches=1",
+    "train.checkpoint_every=4",
+    "train.log_every=2",
+]

@@ -1,0 +1,99 @@
+"""Class 1, memory: every size is bounded before anything is allocated or created, against the
+memory this machine has available, and running out of memory anyway is one line, not a bug."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from posenc_cli.cli import crash
+from posenc_cli.config.compose import compose
+from posenc_cli.engine.memory import n_params, training_needs
+from tests.helpers.configs import TINY
+
+#: (argv, the start of what the line names): each needs far more memory than any machine has.
+CASES = [
+    (["train", "train.batch_size=100000000"], "train.batch_size: a training batch needs"),
+    (["train", "train.eval_batches=100000000"], "train.eval_batches: the validation windows"),
+    (["train", "eval.factors=[1,100000000]"], "eval.factors: the evaluation's longest forward"),
+    (
+        ["inspect", "encoding=rope", "train.context_length=100000000"],
+        "train.context_length: a forward of 100000000 tokens needs at least",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), CASES, ids=[c[0][-1] for c in CASES])
+def test_a_size_the_machine_cannot_hold_is_refused_before_anything_exists(
+    args: list[str], expected: str, refused: Callable[..., str]
+) -> None:
+    line = refused(args)
+    assert expected in line and "of memory is available" in line
+
+
+def test_the_parameter_count_is_the_models_own() -> None:
+    from posenc_cli.model import build_model
+
+    cfg = compose(["model=tiny"])
+    assert n_params(cfg, 300) == build_model(cfg, 300).num_parameters()
+
+
+def test_the_estimate_grows_with_the_key_it_names() -> None:
+    small = training_needs(compose(["train.batch_size=8"]), 4096)
+    big = training_needs(compose(["train.batch_size=80"]), 4096)
+    assert big[1].bytes > 9 * (small[1].bytes - small[0].bytes)
+    assert big[0] == small[0] and big[2].bytes > small[2].bytes
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        MemoryError(),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 12800000000 bytes."
+        ),
+    ],
+)
+def test_running_out_of_memory_is_one_line_not_a_bug(exc: Exception) -> None:
+    line = crash.out_of_memory(exc)
+    assert line is not None and line.startswith("posenc: error: out of memory")
+    assert crash.out_of_memory(ValueError("out of memory")) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (MemoryError(), 2, "posenc: error: out of memory"),
+        (ValueError("windows"), 1, "posenc: internal error (ValueError: windows)"),
+    ],
+)
+def test_a_run_that_fails_after_training_steps_leaves_a_resumable_checkpoint(
+    error: Exception,
+    code: int,
+    line: str,
+    corpus: Path,
+    workdir: Path,
+    monkeypatch,
+) -> None:
+    """The first validation (step 10 of 20) fails after the last checkpoint (none yet): the
+    steps trained so far are saved before the error ends the run."""
+    from typer.testing import CliRunner
+
+    from posenc_cli.cli.app import app
+    from posenc_cli.engine import checkpoint
+    from posenc_cli.engine.trainer import Trainer
+
+    def failing(self: Trainer) -> float:
+        raise error
+
+    monkeypatch.setattr(Trainer, "validate", failing)
+    args = [*TINY, "train.checkpoint_every=15", "data=text", f"data.path={corpus}"]
+    result = CliRunner().invoke(app, ["train", *args, "hydra.run.dir=run", "device=cpu"])
+    assert result.exit_code == code, (result.output, result.exception)
+    (said,) = result.stderr.strip().splitlines()
+    assert said.startswith(line) and "Traceback" not in result.output
+    saved = checkpoint.load(workdir / "run" / "checkpoints" / "last.pt")
+    assert saved["step"] == 10
