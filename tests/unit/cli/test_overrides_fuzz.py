@@ -71,6 +71,7 @@ def test_random_overrides_never_show_a_traceback(
     monkeypatch.setattr("posenc_cli.cli.launch.launch", lambda *a, **k: None)
     monkeypatch.setattr("posenc_cli.cli.preflight.prepare", lambda *a, **k: None)
     monkeypatch.setattr("posenc_cli.cli.preflight.check_data_fits", lambda *a, **k: None)
+    monkeypatch.setattr("posenc_cli.cli.preflight.same_tokenizer", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app.app, ["train", "--", *overrides])
     assert result.exit_code in (0, 2), (overrides, result.output, result.exception)
