@@ -4,6 +4,7 @@ HYPOTHESIS_PROFILE=fuzz, see tests/conftest.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -69,7 +70,8 @@ def test_random_overrides_never_show_a_traceback(
     """Valid configs stop before training (launch and data are stubbed): only the CLI's
     parsing and validation are under test."""
     monkeypatch.setattr("posenc_cli.cli.launch.launch", lambda *a, **k: None)
-    monkeypatch.setattr("posenc_cli.cli.preflight.prepare", lambda *a, **k: None)
+    prepared = SimpleNamespace(tokenizer_path=tmp_path / "tokenizer.json")
+    monkeypatch.setattr("posenc_cli.cli.preflight.prepare", lambda *a, **k: prepared)
     monkeypatch.setattr("posenc_cli.cli.preflight.check_data_fits", lambda *a, **k: None)
     monkeypatch.setattr("posenc_cli.cli.preflight.same_tokenizer", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
