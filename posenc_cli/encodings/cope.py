@@ -228,7 +228,8 @@ def _future_bias(T: int, S: int, like: Tensor) -> Tensor:
 def _logits(q: Tensor, k: Tensor, scale: float, mask: Tensor | None) -> Tensor:
     """s·q·kᵀ (B, H, T, S), -inf where ``mask`` is: it joins the logits in the matmul."""
     B, H, T, E = q.shape
-    q3, k3 = q.reshape(B * H, T, E), k.reshape(B * H, -1, E).transpose(1, 2)
+    q3 = q.reshape(B * H, T, E)
+    k3 = k.reshape(B * H, -1, E).transpose(1, 2)
     logits = torch.bmm(q3 * scale, k3) if mask is None else torch.baddbmm(mask, q3, k3, alpha=scale)
     return logits.view(B, H, T, -1)
 

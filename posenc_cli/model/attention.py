@@ -124,7 +124,9 @@ class CausalSelfAttention(nn.Module):
         if (query_scale := ctx.query_scale()) is not None:
             qt = qt * query_scale.to(qt.dtype)
         dtype = v.dtype
-        qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
+        qt = _for_attention(qt)
+        kt = _for_attention(kt)
+        v = _for_attention(v)
         with _no_cpu_autocast(v):
             if enc.has_key_bias:
                 y = folded_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
@@ -156,7 +158,9 @@ class CausalSelfAttention(nn.Module):
         if (query_scale := ctx.query_scale()) is not None:
             qt = qt * query_scale[start:end].to(qt.dtype)
         dtype = v.dtype
-        qt, kt, v = _for_attention(qt), _for_attention(kt), _for_attention(v)
+        qt = _for_attention(qt)
+        kt = _for_attention(kt)
+        v = _for_attention(v)
         keys, values = cache.extend(start, kt, v)
         with _no_cpu_autocast(v):
             y = _attend(qt, keys, values, bias, enc.softmax_scale(self.head_dim)).to(dtype)
