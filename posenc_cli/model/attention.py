@@ -112,21 +112,33 @@ class CausalSelfAttention(nn.Module):
             return kv
         return kv.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1)
 
+    def _projected(
+        self, x_BtD: Tensor, ctx: AttentionContext, start: int = 0
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """q, k (B, H, t, E) as projected, then q, k as the encoding transforms them (and
+        log-n scales the queries) and v, the last three as the attention kernels take them,
+        for the queries at [start, start + t)."""
+        q, k, v = (
+            self._heads(self.q_proj(x_BtD)),
+            self.grouped(self.k_proj(x_BtD)),
+            self.grouped(self.v_proj(x_BtD)),
+        )
+        end = start + x_BtD.shape[1]
+        pos = ctx.pos_T[start:end]
+        qt, kt = ctx.encoding.transform_qk(q, k, pos, pos, self.layer)
+        if (query_scale := ctx.query_scale()) is not None:
+            qt = qt * query_scale[start:end].to(qt.dtype)
+        return q, k, _for_attention(qt), _for_attention(kt), _for_attention(v)
+
+    def _merged(self, y_BHtE: Tensor, dtype: torch.dtype) -> Tensor:
+        """The heads' outputs back in the model's dtype, concatenated and projected."""
+        B, H, t, E = y_BHtE.shape
+        return self.output_proj(y_BHtE.to(dtype).transpose(1, 2).reshape(B, t, H * E))
+
     def forward(self, x_BTD: Tensor, ctx: AttentionContext) -> Tensor:
         enc = ctx.encoding
-        q, k, v = (
-            self._heads(self.q_proj(x_BTD)),
-            self.grouped(self.k_proj(x_BTD)),
-            self.grouped(self.v_proj(x_BTD)),
-        )
         scale = enc.softmax_scale(self.head_dim)
-        qt, kt = enc.transform_qk(q, k, ctx.pos_T, ctx.pos_T, self.layer)
-        if (query_scale := ctx.query_scale()) is not None:
-            qt = qt * query_scale.to(qt.dtype)
-        dtype = v.dtype
-        qt = _for_attention(qt)
-        kt = _for_attention(kt)
-        v = _for_attention(v)
+        q, k, qt, kt, v = self._projected(x_BTD, ctx)
         with _no_cpu_autocast(v):
             if enc.has_key_bias:
                 y = folded_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
@@ -138,34 +150,18 @@ class CausalSelfAttention(nn.Module):
                 y = self._toeplitz(qt, kt, v, ctx, scale)
             else:
                 y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
-        y = y.to(dtype)
-        B, H, T, E = y.shape
-        return self.output_proj(y.transpose(1, 2).reshape(B, T, H * E))
+        return self._merged(y, q.dtype)  # the projections' dtype (bf16 under autocast)
 
     def forward_block(
         self, x_BtD: Tensor, start: int, bias: Tensor, cache: KeyValueCache, ctx: AttentionContext
     ) -> Tensor:
         """Queries [start, start + t) against keys [0, start + t), no gradient: the block's keys
         and values join ``cache``, which holds the earlier blocks' (model/blockwise.py)."""
-        enc, end = ctx.encoding, start + x_BtD.shape[1]
-        q, k, v = (
-            self._heads(self.q_proj(x_BtD)),
-            self.grouped(self.k_proj(x_BtD)),
-            self.grouped(self.v_proj(x_BtD)),
-        )
-        pos = ctx.pos_T[start:end]
-        qt, kt = enc.transform_qk(q, k, pos, pos, self.layer)
-        if (query_scale := ctx.query_scale()) is not None:
-            qt = qt * query_scale[start:end].to(qt.dtype)
-        dtype = v.dtype
-        qt = _for_attention(qt)
-        kt = _for_attention(kt)
-        v = _for_attention(v)
+        q, _, qt, kt, v = self._projected(x_BtD, ctx, start)
         keys, values = cache.extend(start, kt, v)
         with _no_cpu_autocast(v):
-            y = _attend(qt, keys, values, bias, enc.softmax_scale(self.head_dim)).to(dtype)
-        B, H, t, E = y.shape
-        return self.output_proj(y.transpose(1, 2).reshape(B, t, H * E))
+            y = _attend(qt, keys, values, bias, ctx.encoding.softmax_scale(self.head_dim))
+        return self._merged(y, q.dtype)
 
     def _toeplitz(
         self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, scale: float
