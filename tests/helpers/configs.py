@@ -1,4 +1,4 @@
-"""Overrides the tests share."""
+"""Overrides and expected outputs the tests share."""
 
 from __future__ import annotations
 
@@ -31,3 +31,15 @@ FOUR_STEPS = [
     "train.checkpoint_every=4",
     "train.log_every=2",
 ]
+
+#: What a complete `posenc export-cs336` folder holds, written out independently of the exporter.
+CS336_EXPORT_FILES = sorted(
+    [
+        "checkpoint.pt",
+        "vocab.json",
+        "merges.txt",
+        "vocab.pkl",
+        "merges.pkl",
+        "model_config.json",
+    ]
+)

@@ -26,6 +26,7 @@ from posenc_cli.cli.app import app
 from posenc_cli.common.atomic import write_folder_atomic
 from posenc_cli.config.rundir import unlock_run_dir
 from posenc_cli.engine.metrics import merge_metrics
+from tests.helpers.configs import CS336_EXPORT_FILES
 
 EVAL = ["eval.tokens=64", "eval.factors=[1,2]"]
 KEY = "extrapolation_t64_x1-2"
@@ -191,13 +192,4 @@ def test_an_export_killed_midway_leaves_no_out_and_runs_again(run: Path, workdir
         cmd, check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert again.returncode == 0, again.stderr
-    assert sorted(os.listdir(tmp_path / "out")) == sorted(
-        [
-            "checkpoint.pt",
-            "vocab.json",
-            "merges.txt",
-            "vocab.pkl",
-            "merges.pkl",
-            "model_config.json",
-        ]
-    )
+    assert sorted(os.listdir(tmp_path / "out")) == CS336_EXPORT_FILES

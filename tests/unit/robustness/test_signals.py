@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
 from posenc_cli.cli.errors import user_errors
+from tests.helpers.configs import CS336_EXPORT_FILES
 
 
 def files(root: Path) -> set[Path]:
@@ -80,16 +81,7 @@ def test_an_export_stopped_by_sigterm_runs_again(
         assert CliRunner().invoke(app, ["export-cs336", str(run), "out"]).exit_code == 143
     again = CliRunner().invoke(app, ["export-cs336", str(run), "out"])
     assert again.exit_code == 0, (again.output, again.exception)
-    assert sorted(os.listdir(workdir / "out")) == sorted(
-        [
-            "checkpoint.pt",
-            "vocab.json",
-            "merges.txt",
-            "vocab.pkl",
-            "merges.pkl",
-            "model_config.json",
-        ]
-    )
+    assert sorted(os.listdir(workdir / "out")) == CS336_EXPORT_FILES
 
 
 def test_sigterm_ends_a_command_like_ctrl_c(capsys: pytest.CaptureFixture[str]) -> None:
