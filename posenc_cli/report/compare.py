@@ -17,7 +17,7 @@ from posenc_cli.report.provenance import append_provenance, command_line, proven
 from posenc_cli.report.result_tables import report_results, result_tables
 from posenc_cli.report.runs import Group, Stat, group_runs, load_runs
 from posenc_cli.report.settings import describe, split_keys
-from posenc_cli.report.table import rich_table
+from posenc_cli.report.table import markdown_table, rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
@@ -96,19 +96,7 @@ def render(group: Group) -> Any:
 
 def markdown(groups: list[Group]) -> str:
     """Markdown tables ready to paste into a README."""
-    parts = []
-    for g in groups:
-        header, body = cells(g)
-        lines = [
-            f"**{_title(g).capitalize()}**",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
-        ]
-        lines += [
-            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |" for row in body
-        ]
-        parts.append("\n".join(lines))
+    parts = [markdown_table(_title(g).capitalize(), *cells(g)) for g in groups]
     common = describe(groups[0].settings, split_keys(groups)[0])
     return "\n\n".join([*parts, f"_{CAPTION}._  \n_Settings: {common}._"]) + "\n"
 

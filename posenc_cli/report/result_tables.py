@@ -15,7 +15,7 @@ from typing import Any
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.report.runs import Run, Stat, row_labels
-from posenc_cli.report.table import rich_table
+from posenc_cli.report.table import markdown_table, rich_table
 
 
 @dataclass
@@ -80,20 +80,10 @@ def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
 
 
 def markdown(t: ResultTable) -> str:
-    header, body = cells(t)
-    lines = [
-        f"**{t.title}**",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
-    ]
-    lines += [
-        "| " + " | ".join(f"**{x}**" if best else x for x, best in row) + " |" for row in body
-    ]
     return (
         "\n".join(
             [
-                *lines,
+                markdown_table(t.title, *cells(t)),
                 "",
                 "_mean ± std over n seeds; best per column in bold; n/a = "
                 "not applicable at that length._",

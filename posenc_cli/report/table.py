@@ -1,4 +1,5 @@
-"""The one rich table of every comparison: (text, is best) cells, best in bold green."""
+"""The one table of every comparison, for the terminal (rich) and for a README (Markdown):
+(text, is best) cells, the best in bold."""
 
 from __future__ import annotations
 
@@ -25,3 +26,17 @@ def rich_table(
             )
         )
     return table
+
+
+def markdown_table(title: str, header: list[str], body: list[list[tuple[str, bool]]]) -> str:
+    """The Markdown table under a bold title: the first column left-aligned, the best in bold."""
+    lines = [
+        f"**{title}**",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |" for row in body
+    ]
+    return "\n".join(lines)

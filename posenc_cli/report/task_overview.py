@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from posenc_cli.report.runs import Stat
-from posenc_cli.report.table import rich_table
+from posenc_cli.report.table import markdown_table, rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 
 SIDES = ("beyond", "within")
@@ -95,20 +95,10 @@ def heading(groups: list[TaskGroup], side: str) -> str:
 
 
 def markdown(groups: list[TaskGroup]) -> str:
-    parts = []
-    for side in SIDES:
-        head = ["encoding", *columns(groups), "mean over tasks"]
-        lines = [
-            f"**{heading(groups, side)}**",
-            "",
-            "| " + " | ".join(head) + " |",
-            "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
-        ]
-        lines += [
-            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
-            for row in overview_rows(groups, side)
-        ]
-        parts.append("\n".join(lines))
+    head = ["encoding", *columns(groups), "mean over tasks"]
+    parts = [
+        markdown_table(heading(groups, side), head, overview_rows(groups, side)) for side in SIDES
+    ]
     return "\n\n".join([*parts, CAPTION])
 
 

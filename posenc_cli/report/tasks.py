@@ -19,7 +19,7 @@ from posenc_cli.evals.base import view_task
 from posenc_cli.report import task_overview
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
-from posenc_cli.report.table import rich_table
+from posenc_cli.report.table import markdown_table, rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
 from posenc_cli.report.task_plots import plot_task
 
@@ -136,19 +136,7 @@ def markdown(groups: list[TaskGroup]) -> str:
     """The overview across tasks (when there are several), then one table per task."""
 
     parts = [task_overview.markdown(groups)] if len(groups) > 1 else []
-    for g in groups:
-        head = header(g)
-        lines = [
-            f"**{title(g)}**",
-            "",
-            "| " + " | ".join(head) + " |",
-            "|" + "|".join([":---"] + ["---:"] * (len(head) - 1)) + "|",
-        ]
-        lines += [
-            "| " + " | ".join(f"**{t}**" if best else t for t, best in row) + " |"
-            for row in table_rows(g)
-        ]
-        parts.append("\n".join(lines))
+    parts += [markdown_table(title(g), header(g), table_rows(g)) for g in groups]
     caption = (
         "_exact match: every answer token right (greedy = teacher-forced argmax), on "
         "the same fixed test instances for every run; mean ± std over n seeds; "
