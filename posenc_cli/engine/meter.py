@@ -63,11 +63,6 @@ class SilentProgress:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def update(
-        self,
-        step: int,
-        loss: float | None,
-        tokens_per_s: float | None,
-        val_loss: float | None = None,
-    ) -> None:
+    def update(self, *args: object, **kwargs: object) -> None:
+        """Takes what the progress bar's ``update`` takes (cli/console.py), and shows nothing."""
         return None
