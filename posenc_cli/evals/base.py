@@ -100,6 +100,23 @@ def registry() -> dict[str, EvalTask]:
     return {cls.name: cls() for cls in subclasses(EvalTask) if cls.name}
 
 
+def by_length(values: dict[str, float | None], digits: int) -> str:
+    """A result's values by length on one summary line: ``128: 5.1  256: n/a``."""
+    return "  ".join(
+        f"{k}: n/a" if v is None else f"{k}: {v:.{digits}f}" for k, v in values.items()
+    )
+
+
+def model_hparams(cfg: Any) -> dict[str, Any]:
+    """The settings every HParams entry starts from: which encoding, seed and model size."""
+    return {
+        "encoding": str(cfg.encoding.name),
+        "seed": int(cfg.seed),
+        "d_model": int(cfg.model.d_model),
+        "n_layers": int(cfg.model.n_layers),
+    }
+
+
 def log_hparams(
     writer: SummaryWriter, hp: dict[str, Any], metrics: dict[str, float | None], step: int
 ) -> None:

@@ -11,7 +11,7 @@ from rich.table import Table
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import base_length
 from posenc_cli.config.task_checks import is_task
-from posenc_cli.evals.base import EvalTask, log_hparams
+from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
 from posenc_cli.evals.keys import protocol
 
 if TYPE_CHECKING:
@@ -74,18 +74,7 @@ class Extrapolation(EvalTask):
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         ppl = result.get("ppl") or {}
-        return (
-            [
-                (
-                    "ppl by length",
-                    "  ".join(
-                        f"{k}: {v:.1f}" if v is not None else f"{k}: n/a" for k, v in ppl.items()
-                    ),
-                )
-            ]
-            if ppl
-            else []
-        )
+        return [("ppl by length", by_length(ppl, 1))] if ppl else []
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
@@ -125,10 +114,7 @@ class Extrapolation(EvalTask):
 def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
     """The run's settings with hparams/ppl_x<factor> (and the final val/loss) as its metrics."""
     hp = {
-        "encoding": str(cfg.encoding.name),
-        "seed": int(cfg.seed),
-        "d_model": int(cfg.model.d_model),
-        "n_layers": int(cfg.model.n_layers),
+        **model_hparams(cfg),
         "n_heads": int(cfg.model.n_heads),
         "context_length": int(cfg.train.context_length),
         "steps": int(cfg.train.steps),

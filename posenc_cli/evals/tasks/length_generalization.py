@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from posenc_cli.evals.base import EvalTask, log_hparams
+from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
 from posenc_cli.synthetic.base import build_task
 
 if TYPE_CHECKING:
@@ -84,10 +84,7 @@ class LengthGeneralization(EvalTask):
         """An HParams entry with exact match at each test length (in the run's own folder)."""
         hp = {
             "task": str(cfg.task.name),
-            "encoding": str(cfg.encoding.name),
-            "seed": int(cfg.seed),
-            "d_model": int(cfg.model.d_model),
-            "n_layers": int(cfg.model.n_layers),
+            **model_hparams(cfg),
             "steps": int(cfg.train.steps),
         }
         log_hparams(
@@ -104,10 +101,7 @@ class LengthGeneralization(EvalTask):
         return [
             (
                 f"exact match by {result['size_unit']} (trained {lo}–{hi})",
-                "  ".join(
-                    f"{k}: {v:.2f}" if v is not None else f"{k}: n/a"
-                    for k, v in result["exact_match"].items()
-                ),
+                by_length(result["exact_match"], 2),
             )
         ]
 

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import base_length
-from posenc_cli.evals.base import EvalTask
+from posenc_cli.evals.base import EvalTask, by_length
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -181,18 +181,7 @@ class Retrieval(EvalTask):
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         em = result.get("exact_match") or {}
-        return (
-            [
-                (
-                    "passkey exact match",
-                    "  ".join(
-                        f"{k}: {v:.2f}" if v is not None else f"{k}: n/a" for k, v in em.items()
-                    ),
-                )
-            ]
-            if em
-            else []
-        )
+        return [("passkey exact match", by_length(em, 2))] if em else []
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         table = Table(
