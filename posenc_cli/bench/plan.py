@@ -72,7 +72,8 @@ def cases(cfg: DictConfig) -> list[dict[str, Any]]:
 
 def encoding_cases(cfg: DictConfig, name: str, common: dict[str, Any]) -> list[dict[str, Any]]:
     """One encoding's training case and its evaluation case per factor of bench.eval_factors."""
-    b, t = cfg.bench, cfg.train
+    b = cfg.bench
+    t = cfg.train
     own = {
         "train": {"context_length": int(b.context_length)},  # what ${train.…} reads
         "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"),

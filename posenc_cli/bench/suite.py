@@ -92,7 +92,8 @@ def measure_peak(spec: dict[str, Any]) -> dict[str, float]:
 
 def flops_per_token(model: dict[str, Any], vocab: int, length: int, train: bool) -> float:
     """PaLM's 6N + 12·L·d·T (train) or 2N + 4·L·d·T (forward) for the CS336 decoder."""
-    d, n_layers = int(model["d_model"]), int(model["n_layers"])
+    d = int(model["d_model"])
+    n_layers = int(model["n_layers"])
     d_ff = int(model.get("d_ff") or default_d_ff(d))
     n = n_layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d + d * vocab
     attention = n_layers * d * length
@@ -172,7 +173,8 @@ def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None
     (run_dir / "config.yaml").write_text(
         OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
     )
-    load, started = warn_if_loaded(), time.time()
+    load = warn_if_loaded()
+    started = time.time()
     peak = measure_peak(specs[0])
     console.print(
         f"matmul peak ({specs[0]['size']}^3, {specs[0]['threads']} threads; measured "

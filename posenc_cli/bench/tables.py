@@ -52,7 +52,8 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
 
     from posenc_cli.common.console import console
 
-    m, peak = report["machine"], report["matmul_peak_gflops"]
+    m = report["machine"]
+    peak = report["matmul_peak_gflops"]
     header, rows = table_rows(report)
     precision = report["records"][0]["precision"] if report["records"] else ""
     train = Table(
@@ -111,7 +112,8 @@ def markdown(report: dict[str, Any]) -> str:
 def provenance(report: dict[str, Any]) -> list[str]:
     """Where and how the table was measured: a timing means little without the machine, its
     load and the settings (reports written before these keys existed show "?")."""
-    m, cfg = report["machine"], report.get("config", {})
+    m = report["machine"]
+    cfg = report.get("config", {})
     model = report.get("model", {})
     peak = report.get("matmul_peak_gflops", {})
     plural = "" if m.get("threads") == 1 else "s"

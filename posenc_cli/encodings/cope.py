@@ -58,10 +58,14 @@ class ContextualBias(torch.autograd.Function):
     def forward(ctx: Any, q: Tensor, k: Tensor, emb: Tensor, scale: float) -> Tensor:
         T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
         tables = torch.matmul(q, _table_weights(emb, P))  # e_q | Δe_q
-        table, slopes = tables[..., :P], tables[..., P : 2 * P]
-        future, count = _future_bias(T, S, q), None
+        table = tables[..., :P]
+        slopes = tables[..., P : 2 * P]
+        future = _future_bias(T, S, q)
         clamp = P - 1 if S > P - 1 else None
-        parts, saved, lo = [], [], S
+        parts = []
+        saved = []
+        count = None
+        lo = S
         while lo > 0 and (count is None or count.min() < P - 1):
             hi, lo = lo, max(0, lo - KEY_BLOCK)
             mask = future[:, lo:hi] if hi > S - T else None
@@ -73,13 +77,15 @@ class ContextualBias(torch.autograd.Function):
         if lo:
             parts.append(table[..., P - 1 :].expand(*table.shape[:-1], lo))
         ctx.save_for_backward(q, k, emb, future, *saved)
-        ctx.scale, ctx.saturated = scale, lo
+        ctx.scale = scale
+        ctx.saturated = lo
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=-1)
 
     @staticmethod
     def backward(ctx: Any, grad_bias: Tensor) -> tuple[Tensor | None, ...]:
         q, k, emb, future, *saved = ctx.saved_tensors
-        lo, P = ctx.saturated, emb.shape[-1]
+        lo = ctx.saturated
+        P = emb.shape[-1]
         grad = grad_bias * (future == 0)  # nothing flows through the masked entries
         weights = _table_weights(emb, P)
         grad_tables = q.new_zeros(*q.shape[:-1], weights.shape[-1])  # ∂L/∂e_q | ∂L/∂Δe_q
@@ -110,7 +116,9 @@ class ContextualAttention(torch.autograd.Function):
     def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, emb: Tensor, scale: float) -> Tensor:
         T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
         logits = _logits(q, k, scale, _future_bias(T, S, q))
-        count, blocks, lo = None, [], S
+        blocks = []
+        count = None
+        lo = S
         while lo > 0 and (count is None or count.min() < P - 1):
             hi, lo = lo, max(0, lo - KEY_BLOCK)
             gates = logits[..., lo:hi].sigmoid()
@@ -118,7 +126,9 @@ class ContextualAttention(torch.autograd.Function):
             blocks.append((gates, pos))
         width = P if lo else min(P, int(count.max()) + 1)  # the table columns any row reads
         tables = torch.matmul(q, _table_weights(emb, width))  # e_q | Δe_q
-        clamp, saved, hi = (P - 1 if S > P - 1 else None), [], S
+        clamp = P - 1 if S > P - 1 else None
+        saved = []
+        hi = S
         for gates, pos in blocks:
             lo = hi - gates.shape[-1]
             bias, weight, index, slope = _interpolate(
@@ -131,7 +141,9 @@ class ContextualAttention(torch.autograd.Function):
         probs = torch.softmax(logits, dim=-1)
         out = torch.matmul(probs, v)
         ctx.save_for_backward(q, k, v, emb, probs, out, *saved)
-        ctx.scale, ctx.saturated, ctx.width = scale, lo, width
+        ctx.scale = scale
+        ctx.saturated = lo
+        ctx.width = width
         return out
 
     @staticmethod

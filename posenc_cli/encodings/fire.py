@@ -86,8 +86,10 @@ class FireEncoding(PositionalEncoding):
         so f_θ(u) = slope[:, p]·u + intercept[:, p] with p = bucketize(u, kinks). A unit is
         on in a piece when it is on at the piece's midpoint (a unit with w_k = 0 when
         b_k > 0), which is the ReLU's own derivative anywhere inside the piece."""
-        first, second = self.mlp[0], self.mlp[2]
-        w, b = first.weight[:, 0].to(self.compute_dtype), first.bias.to(self.compute_dtype)
+        first = self.mlp[0]
+        second = self.mlp[2]
+        w = first.weight[:, 0].to(self.compute_dtype)
+        b = first.bias.to(self.compute_dtype)
         kinks = torch.sort((-b / w)[w != 0].detach()).values
         mids = kinks.new_zeros(1)
         if kinks.numel():

@@ -40,7 +40,8 @@ class BiasedAttention(torch.autograd.Function):
         p = torch.softmax(logits.mul_(scale).add_(bias), dim=-1)
         out = torch.matmul(p.to(v.dtype), v)
         ctx.save_for_backward(q, k, v, p, out)
-        ctx.scale, ctx.bias_batch = scale, bias.shape[0]
+        ctx.scale = scale
+        ctx.bias_batch = bias.shape[0]
         return out
 
     @staticmethod

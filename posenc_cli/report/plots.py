@@ -160,7 +160,8 @@ def mean_loss_by_position(row: Row) -> tuple[list[float], list[float]] | None:
     curves = [c for c in curves if c.get("loss") and c.get("bucket_edges")]
     if not curves:
         return None
-    edges, n = curves[0]["bucket_edges"], len(curves[0]["loss"])
+    edges = curves[0]["bucket_edges"]
+    n = len(curves[0]["loss"])
     same = [c["loss"] for c in curves if c["bucket_edges"] == edges and len(c["loss"]) == n]
     if len(edges) == n:
         edges = [*edges, edges[-1] + (edges[-1] - edges[-2] if n > 1 else 1)]

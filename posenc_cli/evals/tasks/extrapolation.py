@@ -87,7 +87,9 @@ class Extrapolation(EvalTask):
         train_length = int(result["train_length"])
         for length in result["lengths"]:
             k = str(length)
-            ppl, loss, ci = result["ppl"][k], result["loss"][k], result.get("ppl_ci95", {}).get(k)
+            ppl = result["ppl"][k]
+            loss = result["loss"][k]
+            ci = result.get("ppl_ci95", {}).get(k)
             table.add_row(
                 k,
                 f"x{length // train_length}",
