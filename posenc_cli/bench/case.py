@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 from posenc_cli.bench.plan import MARKER
-from posenc_cli.engine.runtime import Runtime, compile_model
+from posenc_cli.engine.runtime import Runtime, compile_model, flush_denormals, keep_freed_memory
 from posenc_cli.engine.step import make_optimizer, train_step
+from posenc_cli.model import build_model
 
 
 def _status_mb(field: str) -> float | None:
@@ -76,10 +78,6 @@ def _timed(fn: Any, *args: Any) -> float:
 
 
 def build(spec: dict[str, Any]) -> torch.nn.Module:
-    from omegaconf import OmegaConf
-
-    from posenc_cli.model import build_model
-
     cfg = OmegaConf.create({"model": spec["model"], "encoding": spec["encoding"]})
     torch.manual_seed(0)
     return build_model(cfg, spec["vocab_size"])
@@ -87,8 +85,6 @@ def build(spec: dict[str, Any]) -> torch.nn.Module:
 
 def train_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     """Real training steps on random token ids; returns per-step wall times."""
-    from omegaconf import OmegaConf
-
     opt = make_optimizer(model, OmegaConf.create(spec["optimizer"]))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"] + 1), generator=gen)
@@ -148,8 +144,6 @@ def _measure(step: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory
-
     keep_freed_memory()
     flush_denormals()
     torch.set_num_threads(spec["threads"])

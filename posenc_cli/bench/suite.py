@@ -28,7 +28,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.bench.plan import MARKER, cases, check_bench
+from posenc_cli.bench.tables import markdown
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
+from posenc_cli.common.console import console
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
@@ -78,6 +80,7 @@ def run_case(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 def measure_peak(spec: dict[str, Any]) -> dict[str, float]:
     """The machine's matmul GFLOP/s (fp32, bf16) with the cases' thread count."""
+    # deferred: torch only once the cases are measured; bench's config errors come before it
     import torch
 
     from posenc_cli.bench.case import matmul_peak
@@ -137,7 +140,10 @@ def skip_reason(spec: dict[str, Any]) -> str | None:
 
 def machine(threads: int) -> dict[str, Any]:
     """What the numbers were measured on: CPU model, cores, torch version, threads."""
+    # deferred: torch only once the cases are measured; bench's config errors come before it
     import torch
+
+    from posenc_cli.engine.runtime import cpu_has_fast_bf16
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -147,8 +153,6 @@ def machine(threads: int) -> dict[str, Any]:
                 break
     except OSError:
         pass
-    from posenc_cli.engine.runtime import cpu_has_fast_bf16
-
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -162,9 +166,6 @@ def machine(threads: int) -> dict[str, Any]:
 def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run every case in order, printing a line per case; writes bench.json and bench.md
     (the table, then where and how it was measured: the command, machine, date, load)."""
-    from posenc_cli.bench.tables import markdown
-    from posenc_cli.common.console import console
-
     specs = cases(cfg)
     if run_dir.exists():  # an empty hydra.run.dir given by the user
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -211,8 +212,6 @@ def failed_cases(report: dict[str, Any]) -> list[str]:
 
 def warn_if_loaded() -> float:
     """The load average before the first case, with a warning when other work competes."""
-    from posenc_cli.common.console import console
-
     load = load_now()
     if load > 0.5:
         console.print(
@@ -234,8 +233,6 @@ def run_cases(
     """Each case in its own process, one progress line per case; with repeats > 1 the whole
     list runs again (so a burst of load elsewhere hits one run of a case, not all of them)
     and each case keeps its fastest run."""
-    from posenc_cli.common.console import console
-
     runs: list[list[dict[str, Any]]] = [[] for _ in specs]
     for rep in range(repeats):
         for spec, results in zip(specs, runs, strict=True):

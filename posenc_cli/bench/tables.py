@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.table import Table
+
+from posenc_cli.common.console import console
+
 
 def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and one row per encoding: training, then each evaluation length."""
@@ -47,11 +52,6 @@ def _cells(rec: dict[str, Any] | None, keys: tuple[str, ...]) -> list[str]:
 def print_report(report: dict[str, Any], run_dir: Path) -> None:
     """Two narrow tables (training, evaluation) so an 80-column terminal shows every number;
     the full single table is bench.md."""
-    from rich import box
-    from rich.table import Table
-
-    from posenc_cli.common.console import console
-
     m = report["machine"]
     peak = report["matmul_peak_gflops"]
     header, rows = table_rows(report)
@@ -78,9 +78,6 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
 
 def evaluation_table(header: list[str], rows: list[list[str]]) -> Any:
     """The evaluation half: a column per length with tokens/s (and time x none), then +MB."""
-    from rich import box
-    from rich.table import Table
-
     lengths = [h.split()[1] for h in header[5::3]]
     evaluation = Table(
         title="evaluation by length, batch 1: tokens/s (time x none); +MB: peak "

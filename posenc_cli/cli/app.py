@@ -49,7 +49,7 @@ app = typer.Typer(
 
 
 def _train_job(cfg: DictConfig, run_dir: Path) -> None:
-    from posenc_cli.cli.console import print_run_summary
+    from posenc_cli.cli.console import print_run_summary  # deferred: see the module docstring
     from posenc_cli.cli.ranks import run_job
 
     t0 = time.perf_counter()

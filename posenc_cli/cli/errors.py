@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from posenc_cli.cli.crash import out_of_memory, save_traceback
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 
 
@@ -35,12 +36,8 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         fail("posenc: interrupted", 130)
     except Exception as exc:  # a bug: keep the traceback, show one line
-        from posenc_cli.cli.crash import out_of_memory
-
         if (line := out_of_memory(exc)) is not None:
             fail(line)
-        from posenc_cli.cli.crash import save_traceback
-
         fail(
             f"posenc: internal error ({type(exc).__name__}: {str(exc)[:160]}) — this is a bug; "
             f"the full traceback is in {save_traceback()}",

@@ -130,8 +130,6 @@ def parent_is_rotary(run_dir: Path) -> bool:
 def require_rotary(run_dir: Path, method: str) -> None:
     """Every method but none rescales RoPE's frequencies."""
     if method != "none" and not parent_is_rotary(run_dir):
-        from posenc_cli.config.rundir import load_run_config
-
         raise PosencError(
             f"extend.method={method} needs a RoPE-family encoding, not "
             f"'{load_run_config(run_dir).encoding.name}'",

@@ -33,6 +33,7 @@ def export_hf(
     """Write a posenc RoPE run as a Hugging Face checkpoint (Llama; Phi-3 for partial rotary)
     that transformers, vLLM and lm-evaluation-harness load."""
     with user_errors():
+        # deferred, as in import_hf: `posenc --help` stays torch- and Hugging Face-free
         from posenc_cli.hf.export import export_hf as run_export
 
         for path in run_export(run_dir, out, rope_scaling, factor):

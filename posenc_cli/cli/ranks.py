@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posenc_cli.cli.crash import out_of_memory, save_traceback
 from posenc_cli.cli.jobs import run_training
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
@@ -127,8 +128,6 @@ def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str
     except Interrupted as exc:
         raise RankFailure(exc.code, str(exc)) from None
     except Exception as exc:
-        from posenc_cli.cli.crash import out_of_memory, save_traceback
-
         if (line := out_of_memory(exc)) is not None:
             raise RankFailure(2, f"{line} ({where})") from None
         raise RankFailure(

@@ -19,7 +19,7 @@ BATCH_ROWS = 256
 
 
 def _datasets() -> Any:
-    try:
+    try:  # deferred: datasets is the optional [hf] extra
         import datasets
     except ImportError:
         raise PosencError(

@@ -15,6 +15,7 @@ from posenc_cli.config.extension import is_extension
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import read_metrics
+from posenc_cli.model import build_model
 
 #: What to do about a parent whose checkpoint cannot be used.
 ANOTHER = "extend another run, or restore the parent's checkpoints and .hydra/config.yaml"
@@ -47,8 +48,6 @@ def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, 
 def _check_fits(path: Path, state: dict[str, Any], cfg: DictConfig) -> None:
     """The weights are the model the parent's config builds: checked (the file is untrusted)
     before the new run exists, not when its training starts."""
-    from posenc_cli.model import build_model
-
     try:
         build_model(cfg, int(state["lm_head.weight"].shape[0])).load_state_dict(state)
     except (RuntimeError, KeyError, AttributeError, IndexError, TypeError) as exc:

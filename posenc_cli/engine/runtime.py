@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.engine.distributed import Comm, Solo
 
@@ -105,6 +106,7 @@ def compile_failures(run_dir: Path, compiling: bool) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
+        # deferred: torch._dynamo is slow to import and only a failed compile needs it
         from torch._dynamo.exc import BackendCompilerFailed
 
         if not compiling or not isinstance(exc, BackendCompilerFailed):
@@ -168,8 +170,6 @@ def make_runtime(cfg: Any, comm: Comm | None = None) -> Runtime:
     device = rank_device(pick_device(str(cfg.device)), comm)
     precision = pick_precision(str(cfg.train.precision), device)
     if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
-        from posenc_cli.common.console import console
-
         console.print(
             "warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "
             "emulated and slower than fp32; use train.precision=auto or fp32",

@@ -25,7 +25,7 @@ def model_folder(name: str, allow_download: bool, revision: str | None = None) -
             f"'{name}' is neither a model folder nor a hub id",
             "give a folder with config.json, or a hub id such as HuggingFaceTB/SmolLM2-135M",
         )
-    try:
+    try:  # deferred: huggingface_hub is the optional [hf] extra
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError
     except ImportError:

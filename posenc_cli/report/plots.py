@@ -1,4 +1,5 @@
-"""The two figures of `posenc compare`; matplotlib is imported here only, when a figure is drawn.
+"""The two figures of `posenc compare`, which imports this module (and so matplotlib) only when
+it writes figures.
 
 One panel per setting group (the same split as the tables), one colour per encoding across panels.
 Figures are built without pyplot: the Agg canvas, no global backend, nothing left open.
@@ -11,10 +12,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
 from posenc_cli.common.atomic import write_atomic
+from posenc_cli.report.extension_plot import ExtensionStyles, extension_styles
 
 if TYPE_CHECKING:
-    from posenc_cli.report.extension_plot import ExtensionStyles
     from posenc_cli.report.runs import Group, Row
 
 GUIDES = ("training length", "uniform guess (ln vocab)")
@@ -22,9 +27,6 @@ GUIDES = ("training length", "uniform guess (ln vocab)")
 
 def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, Any]]:
     """A figure with one panel per group and a colour per encoding label, shared by the panels."""
-    from matplotlib import colormaps
-    from matplotlib.figure import Figure
-
     ncols = min(len(groups), 2)
     nrows = math.ceil(len(groups) / ncols)
     fig = Figure(figsize=(6.4 * ncols + 1.8, 4.6 * nrows), layout="constrained")
@@ -77,10 +79,6 @@ def plot_ppl_vs_length(groups: list[Group], path: Path) -> bool:
     shown = [g for g in groups if any(r.ppl.get(n) for r in g.rows for n in g.lengths)]
     if not shown:
         return False
-    from matplotlib.ticker import NullFormatter
-
-    from posenc_cli.report.extension_plot import extension_styles
-
     styles = extension_styles(shown)
     fig, axes, colors = _figure(shown, "Perplexity vs evaluation length")
     for ax, g in zip(axes, shown, strict=True):
@@ -115,8 +113,6 @@ def _short(value: float, _pos: Any = None) -> str:
 
 def _log_y_labels(ax: Any) -> None:
     """Short labels; every minor tick labelled within one decade, 2/3/5 up to three decades."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
     low, high = ax.get_ylim()
     ax.yaxis.set_major_formatter(FuncFormatter(_short))
     if math.log10(high / low) > 3:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.encodings.names import META_KEYS
@@ -177,8 +179,6 @@ def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
     saved = run_dir / ".hydra" / "config.yaml"
     section: Any = {}
     if saved.is_file():
-        from omegaconf import OmegaConf
-
         try:
             section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {}, resolve=False)
         except Exception:  # a damaged optional file must not stop the comparison

@@ -44,6 +44,7 @@ class Extrapolation(EvalTask):
             )
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
+        # deferred: torch only when the task runs; compare finds it without
         import torch
 
         from posenc_cli.evals.extrapolation_result import extrapolation
