@@ -62,6 +62,19 @@ def invoke(args: list[str], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return CliRunner().invoke(app, args)
 
 
+def import_cs336(
+    files: tuple[Path, Path, Path],
+    run: str,
+    tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str] = REQUIRED,
+) -> Any:
+    """`posenc import-cs336` of (checkpoint, vocab, merges) into the run directory ``run``."""
+    ckpt, vocab, merges = files
+    command = ["import-cs336", str(ckpt), "--vocab", str(vocab), "--merges", str(merges)]
+    return invoke([*command, *args, f"hydra.run.dir={run}"], tmp, monkeypatch)
+
+
 @pytest.mark.parametrize("ckpt_form", ["bare", "save_checkpoint", "compiled"])
 @pytest.mark.parametrize("tok_form", ["gpt2", "pickle"])
 def test_imported_model_gives_the_plain_models_logits(
@@ -74,20 +87,7 @@ def test_imported_model_gives_the_plain_models_logits(
     state = cs336["random_state"]()
     ckpt = save_checkpoint(tmp_path, state, ckpt_form)
     vocab, merges = write_tokenizer(tmp_path, cs336, tok_form)
-    res = invoke(
-        [
-            "import-cs336",
-            str(ckpt),
-            "--vocab",
-            str(vocab),
-            "--merges",
-            str(merges),
-            *REQUIRED,
-            "hydra.run.dir=run",
-        ],
-        tmp_path,
-        monkeypatch,
-    )
+    res = import_cs336((ckpt, vocab, merges), "run", tmp_path, monkeypatch)
     assert res.exit_code == 0, res.output
     run = tmp_path / "run"
     metrics = json.loads((run / "metrics.json").read_text())
@@ -124,17 +124,9 @@ def test_export_then_import_gives_identical_weights(
 ) -> None:
     state = cs336["random_state"]()
     vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
-    first = invoke(
-        [
-            "import-cs336",
-            str(save_checkpoint(tmp_path, state, "bare")),
-            "--vocab",
-            str(vocab),
-            "--merges",
-            str(merges),
-            *REQUIRED,
-            "hydra.run.dir=a",
-        ],
+    first = import_cs336(
+        (save_checkpoint(tmp_path, state, "bare"), vocab, merges),
+        "a",
         tmp_path,
         monkeypatch,
     )
@@ -146,17 +138,9 @@ def test_export_then_import_gives_identical_weights(
     assert exported["model"].keys() == state.keys()
     assert json.loads((out / "model_config.json").read_text())["num_heads"] == 4
     assert pickle.loads((out / "merges.pkl").read_bytes()) == cs336["train_bpe"](TEXT, 30)[1]
-    again = invoke(
-        [
-            "import-cs336",
-            str(out / "checkpoint.pt"),
-            "--vocab",
-            str(out / "vocab.pkl"),
-            "--merges",
-            str(out / "merges.pkl"),
-            *REQUIRED,
-            "hydra.run.dir=b",
-        ],
+    again = import_cs336(
+        (out / "checkpoint.pt", out / "vocab.pkl", out / "merges.pkl"),
+        "b",
         tmp_path,
         monkeypatch,
     )
@@ -208,20 +192,7 @@ def test_bad_input_is_one_line_and_leaves_no_run_directory(
     change_state, change_args, expected = BAD[case]
     ckpt = save_checkpoint(tmp_path, change_state(cs336["random_state"]()), "bare")
     vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
-    res = invoke(
-        [
-            "import-cs336",
-            str(ckpt),
-            "--vocab",
-            str(vocab),
-            "--merges",
-            str(merges),
-            *change_args(REQUIRED),
-            "hydra.run.dir=run",
-        ],
-        tmp_path,
-        monkeypatch,
-    )
+    res = import_cs336((ckpt, vocab, merges), "run", tmp_path, monkeypatch, change_args(REQUIRED))
     assert res.exit_code == 2, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("posenc: error: ") and expected in lines[0]
@@ -252,19 +223,6 @@ def test_a_posenc_checkpoint_of_another_encoding_is_refused(
         path,
     )
     vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
-    res = invoke(
-        [
-            "import-cs336",
-            str(path),
-            "--vocab",
-            str(vocab),
-            "--merges",
-            str(merges),
-            *REQUIRED,
-            "hydra.run.dir=run",
-        ],
-        tmp_path,
-        monkeypatch,
-    )
+    res = import_cs336((path, vocab, merges), "run", tmp_path, monkeypatch)
     assert res.exit_code == 2 and "posenc checkpoint of encoding 'alibi'" in res.stderr
     assert not (tmp_path / "run").exists()
