@@ -18,6 +18,7 @@ from posenc_cli.engine import checkpoint
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.signals import InterruptNow
 from posenc_cli.engine.trainer import Throughput
+from tests.helpers.trainer import tiny_trainer
 
 
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_old(
@@ -81,21 +82,7 @@ def test_a_signal_outside_the_loop_says_what_was_kept() -> None:
 def test_non_finite_weights_are_never_checkpointed(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
-    from posenc_cli.config.compose import compose
-    from posenc_cli.data.prepare import prepare
-    from posenc_cli.engine.runtime import make_runtime
-    from posenc_cli.engine.trainer import Trainer
-
-    cfg = compose(
-        [
-            "model=tiny",
-            "data=text",
-            f"data.path={corpus}",
-            "data.vocab_size=300",
-            "train.context_length=16",
-        ]
-    )
-    trainer = Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
+    trainer = tiny_trainer(tmp_path, corpus)
     with torch.no_grad():
         next(trainer.lm.parameters()).fill_(math.nan)
     with pytest.raises(
@@ -139,21 +126,7 @@ def test_a_full_disk_in_the_final_evaluation_is_one_line(
 def test_a_checkpoint_without_optimizer_state_is_one_line(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
-    from posenc_cli.config.compose import compose
-    from posenc_cli.data.prepare import prepare
-    from posenc_cli.engine.runtime import make_runtime
-    from posenc_cli.engine.trainer import Trainer
-
-    cfg = compose(
-        [
-            "model=tiny",
-            "data=text",
-            f"data.path={corpus}",
-            "data.vocab_size=300",
-            "train.context_length=16",
-        ]
-    )
-    trainer = Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
+    trainer = tiny_trainer(tmp_path, corpus)
     checkpoint.save_atomic(
         {"model": trainer.lm.state_dict(), "step": 3}, tmp_path / "checkpoints" / "last.pt"
     )

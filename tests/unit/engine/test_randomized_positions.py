@@ -8,36 +8,27 @@ from pathlib import Path
 
 import torch
 
-from posenc_cli.config.compose import compose
-from posenc_cli.data.prepare import prepare
-from posenc_cli.engine.runtime import make_runtime
-from posenc_cli.engine.trainer import Trainer
-from tests.helpers.configs import FOUR_STEPS
-
-
-def trainer(tmp_path: Path, corpus: Path, *extra: str) -> Trainer:
-    cfg = compose([*FOUR_STEPS, f"data.path={corpus}", "train.threads=1", *extra])
-    return Trainer(cfg, tmp_path, make_runtime(cfg), prepare(cfg.data))
+from tests.helpers.trainer import tiny_trainer
 
 
 def test_batches_carry_random_positions_and_the_same_windows(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
-    plain = trainer(tmp_path / "a", corpus)
-    randomized = trainer(tmp_path / "b", corpus, "train.position_range=256")
+    plain = tiny_trainer(tmp_path / "a", corpus)
+    randomized = tiny_trainer(tmp_path / "b", corpus, "train.position_range=256")
     x0, y0, none = plain._batch(1)
     x1, y1, pos = randomized._batch(1)
     assert none is None and torch.equal(x0, x1) and torch.equal(y0, y1)
     assert pos.shape == (16,) and (pos.diff() > 0).all() and pos.max() < 256
     assert pos.max() >= 16  # not the range 0 .. 15 (1 in C(256, 16))
-    again = trainer(tmp_path / "c", corpus, "train.position_range=256")
+    again = tiny_trainer(tmp_path / "c", corpus, "train.position_range=256")
     assert torch.equal(again._batch(1)[2], pos)
 
 
 def test_a_randomized_run_trains_and_records_its_range(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
-    t = trainer(
+    t = tiny_trainer(
         tmp_path, corpus, "train.position_range=64", "encoding=learned", "encoding.max_len=64"
     )
     seen: list[torch.Tensor] = []
