@@ -41,6 +41,13 @@ RECORD_KEYS = {
     "step_time_ratio_vs_none",
 }
 AB = [sys.executable, "-m", "posenc_cli.bench.ab"]
+#: One timed step per round, no warm-up: the A/B script's quickest run.
+ONE_STEP = ["--steps", "1", "--warmup", "0"]
+
+
+def _ab(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m posenc_cli.bench.ab ARGS` in ``cwd``, its output captured."""
+    return subprocess.run([*AB, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def test_bench_writes_bench_json(tmp_path: Path) -> None:
@@ -66,26 +73,11 @@ def test_bench_writes_bench_json(tmp_path: Path) -> None:
 def test_ab_train_script_times_every_variant(tmp_path: Path) -> None:
     """posenc_cli.bench.ab: one row per variant, the first is the 1.0x reference."""
     out = tmp_path / "ab.json"
-    res = subprocess.run(
-        [
-            *AB,
-            "--variants",
-            "fp32,bf16",
-            "--rounds",
-            "2",
-            "--steps",
-            "1",
-            "--warmup",
-            "0",
-            "--json",
-            str(out),
-            *TINY,
-            "encoding=rope",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    res = _ab(
+        tmp_path,
+        *["--variants", "fp32,bf16", "--rounds", "2", *ONE_STEP, "--json", str(out)],
+        *TINY,
+        "encoding=rope",
     )
     assert res.returncode == 0, res.stderr
     rows = json.loads(out.read_text())["variants"]
@@ -93,33 +85,14 @@ def test_ab_train_script_times_every_variant(tmp_path: Path) -> None:
     assert rows[0]["speedup_vs_first"] == 1.0
     assert all(r["median_step_s"] > 0 and r["tokens_per_s"] > 0 for r in rows)
     assert "bf16" in res.stdout and "x vs fp32" in res.stdout
-    evaluation = subprocess.run(
-        [
-            *AB,
-            "--variants",
-            "none:fp32,alibi:fp32",
-            "--eval",
-            "48",
-            "--rounds",
-            "1",
-            "--steps",
-            "1",
-            "--warmup",
-            "0",
-            "--json",
-            str(out),
-            *TINY,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    evaluation = _ab(
+        tmp_path,
+        *["--variants", "none:fp32,alibi:fp32", "--eval", "48", "--rounds", "1", *ONE_STEP],
+        *["--json", str(out), *TINY],
     )
     assert evaluation.returncode == 0, evaluation.stderr
     rows = json.loads(out.read_text())["variants"]
     assert [r["variant"] for r in rows] == ["none:fp32", "alibi:fp32"]
     assert "evaluation (no grad), batch 1 x 48" in evaluation.stdout
-    bad = subprocess.run(
-        [*AB, "--variants", "fp16"], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+    bad = _ab(tmp_path, "--variants", "fp16", timeout=120)
     assert bad.returncode == 2 and "unknown variant 'fp16'" in bad.stderr

@@ -11,13 +11,29 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import CLI, run_cli, wait_for
-from tests.helpers.configs import TINY
+from tests.helpers.configs import TINY, sweep_job
 
 pytestmark = pytest.mark.slow
 
 
 def _train_args(corpus: Path) -> list[str]:
     return ["train", *TINY, "data=text", f"data.path={corpus}"]
+
+
+def _start_training(
+    tmp_path: Path, corpus: Path, cache_dir: Path, fault: str, pipe: bool = False
+) -> subprocess.Popen[str]:
+    """`posenc train` into tmp_path/run in the background, pausing at the POSENC_FAULT ``fault``;
+    its output piped (``pipe``) or dropped."""
+    out = subprocess.PIPE if pipe else subprocess.DEVNULL
+    return subprocess.Popen(
+        [*CLI, *_train_args(corpus), f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        env={**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": fault},
+        stdout=out,
+        stderr=out,
+        text=True,
+    )
 
 
 def test_two_trains_started_together_get_two_directories(
@@ -49,19 +65,8 @@ def test_two_trains_started_together_get_two_directories(
 def test_resume_of_a_run_still_training_is_refused(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
-    env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "after_save:10"}
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            *CLI,
-            *_train_args(corpus),
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = _start_training(tmp_path, corpus, cache_dir, "after_save:10")
     try:
         wait_for(run_dir / "checkpoints" / ".paused-after_save", proc)
         res = run_cli(["resume", str(run_dir)], tmp_path, cache_dir)
@@ -79,18 +84,7 @@ def test_resume_keeps_results_and_starts_a_run_without_checkpoint(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    env = {"POSENC_FAULT": "in_save_last:10"}
-    proc = subprocess.Popen(
-        [
-            *CLI,
-            *_train_args(corpus),
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "POSENC_CACHE": str(cache_dir), **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = _start_training(tmp_path, corpus, cache_dir, "in_save_last:10")
     wait_for(run_dir / "checkpoints" / ".paused-in_save_last", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -113,19 +107,7 @@ def test_a_signal_during_the_final_evaluation_is_one_line(
     sig: int, code: int, tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    env = {**os.environ, "POSENC_CACHE": str(cache_dir), "POSENC_FAULT": "in_eval:20"}
-    proc = subprocess.Popen(
-        [
-            *CLI,
-            *_train_args(corpus),
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_training(tmp_path, corpus, cache_dir, "in_eval:20", pipe=True)
     wait_for(run_dir / "checkpoints" / ".paused-in_eval", proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -147,10 +129,7 @@ def test_two_sweeps_started_together_keep_every_job(
         *CLI,
         "sweep",
         *TINY,
-        "train.steps=4",
-        "eval.at_end=false",
-        "data=text",
-        f"data.path={corpus}",
+        *sweep_job(corpus),
         "encoding=none,rope",
     ]
     procs = [

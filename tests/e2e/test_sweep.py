@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import run_cli
-from tests.helpers.configs import TINY
+from tests.helpers.configs import TINY, sweep_job
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +25,7 @@ def test_sweep_runs_every_job_and_reports_failures(
         [
             "sweep",
             *fixed(TINY, "train.context_length"),
-            "train.steps=4",
-            "eval.at_end=false",
-            "data=text",
-            f"data.path={corpus}",
+            *sweep_job(corpus),
             "encoding=none,rope",
             "train.context_length=16,99999",
             "hydra.sweep.dir=sweep",
@@ -66,10 +63,7 @@ def test_sweep_through_submitit_runs_jobs_as_separate_processes(
         [
             "sweep",
             *fixed(TINY, "train.context_length"),
-            "train.steps=4",
-            "eval.at_end=false",
-            "data=text",
-            f"data.path={corpus}",
+            *sweep_job(corpus),
             "train.context_length=16,8,99999",
             "hydra/launcher=submitit_local",
             "hydra.sweep.dir=sweep",

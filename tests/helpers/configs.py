@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 #: What makes `posenc train` take seconds: a tiny model, 20 steps of 4 x 16.
 TINY = [
     "model=tiny",
@@ -18,6 +20,12 @@ TINY = [
     "eval.factors=[1,2]",
     "eval.retrieval.factors=[2]",  # passkey retrieval (on by default) at one length only
 ]
+
+
+def sweep_job(corpus: Path) -> list[str]:
+    """What each job of a sweep test adds to TINY: four steps on ``corpus``, no evaluation."""
+    return ["train.steps=4", "eval.at_end=false", "data=text", f"data.path={corpus}"]
+
 
 #: Four steps of the tiny model on a corpus file, trained in-process (Trainer, run_training).
 FOUR_STEPS = [
