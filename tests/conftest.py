@@ -135,6 +135,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _make_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
+@pytest.fixture
+def hf_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No hub access, and the Hugging Face and posenc caches inside the test's folder."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
+
+
 # --- tiny models ------------------------------------------------------------------------------
 
 

@@ -21,12 +21,8 @@ TEXT = (
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No hub access, and the Hugging Face caches inside the test's folder."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
+def offline(hf_offline: None) -> None:
+    """Every test here runs without hub access (hf_offline)."""
 
 
 def _make_run(root: Path, overrides: list[str], seed: int = 0) -> Path:
