@@ -17,12 +17,15 @@ from posenc_cli.inspection.properties import HOLDS, property_table
 from posenc_cli.model.transformer import TransformerLM
 
 
-def table(
+@pytest.fixture
+def errors(
     name: str,
     make_model: Callable[..., TransformerLM],
     tokens: Callable[..., torch.Tensor],
     randomise_zero_params: Callable[[TransformerLM], None],
 ) -> dict[str, float | None]:
+    """The property table of the encoding ``name`` (its tiny model, zero parameters
+    randomised): each property's error, by the property's short name."""
     model = make_model(name).eval()
     randomise_zero_params(model)
     rows = property_table(model, tokens(16), train_length=16, longest=64)
@@ -30,34 +33,26 @@ def table(
 
 
 @pytest.mark.encodings
-def test_attention_is_equivariant_and_every_model_causal(
-    name: str, make_model, tokens, randomise_zero_params
-) -> None:
-    errors = table(name, make_model, tokens, randomise_zero_params)
+def test_attention_is_equivariant_and_every_model_causal(errors: dict[str, float]) -> None:
     assert errors["permutation equivariance"] < HOLDS
     assert errors["causality"] < HOLDS
 
 
 @pytest.mark.encodings(lambda e: e.relative)
-def test_relative_encodings_are_shift_invariant(
-    name: str, make_model, tokens, randomise_zero_params
-) -> None:
-    assert table(name, make_model, tokens, randomise_zero_params)["shift invariance"] < HOLDS
+def test_relative_encodings_are_shift_invariant(errors: dict[str, float]) -> None:
+    assert errors["shift invariance"] < HOLDS
 
 
 ABSOLUTE = (LearnedAbsoluteEncoding, SinusoidalEncoding, LearnedSinusoidalEncoding)
 
 
 @pytest.mark.encodings(lambda e: isinstance(e, ABSOLUTE))
-def test_absolute_encodings_are_not(name: str, make_model, tokens, randomise_zero_params) -> None:
-    assert table(name, make_model, tokens, randomise_zero_params)["shift invariance"] > 1e-2
+def test_absolute_encodings_are_not(errors: dict[str, float]) -> None:
+    assert errors["shift invariance"] > 1e-2
 
 
 @pytest.mark.encodings(lambda e: hasattr(e, "rotate"))
-def test_rotations_preserve_norms_and_depend_on_the_difference(
-    name: str, make_model, tokens, randomise_zero_params
-) -> None:
-    errors = table(name, make_model, tokens, randomise_zero_params)
+def test_rotations_preserve_norms_and_depend_on_the_difference(errors: dict[str, float]) -> None:
     assert errors["RoPE: ‖R_m x‖ = ‖x‖"] < HOLDS
     assert errors["RoPE: ⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩"] < HOLDS
 
