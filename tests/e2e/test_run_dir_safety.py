@@ -20,6 +20,19 @@ def _train_args(corpus: Path) -> list[str]:
     return ["train", *TINY, "data=text", f"data.path={corpus}"]
 
 
+def _two_at_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> list[tuple[str, str]]:
+    """``cmd`` started twice at the same time: (stdout, stderr) of each, once both succeeded."""
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    return outs
+
+
 def _start_training(
     tmp_path: Path, corpus: Path, cache_dir: Path, fault: str, pipe: bool = False
 ) -> subprocess.Popen[str]:
@@ -49,14 +62,7 @@ def test_two_trains_started_together_get_two_directories(
         check=True,
         timeout=300,
     )  # the data cache, built once
-    procs = [
-        subprocess.Popen(
-            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(2)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    _two_at_once(cmd, tmp_path, env)
     runs = [d for d in (tmp_path / "outputs").rglob("*-rope*") if d.is_dir()]
     assert len(runs) == 2 and all((d / "metrics.json").exists() for d in runs)
     assert all(len(list(d.glob("events.out.tfevents.*"))) == 1 for d in runs)
@@ -132,14 +138,7 @@ def test_two_sweeps_started_together_keep_every_job(
         *sweep_job(corpus),
         "encoding=none,rope",
     ]
-    procs = [
-        subprocess.Popen(
-            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(2)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    outs = _two_at_once(cmd, tmp_path, env)
     roots = {Path(o.split(" jobs in ", 1)[1].splitlines()[0]) for o, _ in outs}
     assert len(roots) == 2
     for root in roots:

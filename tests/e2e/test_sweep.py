@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,21 +19,19 @@ def fixed(args: list[str], swept: str) -> list[str]:
     return [a for a in args if not a.startswith(f"{swept}=")]
 
 
+def sweep(
+    tmp_path: Path, corpus: Path, cache_dir: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`posenc sweep` of four-step jobs on ``corpus`` into tmp_path/sweep; ``args`` say what is
+    swept (train.context_length among them)."""
+    job = [*fixed(TINY, "train.context_length"), *sweep_job(corpus)]
+    return run_cli(["sweep", *job, *args, "hydra.sweep.dir=sweep"], tmp_path, cache_dir)
+
+
 def test_sweep_runs_every_job_and_reports_failures(
     tmp_path: Path, corpus: Path, cache_dir: Path
 ) -> None:
-    res = run_cli(
-        [
-            "sweep",
-            *fixed(TINY, "train.context_length"),
-            *sweep_job(corpus),
-            "encoding=none,rope",
-            "train.context_length=16,99999",
-            "hydra.sweep.dir=sweep",
-        ],
-        tmp_path,
-        cache_dir,
-    )
+    res = sweep(tmp_path, corpus, cache_dir, "encoding=none,rope", "train.context_length=16,99999")
     assert res.returncode == 1, res.stderr
     root = tmp_path / "sweep"
     names = sorted(p.name for p in root.iterdir() if p.is_dir())
@@ -59,18 +58,8 @@ def test_sweep_through_submitit_runs_jobs_as_separate_processes(
 ) -> None:
     """submitit's local executor runs each job as its own process, exactly as SLURM would
     (the code path of hydra/launcher=submitit_slurm)."""
-    res = run_cli(
-        [
-            "sweep",
-            *fixed(TINY, "train.context_length"),
-            *sweep_job(corpus),
-            "train.context_length=16,8,99999",
-            "hydra/launcher=submitit_local",
-            "hydra.sweep.dir=sweep",
-        ],
-        tmp_path,
-        cache_dir,
-    )
+    swept = ["train.context_length=16,8,99999", "hydra/launcher=submitit_local"]
+    res = sweep(tmp_path, corpus, cache_dir, *swept)
     assert res.returncode == 1, res.stderr
     root = tmp_path / "sweep"
     finished = sorted(p.parent.name for p in root.rglob("metrics.json"))
