@@ -223,6 +223,19 @@ def randomise_zero_params() -> Callable[[TransformerLM], None]:
     return randomise
 
 
+@pytest.fixture
+def model(
+    name: str,
+    make_model: Callable[..., TransformerLM],
+    randomise_zero_params: Callable[[TransformerLM], None],
+) -> TransformerLM:
+    """The tiny model of the encoding under test (``name``, from the ``encodings`` marker),
+    its zero-initialised parameters randomised; a fresh one for every test."""
+    built = make_model(name)
+    randomise_zero_params(built)
+    return built
+
+
 # --- naive reference definitions --------------------------------------------------------------
 
 

@@ -60,9 +60,7 @@ def test_learned_table_is_usable_up_to_max_len_and_not_beyond(
 
 
 @pytest.mark.encodings
-def test_causal(name: str, make_model, tokens, randomise_zero_params, model_sizes) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
+def test_causal(model, tokens, model_sizes) -> None:
     ids = tokens(model_sizes["train_len"])
     t = model_sizes["train_len"] // 2
     changed = ids.clone()
@@ -74,11 +72,7 @@ def test_causal(name: str, make_model, tokens, randomise_zero_params, model_size
 
 
 @pytest.mark.encodings
-def test_shift_invariance_matches_relative_label(
-    name: str, make_model, tokens, randomise_zero_params, model_sizes
-) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
+def test_shift_invariance_matches_relative_label(model, tokens, model_sizes) -> None:
     ids = tokens(model_sizes["train_len"])
     base = model(ids)
     shifted = model(ids, pos_offset=9)
@@ -90,11 +84,7 @@ def test_shift_invariance_matches_relative_label(
 
 
 @pytest.mark.encodings
-def test_every_parameter_gets_a_gradient(
-    name: str, make_model, tokens, randomise_zero_params, model_sizes
-) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
+def test_every_parameter_gets_a_gradient(model, tokens, model_sizes) -> None:
     ids = tokens(model_sizes["train_len"])
     F.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
     for pname, p in model.encoding.named_parameters():
@@ -116,18 +106,10 @@ def test_state_dict_round_trip(
 @pytest.mark.parametrize("layer", [0, 1])
 @pytest.mark.encodings
 def test_fused_attention_equals_reference(
-    name: str,
-    layer: int,
-    make_model,
-    randomise_zero_params,
-    reference_attention,
-    reference_bias,
-    model_sizes,
+    layer: int, model, reference_attention, reference_bias, model_sizes
 ) -> None:
     train_len = model_sizes["train_len"]
     d_model = model_sizes["d_model"]
-    model = make_model(name)
-    randomise_zero_params(model)
     enc = model.encoding
     attn = model.layers[layer].attn
     x = torch.randn(2, train_len, d_model, generator=torch.Generator().manual_seed(5))
@@ -148,11 +130,7 @@ def test_fused_attention_equals_reference(
 
 
 @pytest.mark.encodings
-def test_chunked_equals_unchunked(
-    name: str, make_model, tokens, randomise_zero_params, model_sizes
-) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
+def test_chunked_equals_unchunked(name: str, model, tokens, model_sizes) -> None:
     small_max_len = model_sizes["small_max_len"]
     ids = tokens(small_max_len + 8 if name != "learned" else small_max_len)
     whole = model(ids, pos_offset=0 if name == "learned" else 2)

@@ -45,15 +45,8 @@ def reference_layer(
 @pytest.mark.parametrize("budget", [None, 1])
 @pytest.mark.encodings(select=has_bias)
 def test_gradients_match_the_definition(
-    name: str,
-    budget: int | None,
-    make_model,
-    randomise_zero_params,
-    reference_attention,
-    reference_bias,
+    name: str, budget: int | None, model, reference_attention, reference_bias
 ) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
     length = 40
     layer = 1
     pos = torch.arange(5, 5 + length)

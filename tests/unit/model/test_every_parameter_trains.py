@@ -9,11 +9,7 @@ import torch.nn.functional as F
 
 
 @pytest.mark.encodings
-def test_one_step_reaches_every_parameter(
-    name: str, make_model, randomise_zero_params, tokens
-) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
+def test_one_step_reaches_every_parameter(name: str, model, tokens) -> None:
     ids = tokens(17)
     logits = model(ids[:, :-1])
     F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()

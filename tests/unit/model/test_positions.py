@@ -29,13 +29,9 @@ def test_random_positions_are_sorted_distinct_and_reproducible() -> None:
 
 
 @pytest.mark.encodings
-def test_explicit_range_equals_the_offset_range(
-    name: str, make_model, tokens, randomise_zero_params
-) -> None:
+def test_explicit_range_equals_the_offset_range(model, tokens) -> None:
     """Span.of(positions) takes the general paths (gathers, materialised biases): on a range
     they must give the contiguous paths' logits."""
-    model = make_model(name)
-    randomise_zero_params(model)
     ids = tokens(16)
     torch.testing.assert_close(
         model(ids, positions=torch.arange(3, 19)), model(ids, pos_offset=3), rtol=1e-5, atol=1e-5
@@ -58,11 +54,7 @@ def test_no_cache_answers_for_another_set_with_the_same_ends(
 
 
 @pytest.mark.encodings(select=lambda enc: type(enc).relative)
-def test_relative_encodings_stay_relative_on_sparse_positions(
-    name: str, make_model, tokens, randomise_zero_params
-) -> None:
-    model = make_model(name)
-    randomise_zero_params(model)
+def test_relative_encodings_stay_relative_on_sparse_positions(model, tokens) -> None:
     ids = tokens(16)
     torch.testing.assert_close(
         model(ids, positions=SPARSE), model(ids, positions=SPARSE + 7), rtol=1e-5, atol=1e-5
@@ -71,11 +63,9 @@ def test_relative_encodings_stay_relative_on_sparse_positions(
 
 @pytest.mark.encodings(select=lambda enc: enc.has_bias)
 def test_sparse_positions_attention_equals_reference(
-    name: str, make_model, randomise_zero_params, reference_attention, reference_bias, model_sizes
+    model, reference_attention, reference_bias, model_sizes
 ) -> None:
     d_model = model_sizes["d_model"]
-    model = make_model(name)
-    randomise_zero_params(model)
     enc = model.encoding
     attn = model.layers[1].attn
     T = SPARSE.numel()
