@@ -52,7 +52,8 @@ def _hook(event, args):
     if not path.startswith(_root):
         return
     if event == "open":
-        mode, flags = args[1], args[2]
+        mode = args[1]
+        flags = args[2]
         writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & _write)
     else:
         writes = True

@@ -33,7 +33,8 @@ def autograd_composition(enc: CopeEncoding, q: torch.Tensor, k: torch.Tensor) ->
     top = enc.max_position - 1
     pos = pos.clamp(max=top)
     low = pos.detach().floor()
-    weight, low_i = pos - low, low.long()
+    weight = pos - low
+    low_i = low.long()
     table = q @ enc.embeddings[1]
     below = table.gather(-1, low_i)
     above = table.gather(-1, (low_i + 1).clamp(max=top))

@@ -32,7 +32,8 @@ def term_by_term(enc: FireEncoding, i: int, j: int) -> list[float]:
     c = enc.c.item()
     L = abs(enc.threshold_scale.item()) * enc.init_threshold.item()
     u = math.log(abs(c * max(i - j, 0)) + 1) / (math.log(abs(c * max(L, i)) + 1) + FIRE_EPS)
-    w, b = enc.mlp[0].weight[:, 0].tolist(), enc.mlp[0].bias.tolist()
+    w = enc.mlp[0].weight[:, 0].tolist()
+    b = enc.mlp[0].bias.tolist()
     hidden = [max(0.0, wk * u + bk) for wk, bk in zip(w, b, strict=True)]
     return [
         sum(o * h for o, h in zip(row, hidden, strict=True)) + b2
@@ -47,7 +48,8 @@ def values_and_gradients(enc: FireEncoding, bias: torch.Tensor) -> list[torch.Te
 
 
 def test_pieces_equal_the_mlp_over_every_pair_in_float64() -> None:
-    enc, pos = fire64(), torch.arange(12)
+    enc = fire64()
+    pos = torch.arange(12)
     fast = values_and_gradients(enc, enc.pair_bias(pos, pos))
     ref = values_and_gradients(enc, mlp_over_pairs(enc, pos))
     names = ["bias", *(name for name, _ in enc.named_parameters())]

@@ -177,7 +177,8 @@ def test_bench_names_its_failed_cases_not_its_skipped_ones() -> None:
 def test_an_export_killed_midway_leaves_no_out_and_runs_again(run: Path, workdir: Path) -> None:
     """SIGKILL cannot be handled: the hidden folder stays, OUT does not exist, and a rerun
     exports whole (SIGTERM midway, which is handled, is test_signals.py's)."""
-    tmp_path, sig = workdir, signal.SIGKILL
+    tmp_path = workdir
+    sig = signal.SIGKILL
     cmd = [sys.executable, "-m", "posenc_cli", "export-cs336", str(run), "out"]
     env = {**os.environ, "POSENC_FAULT": "in_export:0"}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)

@@ -33,7 +33,8 @@ def test_sweep_refuses_before_it_starts(
 
 
 def test_a_sweep_over_data_path_plans_one_job_per_file(tmp_path: Path) -> None:
-    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
     for f in (a, b):
         f.write_text("text\n")
     base, jobs = plan([*TINY, "data=text", f"data.path={a},{b}"])
