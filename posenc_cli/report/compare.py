@@ -162,6 +162,8 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     """The `posenc compare` command: tables on the terminal, files in the output directory."""
     notes: list[str] = []
     runs = load_runs(dirs, notes)
+    # read before writing: files written into the checkout must not count as local changes
+    block = provenance(runs, command_line(dirs, out))
     out_dir = out or (dirs[0] if len(dirs) == 1 else Path.cwd())
     lm = [r for r in runs if not is_task_run(r)]
     groups = group_runs(lm, notes) if lm else []
@@ -182,7 +184,7 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     if task_runs:
         written += report_tasks(group_tasks(task_runs, notes), out_dir, shown)
     written += report_results(result_tables(runs), out_dir, shown)
-    _sign(written, provenance(runs, command_line(dirs, out)))
+    _sign(written, block)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         shown.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
 

@@ -8,9 +8,13 @@ import platform
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from posenc_cli.report import compare as compare_module
 from posenc_cli.report.compare import compare
-from posenc_cli.report.provenance import HEADING, command_line
+from posenc_cli.report.provenance import HEADING, command_line, provenance
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -42,6 +46,24 @@ def test_comparison_md_ends_with_the_provenance(sweep: Path, tmp_path: Path) -> 
             check=True,
         ).stdout
         assert f"commit {head[:12]}" in block
+
+
+def test_the_provenance_is_read_before_anything_is_written(
+    sweep: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A comparison written into the checkout (docs/results/...) changes tracked files; read
+    after writing, the commit would always carry '+ local changes'."""
+    out = tmp_path / "out"
+    seen: list[list[str]] = []
+
+    def recording(runs: list[Any], command: str) -> str:
+        seen.append(sorted(p.name for p in out.glob("*")) if out.exists() else [])
+        return provenance(runs, command)
+
+    monkeypatch.setattr(compare_module, "provenance", recording)
+    compare([sweep / "multirun"], out)
+    assert seen == [[]]
+    assert (out / "comparison.md").read_text().count(HEADING) == 1
 
 
 def test_only_markdown_gets_the_block(sweep: Path, tmp_path: Path) -> None:
