@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from posenc_cli.common.atomic import write_atomic
 from posenc_cli.report.extension_plot import ExtensionStyles, extension_styles
@@ -119,6 +119,8 @@ def _log_y_labels(ax: Any) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
         return
     shown = range(1, 10) if math.log10(high / low) < 1 else (2, 3, 5)
+    if math.log10(high / low) < 1:  # 1.2 and 1.5 too, or a span like 55-190 shows no label > 100
+        ax.yaxis.set_minor_locator(LogLocator(subs=(1.2, 1.5, *range(2, 10))))
     ax.yaxis.set_minor_formatter(
         FuncFormatter(
             lambda v, _: (
