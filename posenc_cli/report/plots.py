@@ -114,12 +114,13 @@ def _short(value: float, _pos: Any = None) -> str:
 def _log_y_labels(ax: Any) -> None:
     """Short labels; every minor tick labelled within one decade, 2/3/5 up to three decades."""
     low, high = ax.get_ylim()
+    decades = math.log10(high / low)
     ax.yaxis.set_major_formatter(FuncFormatter(_short))
-    if math.log10(high / low) > 3:
+    if decades > 3:
         ax.yaxis.set_minor_formatter(NullFormatter())
         return
-    shown = range(1, 10) if math.log10(high / low) < 1 else (2, 3, 5)
-    if math.log10(high / low) < 1:  # 1.2 and 1.5 too, or a span like 55-190 shows no label > 100
+    shown = range(1, 10) if decades < 1 else (2, 3, 5)
+    if decades < 1:  # 1.2 and 1.5 too, or a span like 55-190 shows no label above 100
         ax.yaxis.set_minor_locator(LogLocator(subs=(1.2, 1.5, *range(2, 10))))
     ax.yaxis.set_minor_formatter(
         FuncFormatter(
