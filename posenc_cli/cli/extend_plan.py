@@ -19,7 +19,6 @@ from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.extension import child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of
 from posenc_cli.config.rundir import load_run_config, planned_run_dir
-from posenc_cli.encodings.registry import encoding_class
 from posenc_cli.engine.extension import parent_checkpoint
 
 #: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
@@ -124,7 +123,7 @@ def _grid_root(requested: DictConfig, args: list[str]) -> Path:
 def parent_is_rotary(run_dir: Path) -> bool:
     """The parent's encoding is RoPE-family (what every method but none needs)."""
 
-    return encoding_class(str(load_run_config(run_dir).encoding._target_)).rotary
+    return bool(load_run_config(run_dir).encoding.get("rotary", False))
 
 
 def require_rotary(run_dir: Path, method: str) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.encoding_checks import check_encoding
 from posenc_cli.config.extension import check_extension_eval
-from posenc_cli.config.groups import group_options, option_file
-from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
+from posenc_cli.config.schema import COMMAND_SECTIONS, RootConfig
 
 #: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
 FREE_FORM = ("encoding", "task")
@@ -122,54 +122,4 @@ def _check_relations(cfg: DictConfig) -> None:
         "drop eval.rope_factor, or pick eval.rope_scaling=pi|ntk|dynamic_ntk|yarn|llama3",
     )
     check_extension_eval(cfg)
-    _check_encoding(cfg)
-
-
-def _check_encoding(cfg: DictConfig) -> None:
-    """The name is a plain name; building the encoding checks its own parameters."""
-    # deferred: building an encoding imports torch; earlier checks do without it
-    from posenc_cli.encodings.registry import build_encoding
-
-    enc = cfg.encoding
-    _require(
-        "_target_" in enc and "name" in enc,
-        "the encoding config has no _target_ or name",
-        "see configs/encoding/rope.yaml",
-    )
-    _require(
-        bool(NAME_PATTERN.fullmatch(str(enc.name))),
-        f"encoding.name is '{enc.name}', not a plain name",
-        "use letters, digits, '_', '.' or '-' (it names the run directory)",
-    )
-    _check_encoding_keys(enc)
-    built = build_encoding(enc, cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers)
-    L = cfg.train.context_length
-    _require(
-        built.max_len is None or built.max_len >= L,
-        f"encoding.max_len={built.max_len} is below train.context_length={L}",
-        f"raise encoding.max_len to at least {L}, or train shorter",
-    )
-    K = cfg.train.position_range
-    _require(
-        built.max_len is None or K is None or built.max_len >= K,
-        f"encoding.max_len={built.max_len} is below train.position_range={K}",
-        f"raise encoding.max_len to at least {K}, or lower train.position_range",
-    )
-    _require(
-        cfg.eval.rope_scaling == "none" or built.rotary,
-        f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not '{enc.name}'",
-        "evaluate a rope or xpos run, or drop eval.rope_scaling",
-    )
-
-
-def _check_encoding_keys(enc: DictConfig) -> None:
-    """Every parameter of the encoding's YAML is still there (~encoding.theta is refused)."""
-    name = str(enc.name)
-    if name not in group_options("encoding"):
-        return
-    for key in OmegaConf.load(option_file("encoding", name)):
-        _require(
-            key in enc.keys(),
-            f"encoding.{key} is missing from the config",
-            f"set it instead of deleting it (see configs/encoding/{name}.yaml)",
-        )
+    check_encoding(cfg)

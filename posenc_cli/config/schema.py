@@ -4,7 +4,8 @@ The YAML files in configs/ hold the values; these dataclasses say which keys exi
 each has and which values make sense (``Rule`` in each field's metadata). config.validate
 checks the config as composed against both, so a key that is missing, of the wrong type or
 out of range is one line before anything is created. `encoding` and `task` are free-form
-because every encoding and task has its own parameters (its class checks them).
+because every encoding and task has its own parameters (an encoding's YAML ``checks`` them,
+a task's class does).
 
 A field's default restates its YAML value, because a run directory saved before a key existed
 is completed from here (config/rundir.py) without composing; the YAML stays the one users read

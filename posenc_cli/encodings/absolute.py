@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, first_position, positive_number, range_key
+from posenc_cli.encodings.base import PositionalEncoding, first_position, range_key
 from posenc_cli.encodings.cache import BoundedCache
 
 
@@ -26,13 +25,6 @@ def sinusoid(pos: Tensor, inv_freq: Tensor) -> Tensor:
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
 
 
-def _require_even(name: str, d_model: int) -> None:
-    if d_model % 2:
-        raise PosencError(
-            f"{name} needs an even model.d_model, got {d_model}", "choose an even model.d_model"
-        )
-
-
 class LearnedAbsoluteEncoding(PositionalEncoding):
     """A trainable (max_len, d_model) table added to the input (GPT-2 style).
 
@@ -44,11 +36,6 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_len: int = 2048
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if max_len < 1:
-            raise PosencError(
-                f"encoding.max_len must be positive, got {max_len}",
-                "set encoding.max_len to the longest length you will evaluate",
-            )
         self.max_len = max_len
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.trunc_normal_(self.weight, std=1.0, a=-3.0, b=3.0)
@@ -75,8 +62,7 @@ class SinusoidalEncoding(PositionalEncoding):
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        _require_even("sinusoidal", d_model)
-        self.base = base = positive_number("base", base)
+        self.base = base = float(base)
         self.register_buffer("inv_freq", inverse_frequencies(d_model, base), persistent=False)
         self._cache = BoundedCache()
 
@@ -104,8 +90,7 @@ class LearnedSinusoidalEncoding(PositionalEncoding):
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        _require_even("sinusoidal_learned", d_model)
-        self.base = base = positive_number("base", base)
+        self.base = base = float(base)
         self.log_theta = nn.Parameter(inverse_frequencies(d_model, base).log().float())
 
     @property

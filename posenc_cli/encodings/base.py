@@ -283,18 +283,3 @@ def range_key(pos: Tensor) -> Hashable | None:
     if n and int(pos[-1]) - first + 1 != n:
         return None
     return first, n, str(pos.device)
-
-
-def positive_number(key: str, value: Any) -> float:
-    """A hyper-parameter that must be a finite number > 0 (a base, a θ), as one line if not."""
-    ok = (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and 0 < float(value) < float("inf")
-    )
-    if not ok:
-        raise PosencError(
-            f"encoding.{key} is {value!r}, not a positive number",
-            f"give a number > 0, e.g. encoding.{key}=10000",
-        )
-    return float(value)

@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding
 from posenc_cli.encodings.relative import future_mask
 
@@ -261,11 +260,6 @@ class CopeEncoding(PositionalEncoding):
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_position: int = 128
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if not isinstance(max_position, int) or max_position < 2:
-            raise PosencError(
-                f"encoding.max_position={max_position} is not an integer >= 2",
-                "use e.g. encoding.max_position=128",
-            )
         self.max_position = max_position
         self.embeddings = nn.Parameter(torch.zeros(n_layers, head_dim, max_position))
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.relative import (
@@ -46,11 +45,6 @@ class DebertaEncoding(PositionalEncoding):
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_relative: int = 128
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if max_relative < 1:
-            raise PosencError(
-                f"encoding.max_relative must be positive, got {max_relative}",
-                "use e.g. encoding.max_relative=128",
-            )
         self.max_relative = max_relative
         self.rel_embeddings = nn.Parameter(torch.empty(2 * max_relative, d_model))
         nn.init.trunc_normal_(self.rel_embeddings, std=1.0, a=-3.0, b=3.0)

@@ -24,8 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, positive_number
+from posenc_cli.encodings.base import PositionalEncoding
 
 #: Added to the normaliser ψ(max(L, i)), as in the paper's listing.
 FIRE_EPS = 1e-6
@@ -45,17 +44,10 @@ class FireEncoding(PositionalEncoding):
         threshold: float = 512.0,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if not isinstance(hidden, int) or hidden < 1:
-            raise PosencError(
-                f"encoding.hidden={hidden} is not a positive integer",
-                "use e.g. encoding.hidden=32 (the paper's width)",
-            )
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
         self.hidden = hidden
-        self.c = nn.Parameter(torch.tensor(positive_number("c", c)))
-        self.register_buffer(
-            "init_threshold", torch.tensor(positive_number("threshold", threshold))
-        )
+        self.c = nn.Parameter(torch.tensor(float(c)))
+        self.register_buffer("init_threshold", torch.tensor(float(threshold)))
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
     #: Bias-sized tensors ``pair_bias`` holds at once: the gathered intercepts (which become

@@ -5,6 +5,6 @@ encoding classes, so they answer before torch would have finished loading.
 """
 
 #: Keys of an encoding's YAML that describe it rather than parameterise it.
-META_KEYS = frozenset({"_target_", "name", "description", "paper"})
+META_KEYS = frozenset({"_target_", "name", "description", "paper", "checks", "rotary"})
 #: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
 ROPE_SCALING_METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")

@@ -17,6 +17,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.encodings.rules import check_parameters
 
 PACKAGE = "posenc_cli.encodings"
 
@@ -72,19 +73,19 @@ def encoding_class(target: str) -> type[PositionalEncoding]:
 
 
 def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> PositionalEncoding:
-    """Instantiate the encoding with its YAML parameters; a wrong parameter is one line."""
+    """Instantiate the encoding with its YAML parameters, once its YAML's checks pass (a wrong
+    parameter is one line, rules.py)."""
     cls = encoding_class(enc_cfg["_target_"])
+    head_dim = d_model // n_heads
+    model = {"d_model": d_model, "n_heads": n_heads, "head_dim": head_dim, "n_layers": n_layers}
+    params = encoding_params(enc_cfg)
+    name = str(enc_cfg.get("name", cls.__name__))
+    check_parameters(name, dict(enc_cfg.get("checks") or {}), params, model)
     try:
-        enc = cls(
-            d_model=d_model,
-            n_heads=n_heads,
-            head_dim=d_model // n_heads,
-            n_layers=n_layers,
-            **encoding_params(enc_cfg),
-        )
+        enc = cls(**model, **params)
     except TypeError as exc:
         raise PosencError(
-            f"encoding '{enc_cfg.get('name', cls.__name__)}': {exc}",
+            f"encoding '{name}': {exc}",
             "check its parameters in configs/encoding/",
         ) from None
     enc.config_name = str(enc_cfg.get("name", ""))

@@ -18,26 +18,16 @@ import math
 import torch
 from torch import Tensor
 
-from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, positive_number
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
-from posenc_cli.encodings.rope_scaling import YARN_RAMPS, scaled_frequencies
+from posenc_cli.encodings.rope_scaling import scaled_frequencies
 
 
 def rotary_frequencies(
     head_dim: int, theta: float, rotary_fraction: float, p: float
 ) -> tuple[Tensor, int]:
-    """(E/2,) float64 θ_k with zeros for the unrotated pairs, and the rotated dimensions."""
-    if not 0 < rotary_fraction <= 1:
-        raise PosencError(
-            f"encoding.rotary_fraction={rotary_fraction} is not in (0, 1]",
-            "use e.g. encoding.rotary_fraction=0.25 (1 rotates every dimension)",
-        )
-    if not 0 <= p <= 1:
-        raise PosencError(
-            f"encoding.p={p} is not in [0, 1]",
-            "use e.g. encoding.p=0.75 (1 is RoPE, 0 is no position)",
-        )
+    """(E/2,) float64 θ_k with zeros for the unrotated pairs, and the rotated dimensions
+    (``rotary_fraction`` in (0, 1] and ``p`` in [0, 1], as configs/encoding/rope.yaml checks)."""
     rotary_dims = max(2, 2 * round(rotary_fraction * head_dim / 2))
     inv = torch.zeros(head_dim // 2, dtype=torch.float64)
     inv[: rotary_dims // 2] = theta ** (
@@ -67,19 +57,8 @@ class RotaryEncoding(PositionalEncoding):
         yarn_ramp: str = "hf",
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if yarn_ramp not in YARN_RAMPS:
-            raise PosencError(
-                f"encoding.yarn_ramp={yarn_ramp} is not one of " + ", ".join(YARN_RAMPS),
-                "use encoding.yarn_ramp=hf (transformers' YaRN) or paper (Peng et al. eq. 18)",
-            )
         self.yarn_ramp = yarn_ramp
-        if head_dim % 2:
-            raise PosencError(
-                f"{self.family} needs an even head dimension, got {head_dim} "
-                f"(model.d_model / model.n_heads)",
-                "choose model.d_model and model.n_heads so d_model/n_heads is even",
-            )
-        self.theta = theta = positive_number("theta", theta)
+        self.theta = theta = float(theta)
         self.rotary_fraction = float(rotary_fraction)
         self.p = float(p)
         inv, self.rotary_dims = rotary_frequencies(head_dim, theta, rotary_fraction, p)

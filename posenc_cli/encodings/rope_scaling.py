@@ -24,8 +24,6 @@ from posenc_cli.encodings.names import ROPE_SCALING_METHODS as METHODS
 #: transformers' beta_slow and beta_fast).
 YARN_ALPHA = 1.0
 YARN_BETA = 32.0
-#: encoding.yarn_ramp values: transformers' (and the YaRN authors' code) or the paper's eq. 18.
-YARN_RAMPS = ("hf", "paper")
 #: Llama 3.1's low- and high-frequency factors (Meta's reference rope scaling).
 LLAMA3_LOW = 1.0
 LLAMA3_HIGH = 4.0

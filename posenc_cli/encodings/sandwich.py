@@ -14,8 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.base import PositionalEncoding, positive_number
+from posenc_cli.encodings.base import PositionalEncoding
 
 
 class SandwichEncoding(PositionalEncoding):
@@ -35,13 +34,8 @@ class SandwichEncoding(PositionalEncoding):
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.dim = head_dim if dim is None else dim
-        if not isinstance(self.dim, int) or self.dim < 2 or self.dim % 2:
-            raise PosencError(
-                f"encoding.dim={dim} is not an even number >= 2",
-                "use e.g. encoding.dim=128, or null for the head dimension",
-            )
-        self.base = positive_number("base", base)
-        self.compression = positive_number("compression", compression)
+        self.base = float(base)
+        self.compression = float(compression)
         k = torch.arange(1, self.dim // 2 + 1, dtype=torch.float64)
         self.register_buffer("inv_freq", self.base ** (-2 * k / self.dim), persistent=False)
         heads = torch.arange(1, n_heads + 1, dtype=torch.float64)

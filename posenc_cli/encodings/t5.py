@@ -17,7 +17,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding
 
 
@@ -49,12 +48,6 @@ class T5RelativeBias(PositionalEncoding):
         max_distance: int = 128,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if num_buckets < 2 or max_distance <= num_buckets // 2:
-            raise PosencError(
-                f"t5 needs num_buckets >= 2 and max_distance > num_buckets/2, got "
-                f"num_buckets={num_buckets}, max_distance={max_distance}",
-                "use e.g. encoding.num_buckets=32 encoding.max_distance=128",
-            )
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))

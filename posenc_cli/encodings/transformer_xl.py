@@ -18,9 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, positive_number
+from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.relative import (
     distance_columns,
@@ -41,12 +40,7 @@ class TransformerXLEncoding(PositionalEncoding):
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        if d_model % 2:
-            raise PosencError(
-                f"transformer_xl needs an even model.d_model, got {d_model}",
-                "choose an even model.d_model",
-            )
-        self.base = base = positive_number("base", base)
+        self.base = base = float(base)
         self.register_buffer("inv_freq", inverse_frequencies(d_model, base), persistent=False)
         self.r_proj = nn.ModuleList(Linear(d_model, n_heads * head_dim) for _ in range(n_layers))
         self.u = nn.Parameter(torch.zeros(n_heads, head_dim))

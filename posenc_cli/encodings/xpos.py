@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from posenc_cli.encodings.base import positive_number
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.rope import RotaryEncoding
 
@@ -34,8 +33,8 @@ class XPosEncoding(RotaryEncoding):
         yarn_ramp: str = "hf",
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers, theta=theta, yarn_ramp=yarn_ramp)
-        self.gamma = positive_number("gamma", gamma)
-        self.scale_base = positive_number("scale_base", scale_base)
+        self.gamma = float(gamma)
+        self.scale_base = float(scale_base)
         k = torch.arange(0, head_dim, 2, dtype=torch.float64)
         self.register_buffer(
             "zeta", (k / head_dim + self.gamma) / (1 + self.gamma), persistent=False

@@ -75,6 +75,9 @@ def test_encodings_lists_every_yaml_without_torch(tmp_path) -> None:
     "args",
     [
         ["train", "model.d_modl=3"],
+        ["train", "encoding=rope", "encoding.theta=-1"],
+        ["train", "encoding=t5", "encoding.max_distance=10"],
+        ["train", "encoding=alibi", "eval.rope_scaling=pi"],
         ["sweep", "encoding=rope,ropee"],
         ["bench", "encoding=nope"],
         ["resume", "no-such-run"],

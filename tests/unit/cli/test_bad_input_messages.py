@@ -45,7 +45,10 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         (["train", "model=huge"], "unknown model 'huge'"),
         (["train", "train.stepz=3"], "unknown key 'train.stepz' (did you mean 'steps'?)"),
         (["train", "model.d_model=100", "model.n_heads=3"], "not divisible by model.n_heads"),
-        (["train", "model.d_model=12", "model.n_heads=4"], "even head dimension"),
+        (
+            ["train", "model.d_model=12", "model.n_heads=4"],
+            "head dimension model.d_model / model.n_heads to be an even integer, got 3",
+        ),
         (["train", "train.context_length=1"], "train.context_length=1 is too short"),
         (["train", "data=text"], "needs data.path"),
         (["train", "data=text", "data.path=does/not/exist.txt"], "does not exist"),

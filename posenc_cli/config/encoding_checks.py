@@ -1,0 +1,107 @@
+"""The composed config's encoding, checked without building it.
+
+Building an encoding imports torch, and a config error must be one line before torch loads.
+Everything needed is in the encoding's YAML: its parameters, their ``checks`` (the rules the
+registry applies again when it builds the class) and whether it is ``rotary``. An option's YAML
+in configs/encoding/ is the authority, not the composed copy a command line can override.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.groups import group_options, option_file
+from posenc_cli.config.schema import NAME_PATTERN
+from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.encodings.rules import check_parameters
+
+
+def check_encoding(cfg: DictConfig) -> None:
+    """The encoding is one of posenc's, with its parameters present and valid for the model."""
+    enc = cfg.encoding
+    _require(
+        "_target_" in enc and "name" in enc,
+        "the encoding config has no _target_ or name",
+        "see configs/encoding/rope.yaml",
+    )
+    _require(
+        bool(NAME_PATTERN.fullmatch(str(enc.name))),
+        f"encoding.name is '{enc.name}', not a plain name",
+        "use letters, digits, '_', '.' or '-' (it names the run directory)",
+    )
+    own = _option_yaml(enc)
+    m = cfg.model
+    model = {"d_model": m.d_model, "n_heads": m.n_heads, "n_layers": m.n_layers}
+    model["head_dim"] = m.d_model // m.n_heads
+    params = {str(k): v for k, v in enc.items() if k not in META_KEYS}
+    check_parameters(str(enc.name), _rules(enc, own), params, model)
+    _check_lengths(cfg, params.get("max_len"))
+    rotary = bool((own if own is not None else enc).get("rotary", False))
+    _require(
+        cfg.eval.rope_scaling == "none" or rotary,
+        f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not '{enc.name}'",
+        "evaluate a rope or xpos run, or drop eval.rope_scaling",
+    )
+
+
+def _option_yaml(enc: DictConfig) -> DictConfig | None:
+    """The YAML of the option ``encoding.name`` names, its parameters and class checked against
+    the config's; None for a renamed encoding, whose class must still be one of posenc's."""
+    name = str(enc.name)
+    options = {n: OmegaConf.load(option_file("encoding", n)) for n in group_options("encoding")}
+    targets = {str(o.get("_target_")) for o in options.values()}
+    _require(
+        str(enc._target_) in targets,
+        f"encoding class '{enc._target_}' is not one of posenc's encodings",
+        "use an encoding from configs/encoding/ (`posenc encodings`)",
+    )
+    own = options.get(name)
+    if own is None:
+        return None
+    _require(
+        str(enc._target_) == str(own._target_),
+        f"encoding._target_ is '{enc._target_}', not the class of encoding '{name}'",
+        f"drop the encoding._target_ override, or choose the encoding by name (encoding={name})",
+    )
+    for key in own:
+        _require(
+            key in enc.keys(),
+            f"encoding.{key} is missing from the config",
+            f"set it instead of deleting it (see configs/encoding/{name}.yaml)",
+        )
+    for key in enc.keys():
+        _require(
+            key in own,
+            f"encoding '{name}' has no parameter '{key}'",
+            f"drop encoding.{key} (configs/encoding/{name}.yaml lists its parameters)",
+        )
+    return own
+
+
+def _rules(enc: DictConfig, own: DictConfig | None) -> dict[str, Any]:
+    checks = (own if own is not None else enc).get("checks") or {}
+    return dict(OmegaConf.to_container(checks) if isinstance(checks, DictConfig) else checks)
+
+
+def _check_lengths(cfg: DictConfig, max_len: Any) -> None:
+    """An absolute table must cover the training length and the positions it samples from."""
+    L = cfg.train.context_length
+    _require(
+        max_len is None or max_len >= L,
+        f"encoding.max_len={max_len} is below train.context_length={L}",
+        f"raise encoding.max_len to at least {L}, or train shorter",
+    )
+    K = cfg.train.position_range
+    _require(
+        max_len is None or K is None or max_len >= K,
+        f"encoding.max_len={max_len} is below train.position_range={K}",
+        f"raise encoding.max_len to at least {K}, or lower train.position_range",
+    )
+
+
+def _require(ok: bool, what: str, fix: str) -> None:
+    if not ok:
+        raise PosencError(what, fix)
