@@ -20,28 +20,32 @@ import subprocess
 import sys
 import time
 
-#: The commands timed, as a user types them after `posenc`.
-COMMANDS = (("--help",), ("encodings",))
+#: The commands timed, as a user types them after `posenc`, and the exit code each must give:
+#: the last is a wrong encoding parameter, refused in one line.
+COMMANDS = ((("--help",), 0), (("encodings",), 0), (("train", "encoding.theta=-1"), 2))
 
 
-def wall_time(args: tuple[str, ...]) -> float:
+def wall_time(args: tuple[str, ...], code: int) -> float:
     """Seconds from starting `python -m posenc_cli ARGS` to its exit (output discarded)."""
     t0 = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "posenc_cli", *args],
-        check=True,
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "COLUMNS": "200"},
     )
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if done.returncode != code:
+        raise SystemExit(f"posenc {' '.join(args)} exited {done.returncode}, not {code}")
+    return seconds
 
 
 def time_commands(runs: int) -> dict[str, list[float]]:
     """Each command's wall times over ``runs`` rounds, the commands interleaved."""
-    times: dict[str, list[float]] = {" ".join(c): [] for c in COMMANDS}
+    times: dict[str, list[float]] = {" ".join(c): [] for c, _ in COMMANDS}
     for _ in range(runs):
-        for command in COMMANDS:
-            times[" ".join(command)].append(wall_time(command))
+        for command, code in COMMANDS:
+            times[" ".join(command)].append(wall_time(command, code))
     return times
 
 
@@ -53,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--runs {args.runs} is too small — use --runs 1 or more")
     for command, times in time_commands(args.runs).items():
         print(
-            f"posenc {command:<10} median {statistics.median(times):.3f} s  "
+            f"posenc {command:<26} median {statistics.median(times):.3f} s  "
             f"(min {min(times):.3f}, max {max(times):.3f}, {len(times)} runs)"
         )
 

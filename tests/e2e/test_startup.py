@@ -1,6 +1,7 @@
 """The help screens and the encoding list answer without importing torch (or Hydra), and a bad
-override is refused without torch: a new interpreter runs `python -X importtime -m posenc_cli
-...`, whose import log names every module the command loaded."""
+override (an encoding's own parameters included) is refused without torch: a new interpreter
+runs `python -X importtime -m posenc_cli ...`, whose import log names every module the command
+loaded."""
 
 from __future__ import annotations
 
@@ -89,3 +90,11 @@ def test_a_config_error_is_one_line_without_torch(tmp_path, args) -> None:
     assert out.returncode == 2 and len(said) == 1 and said[0].startswith("posenc: error: ")
     assert not (HEAVY - {"hydra"}) & _imported(out.stderr)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_startup_bench_times_every_command_with_its_exit_code() -> None:
+    from posenc_cli.bench.startup import COMMANDS, time_commands
+
+    times = time_commands(1)
+    assert list(times) == [" ".join(c) for c, _ in COMMANDS]
+    assert all(len(t) == 1 and 0 < t[0] < 60 for t in times.values())
