@@ -8,6 +8,8 @@ in configs/encoding/ is the authority, not the composed copy a command line can 
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -51,7 +53,7 @@ def _option_yaml(enc: DictConfig) -> DictConfig | None:
     """The YAML of the option ``encoding.name`` names, its parameters and class checked against
     the config's; None for a renamed encoding, whose class must still be one of posenc's."""
     name = str(enc.name)
-    options = {n: OmegaConf.load(option_file("encoding", n)) for n in group_options("encoding")}
+    options = {n: _read_yaml(option_file("encoding", n)) for n in group_options("encoding")}
     targets = {str(o.get("_target_")) for o in options.values()}
     _require(
         str(enc._target_) in targets,
@@ -79,6 +81,13 @@ def _option_yaml(enc: DictConfig) -> DictConfig | None:
             f"drop encoding.{key} (configs/encoding/{name}.yaml lists its parameters)",
         )
     return own
+
+
+@functools.cache
+def _read_yaml(path: Path) -> DictConfig:
+    """An option's YAML, read once per process: a sweep checks every job's encoding against
+    every option (read-only here: the shared copy is never changed)."""
+    return OmegaConf.load(path)
 
 
 def _rules(enc: DictConfig, own: DictConfig | None) -> dict[str, Any]:
