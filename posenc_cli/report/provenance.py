@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.evals.base import task_of
 from posenc_cli.report.runs import Run
 
 HEADING = "### Provenance"
@@ -73,7 +74,7 @@ def _values(runs: list[Run], key: str) -> str:
 def provenance(runs: list[Run], command: str) -> str:
     """The Markdown block: one bullet per subject, every value read, none assumed."""
     distinct = {r.path for r in runs}
-    keys = ", ".join(sorted({r.key for r in runs}))
+    keys = ", ".join(sorted({k for r in runs for k in r.metrics if task_of(k)})) or "none"
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = (
         f"{platform.platform()}, {_cpu_model()}, {os.cpu_count()} CPUs, "

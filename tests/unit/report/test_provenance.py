@@ -15,6 +15,7 @@ import pytest
 from posenc_cli.report import compare as compare_module
 from posenc_cli.report.compare import compare
 from posenc_cli.report.provenance import HEADING, command_line, provenance
+from posenc_cli.report.runs import Run
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -24,6 +25,15 @@ def test_the_command_line_survives_the_shell() -> None:
     line = command_line(dirs, Path("docs/results/x"))
     assert shlex.split(line) == ["posenc", "compare", "runs/a b", "it's", "--out", "docs/results/x"]
     assert command_line([Path("r")], None) == "posenc compare r"
+
+
+def test_the_result_keys_are_those_the_runs_hold() -> None:
+    """A synthetic-task run holds no perplexity by length: its block names the task's key."""
+    task = Run(Path("a"), {"seed": 0, "length_generalization": {"copy": {}}}, {})
+    scaled = Run(Path("b"), {"seed": 1, "extrapolation": {}, "extrapolation_yarn": {}}, {})
+    assert "result keys: length_generalization; seeds: 0\n" in provenance([task], "c")
+    both = provenance([task, scaled], "c")
+    assert "result keys: extrapolation, extrapolation_yarn, length_generalization;" in both
 
 
 def test_comparison_md_ends_with_the_provenance(sweep: Path, tmp_path: Path) -> None:
