@@ -30,13 +30,18 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-2, 102)
     ax.set_xticks(g.lengths)
-    ax.set_title(heading + " (band: min–max over seeds)", fontsize=10)
+    ax.set_title(title(heading, [len(r.runs) for r in rows]), fontsize=10)
     # outside: at 100 % many lines run along the top, where a legend inside would hide them
     fig.legend(
         *ax.get_legend_handles_labels(), fontsize=7, loc="outside right center", frameon=False
     )
     write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=150))
     return True
+
+
+def title(heading: str, seeds_per_row: list[int]) -> str:
+    """The heading, and what the bands are when some row has them (several seeds)."""
+    return heading + (" (band: min–max over seeds)" if max(seeds_per_row) > 1 else "")
 
 
 def _plot_row(ax: Any, g: TaskGroup, r: Any, color: Any, style: str) -> None:

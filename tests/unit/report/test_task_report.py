@@ -16,6 +16,7 @@ import pytest
 from posenc_cli.report.compare import compare
 from posenc_cli.report.runs import load_runs
 from posenc_cli.report.task_overview import overview_rows
+from posenc_cli.report.task_plots import title
 from posenc_cli.report.tasks import group_tasks, markdown
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -184,3 +185,8 @@ def test_a_mixed_sweep_gets_both_reports_never_averaged_together(
     assert png.startswith(PNG_SIGNATURE) and len(png) > 20_000
     assert "copy: exact match" in (out / "tasks.md").read_text()
     assert "copy" not in (out / "comparison.md").read_text()
+
+
+def test_the_figure_mentions_bands_only_when_a_row_has_them() -> None:
+    assert title("copy", [1, 1]) == "copy"
+    assert title("copy", [1, 3]) == "copy (band: min–max over seeds)"
