@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException, OverrideParseException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import (
     InterpolationResolutionError,
     MissingMandatoryValue,
@@ -100,9 +100,9 @@ def validate(cfg: DictConfig) -> None:
     """Presence, types and ranges against the schema, then the rules across keys."""
     plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
     check_keys_present(plain)
-    prepare_task(plain)  # a task run derives its train.context_length: the caller's too
-    cfg.train.context_length = plain.train.context_length
     try:
+        prepare_task(plain)  # a task run derives its train.context_length: the caller's too
+        cfg.train.context_length = plain.train.context_length
         typed = OmegaConf.merge(OmegaConf.structured(RootConfig), typed_part(plain))
         OmegaConf.resolve(typed)
     except InterpolationResolutionError as exc:
@@ -131,6 +131,11 @@ def _unresolvable_key(cfg: DictConfig, prefix: str = "") -> str | None:
             return name
         if isinstance(node, DictConfig) and (found := _unresolvable_key(node, f"{name}.")):
             return found
+        if isinstance(node, ListConfig):
+            try:
+                list(node)  # resolves every element
+            except OmegaConfBaseException:
+                return name
     return None
 
 

@@ -34,6 +34,14 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     [
         (["train", "hydra.run.dir=${oc.env:NOPE}"], "cannot resolve 'hydra.run.dir'"),
         (["train", "data.cache_dir=${oc.env:NOPE}"], "cannot resolve 'data.cache_dir'"),
+        (
+            ["train", "train.context_length=${oc.env:NOPE}"],
+            "cannot resolve 'train.context_length'",
+        ),
+        (
+            ["train", "task=copy", "task.train_lengths=[1,${oc.env:NOPE}]"],
+            "cannot resolve 'task.train_lengths'",
+        ),
         (["train", "data=text", "data.path=my=file.txt"], "cannot parse override 'data.path=my="),
         (["train", "data=text", "data.path=dätä.txt"], "cannot parse override 'data.path=d"),
         (
