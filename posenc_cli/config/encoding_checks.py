@@ -18,7 +18,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_file
 from posenc_cli.config.schema import NAME_PATTERN
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.encodings.rules import check_parameters
+from posenc_cli.encodings.rules import check_parameters, model_dims
 
 
 def check_encoding(cfg: DictConfig) -> None:
@@ -35,15 +35,13 @@ def check_encoding(cfg: DictConfig) -> None:
         "use letters, digits, '_', '.' or '-' (it names the run directory)",
     )
     own = _option_yaml(enc)
-    m = cfg.model
-    model = {"d_model": m.d_model, "n_heads": m.n_heads, "n_layers": m.n_layers}
-    model["head_dim"] = m.d_model // m.n_heads
+    described = own if own is not None else enc  # where its checks and rotary are read
+    model = model_dims(cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers)
     params = {str(k): v for k, v in enc.items() if k not in META_KEYS}
-    check_parameters(str(enc.name), _rules(enc, own), params, model)
+    check_parameters(str(enc.name), dict(described.get("checks") or {}), params, model)
     _check_lengths(cfg, params.get("max_len"))
-    rotary = bool((own if own is not None else enc).get("rotary", False))
     _require(
-        cfg.eval.rope_scaling == "none" or rotary,
+        cfg.eval.rope_scaling == "none" or bool(described.get("rotary", False)),
         f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not '{enc.name}'",
         "evaluate a rope or xpos run, or drop eval.rope_scaling",
     )
@@ -88,11 +86,6 @@ def _read_yaml(path: Path) -> DictConfig:
     """An option's YAML, read once per process: a sweep checks every job's encoding against
     every option (read-only here: the shared copy is never changed)."""
     return OmegaConf.load(path)
-
-
-def _rules(enc: DictConfig, own: DictConfig | None) -> dict[str, Any]:
-    checks = (own if own is not None else enc).get("checks") or {}
-    return dict(OmegaConf.to_container(checks) if isinstance(checks, DictConfig) else checks)
 
 
 def _check_lengths(cfg: DictConfig, max_len: Any) -> None:

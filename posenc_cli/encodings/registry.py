@@ -17,7 +17,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.encodings.rules import check_parameters
+from posenc_cli.encodings.rules import check_parameters, model_dims
 
 PACKAGE = "posenc_cli.encodings"
 
@@ -76,8 +76,7 @@ def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> P
     """Instantiate the encoding with its YAML parameters, once its YAML's checks pass (a wrong
     parameter is one line, rules.py)."""
     cls = encoding_class(enc_cfg["_target_"])
-    head_dim = d_model // n_heads
-    model = {"d_model": d_model, "n_heads": n_heads, "head_dim": head_dim, "n_layers": n_layers}
+    model = model_dims(d_model, n_heads, n_layers)
     params = encoding_params(enc_cfg)
     name = str(enc_cfg.get("name", cls.__name__))
     check_parameters(name, dict(enc_cfg.get("checks") or {}), params, model)

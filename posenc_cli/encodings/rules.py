@@ -51,6 +51,16 @@ _COMPARE = {
 }
 
 
+def model_dims(d_model: int, n_heads: int, n_layers: int) -> dict[str, int]:
+    """The model dimensions a rule may name (MODEL_KEYS), the head dimension derived."""
+    return {
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "head_dim": d_model // n_heads,
+        "n_layers": n_layers,
+    }
+
+
 def check_parameters(
     name: str, rules: Mapping[str, Any], params: Mapping[str, Any], model: Mapping[str, int]
 ) -> None:
