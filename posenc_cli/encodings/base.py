@@ -200,10 +200,11 @@ class PositionalEncoding(nn.Module):
     def content_attention(
         self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
     ) -> Tensor:
-        """softmax(scale·q·kᵀ + content_bias(q, k, site))·v (B, H, T, E) in one autograd node,
-        for a content bias sharing work with the attention (CoPE's gates are σ of its logits).
-        Used under autograd, with q and k as ``transform_qk`` leaves them and no query scaling;
-        everywhere else ``content_bias`` goes through the model's attention."""
+        """softmax(scale·q·kᵀ + content_bias(q, k, site))·v (B, H, T, E) computed by the
+        encoding, for a content bias sharing work with the attention (CoPE's gates are σ of
+        its logits), with or without autograd. Used with q and k as ``transform_qk`` leaves
+        them and no query scaling; with query scaling ``content_bias`` goes through the
+        model's attention."""
         raise NotImplementedError
 
     def key_bias(self, k_BHSE: Tensor, site: BiasSite) -> Tensor:

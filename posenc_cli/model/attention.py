@@ -207,9 +207,8 @@ class CausalSelfAttention(nn.Module):
         ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
         keys) goes first, so a key-indexed term computed there serves the shorter chunks as a
         slice (DeBERTa's p2c); any order gives the same result. An encoding whose bias shares
-        work with the attention computes both in one node in training (``content_attention``)."""
-        fused = ctx.encoding.has_content_attention and torch.is_grad_enabled()
-        fused = fused and ctx.logn_length is None
+        work with the attention computes both itself (``content_attention``)."""
+        fused = ctx.encoding.has_content_attention and ctx.logn_length is None
         parts = [
             ctx.content_attention(
                 s, e, (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e]), scale, self.layer, x_BTD[:, :e]

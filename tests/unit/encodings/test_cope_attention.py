@@ -1,4 +1,4 @@
-"""CoPE's attention in one node (encodings/cope.py ``ContextualAttention``, the training path)
+"""CoPE's attention in one node (encodings/contextual.py ``ContextualAttention``, the training path)
 equals, in float64, ``ContextualBias`` followed by the explicit softmax attention (the path
 evaluation takes) and an independent naive formula, in outputs and in the gradients of q, k,
 v and the position embeddings; it is causal; and a model takes it under autograd only, with
@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from posenc_cli.encodings import cope
-from posenc_cli.encodings.cope import ContextualAttention
+from posenc_cli.encodings import contextual
+from posenc_cli.encodings.contextual import ContextualAttention
 from posenc_cli.model.attention import BiasedAttention
 
 SCALE = 0.5
@@ -31,7 +31,7 @@ def inputs(T: int, S: int, max_position: int, seed: int = 1) -> list[torch.Tenso
 
 def composed(q, k, v, emb):
     """The bias node, then the explicit softmax attention (BiasedAttention)."""
-    bias = cope.ContextualBias.apply(q, k, emb, SCALE)
+    bias = contextual.ContextualBias.apply(q, k, emb, SCALE)
     return BiasedAttention.apply(q, k, v, bias, SCALE)
 
 
@@ -70,7 +70,7 @@ def test_contextual_attention_equals_the_references_in_float64(
     blocks of 4 the far keys are filled as clamped); 25: no position can reach it; 40 and 90:
     the tables stop at the largest position reached, short of max_position (90: short of
     half of it)."""
-    monkeypatch.setattr(cope, "KEY_BLOCK", key_block)
+    monkeypatch.setattr(contextual, "KEY_BLOCK", key_block)
     tensors = inputs(T, 24, max_position)
     got = outputs_and_gradients(lambda *t: ContextualAttention.apply(*t, SCALE), tensors)
     want = outputs_and_gradients(reference, tensors)

@@ -1,5 +1,5 @@
-"""CoPE's one-node bias (encodings/cope.py ``ContextualBias``) equals, in float64, the autograd
-composition it replaced and an independent naive formula, in values and in the gradients of
+"""CoPE's one-node bias (encodings/contextual.py ``ContextualBias``) equals, in float64, the
+autograd composition it replaced and an independent naive formula, in values and in the gradients of
 q, k and the position embeddings, for whole sequences and for a chunk of later queries, in
 one key block and in several (where the far keys are filled as clamped, not computed)."""
 
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from posenc_cli.encodings import BiasSite, ForwardCache, Span, cope
+from posenc_cli.encodings import BiasSite, ForwardCache, Span, contextual
 from posenc_cli.encodings.cope import CopeEncoding
 
 CPU = torch.device("cpu")
@@ -82,7 +82,7 @@ def test_contextual_bias_equals_the_references_in_float64(
 ) -> None:
     """Queries [24 - T, 24) against 24 keys; with max_position 5 positions reach the clamp,
     with 25 no position can (24 keys), and the clamp is skipped."""
-    monkeypatch.setattr(cope, "KEY_BLOCK", key_block)
+    monkeypatch.setattr(contextual, "KEY_BLOCK", key_block)
     enc = cope64(max_position)
     gen = torch.Generator().manual_seed(1)
     q = 2 * torch.randn(2, 2, T, 4, generator=gen, dtype=torch.float64)
