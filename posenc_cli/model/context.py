@@ -30,6 +30,11 @@ DEFAULT_BIAS_BUDGET = 32 * 2**20
 GRAD_BUDGET_FACTOR = 16
 #: Fewest query rows in a chunk (tiny budgets in tests would otherwise give one row per chunk).
 MIN_CHUNK_ROWS = 16
+#: Most query rows in a chunk of a materialised or content bias under autograd: the explicit
+#: softmax and a content bias's own passes cover every entry of a chunk's (t x e) block, the
+#: masked triangle included, so shorter chunks skip most of it (four chunks of 64 rows at
+#: length 256 compute 62.5 % of the square; docs/performance.md).
+GRAD_CHUNK_ROWS = 64
 #: Query rows per call with a Toeplitz bias: SDPA with a mask computes the masked blocks too,
 #: so shorter chunks skip more of them.
 TOEPLITZ_CHUNK_ROWS = 512
@@ -83,7 +88,8 @@ class AttentionContext:
 
         The workspace of t rows is 4 bytes x bias_buffers x (1|B) x H x t x e, so early chunks
         (few keys) may be longer than late ones. With autograd on, the budget is
-        GRAD_BUDGET_FACTOR times larger.
+        GRAD_BUDGET_FACTOR times larger and a chunk of a materialised or content bias has at
+        most GRAD_CHUNK_ROWS rows.
         """
         T = self.span.length
         enc = self.encoding
@@ -94,7 +100,7 @@ class AttentionContext:
         grad = torch.is_grad_enabled()
         budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))
-        cap = T
+        cap = GRAD_CHUNK_ROWS if grad else T
         if toeplitz:  # a view, nothing materialised without autograd
             cap = TOEPLITZ_CHUNK_ROWS
             cells = cells if grad else T * T

@@ -10,7 +10,12 @@ import torch
 
 from posenc_cli.encodings import Span
 from posenc_cli.model.attention import BiasedAttention
-from posenc_cli.model.context import MIN_CHUNK_ROWS, TOEPLITZ_CHUNK_ROWS, AttentionContext
+from posenc_cli.model.context import (
+    GRAD_CHUNK_ROWS,
+    MIN_CHUNK_ROWS,
+    TOEPLITZ_CHUNK_ROWS,
+    AttentionContext,
+)
 
 CPU = torch.device("cpu")
 
@@ -116,6 +121,24 @@ def test_chunks_cover_the_sequence_within_the_budget(
             assert e - s <= TOEPLITZ_CHUNK_ROWS
         else:
             assert (e - s) * e * per_cell <= budget or e - s == MIN_CHUNK_ROWS or e == T
+
+
+@pytest.mark.encodings(select=has_bias)
+def test_under_autograd_chunks_of_a_materialised_or_content_bias_are_short(
+    name: str, make_model
+) -> None:
+    """With memory to spare, training still cuts such a bias into chunks of GRAD_CHUNK_ROWS
+    queries (they skip most of the masked triangle); a Toeplitz view keeps its longer ones."""
+    enc = make_model(name).encoding
+    T = 700
+    chunks = AttentionContext(enc, Span(0, T, CPU), 2**40, 1).chunks(4)
+    rows = [e - s for s, e in chunks]
+    if is_positional(enc):
+        assert max(rows) == TOEPLITZ_CHUNK_ROWS
+        return
+    assert rows == [GRAD_CHUNK_ROWS] * (T // GRAD_CHUNK_ROWS) + [T % GRAD_CHUNK_ROWS]
+    with torch.no_grad():
+        assert len(AttentionContext(enc, Span(0, T, CPU), 2**40, 1).chunks(4)) == 1
 
 
 @pytest.mark.parametrize("budget", [None, 1])
