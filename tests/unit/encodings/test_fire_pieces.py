@@ -102,3 +102,16 @@ def test_the_mask_folded_into_the_pieces_equals_masking_afterwards() -> None:
     ref = values_and_gradients(enc, masked[:, finite])
     for a, b in zip(fast, ref, strict=True):
         assert (a - b).abs().max() <= 1e-12 * max(1.0, b.abs().max().item())
+
+
+def test_without_autograd_the_bias_written_head_by_head_is_the_same() -> None:
+    """Evaluation writes the bias one head at a time (no second bias-sized tensor): the same
+    values as under autograd, to the last bit, the causal -inf included."""
+    enc = fire64(seed=3)
+    pos_T, pos_S = torch.arange(5, 17), torch.arange(17)
+    for bias_of in (enc.pair_bias, enc.position_bias):
+        trained = bias_of(pos_T, pos_S).detach()
+        with torch.no_grad():
+            evaluated = bias_of(pos_T, pos_S)
+        assert evaluated.shape == trained.shape
+        assert torch.equal(evaluated, trained)
