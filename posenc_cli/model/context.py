@@ -20,23 +20,28 @@ from torch import Tensor
 
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, Span
 
-#: Largest bias workspace (bytes, one layer, one chunk) before queries are chunked: small
-#: enough that a chunk's bias stays in the last-level cache between the kernels that write it
-#: and SDPA that reads it (docs/performance.md).
+#: Largest bias workspace (bytes, one layer, one chunk) before queries are chunked, on CPU:
+#: small enough that a chunk's bias stays in the last-level cache between the kernels that
+#: write it and SDPA that reads it (docs/performance.md).
 DEFAULT_BIAS_BUDGET = 32 * 2**20
+#: The same on an accelerator, whose kernels want few large launches and whose memory has
+#: room: CPU-sized chunks made evaluation at 4096 tokens 2-10x slower on a GPU
+#: (docs/performance.md).
+ACCELERATOR_BIAS_BUDGET = 2**30
 #: Under autograd every chunk's probabilities stay alive for the backward anyway, so chunks
 #: bound only the transient part: the budget is this many times larger there, and training at
 #: the usual lengths runs in one chunk.
 GRAD_BUDGET_FACTOR = 16
 #: Fewest query rows in a chunk (tiny budgets in tests would otherwise give one row per chunk).
 MIN_CHUNK_ROWS = 16
-#: Most query rows in a chunk of a materialised or content bias under autograd: the explicit
-#: softmax and a content bias's own passes cover every entry of a chunk's (t x e) block, the
-#: masked triangle included, so shorter chunks skip most of it (four chunks of 64 rows at
-#: length 256 compute 62.5 % of the square; docs/performance.md).
+#: Most query rows in a chunk of a materialised or content bias under autograd, on CPU: the
+#: explicit softmax and a content bias's own passes cover every entry of a chunk's (t x e)
+#: block, the masked triangle included, so shorter chunks skip most of it (four chunks of 64
+#: rows at length 256 compute 62.5 % of the square; docs/performance.md). On a GPU the
+#: launches would cost more than the triangle saves.
 GRAD_CHUNK_ROWS = 64
-#: Query rows per call with a Toeplitz bias: SDPA with a mask computes the masked blocks too,
-#: so shorter chunks skip more of them.
+#: Query rows per call with a Toeplitz bias, on CPU: SDPA with a mask computes the masked
+#: blocks too, so shorter chunks skip more of them.
 TOEPLITZ_CHUNK_ROWS = 512
 #: Bytes of materialised position biases one forward keeps for its layers to share; past it a
 #: chunk's bias is recomputed for each layer instead (very long evaluations).
@@ -50,14 +55,16 @@ class AttentionContext:
         self,
         encoding: PositionalEncoding,
         span: Span,
-        bias_budget_bytes: int = DEFAULT_BIAS_BUDGET,
+        bias_budget_bytes: int | None = None,
         batch: int = 1,
         logn_length: int | None = None,
     ) -> None:
         self.encoding = encoding
         self.span = span
         self.pos_T = span.positions()
-        self.bias_budget_bytes = bias_budget_bytes
+        on_cpu = span.device.type == "cpu"
+        default = DEFAULT_BIAS_BUDGET if on_cpu else ACCELERATOR_BIAS_BUDGET
+        self.bias_budget_bytes = default if bias_budget_bytes is None else bias_budget_bytes
         self.batch = batch
         self.cache = ForwardCache(span)
         self.logn_length = logn_length
@@ -88,8 +95,8 @@ class AttentionContext:
 
         The workspace of t rows is 4 bytes x bias_buffers x (1|B) x H x t x e, so early chunks
         (few keys) may be longer than late ones. With autograd on, the budget is
-        GRAD_BUDGET_FACTOR times larger and a chunk of a materialised or content bias has at
-        most GRAD_CHUNK_ROWS rows.
+        GRAD_BUDGET_FACTOR times larger and, on CPU, a chunk of a materialised or content bias
+        has at most GRAD_CHUNK_ROWS rows.
         """
         T = self.span.length
         enc = self.encoding
@@ -100,9 +107,10 @@ class AttentionContext:
         grad = torch.is_grad_enabled()
         budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))
-        cap = GRAD_CHUNK_ROWS if grad else T
+        on_cpu = self.span.device.type == "cpu"
+        cap = GRAD_CHUNK_ROWS if grad and on_cpu else T
         if toeplitz:  # a view, nothing materialised without autograd
-            cap = TOEPLITZ_CHUNK_ROWS
+            cap = TOEPLITZ_CHUNK_ROWS if on_cpu else T
             cells = cells if grad else T * T
         if enc.has_content_bias and not self.span.contiguous:
             # distance terms span every distance of the range, not only the keys (relative.py)

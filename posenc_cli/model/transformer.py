@@ -10,7 +10,7 @@ from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
 from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.blockwise import KeyValueCache, blockwise_hidden, runs_blockwise
-from posenc_cli.model.context import DEFAULT_BIAS_BUDGET, AttentionContext
+from posenc_cli.model.context import AttentionContext
 from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 
 
@@ -75,7 +75,8 @@ class TransformerLM(nn.Module):
         self.lm_head = Linear(d_model, vocab_size)
         if tie_embeddings:
             self.lm_head.weight = self.token_embeddings.weight
-        self.bias_budget_bytes = DEFAULT_BIAS_BUDGET
+        #: Bytes of bias workspace per query chunk; None: the device's default (context.py).
+        self.bias_budget_bytes: int | None = None
         #: The training length when model.logn_scaling is on (queries past it are scaled up).
         self.logn_length = logn_length
 

@@ -11,6 +11,8 @@ import torch
 from posenc_cli.encodings import Span
 from posenc_cli.model.attention import BiasedAttention
 from posenc_cli.model.context import (
+    ACCELERATOR_BIAS_BUDGET,
+    DEFAULT_BIAS_BUDGET,
     GRAD_CHUNK_ROWS,
     MIN_CHUNK_ROWS,
     TOEPLITZ_CHUNK_ROWS,
@@ -139,6 +141,24 @@ def test_under_autograd_chunks_of_a_materialised_or_content_bias_are_short(
     assert rows == [GRAD_CHUNK_ROWS] * (T // GRAD_CHUNK_ROWS) + [T % GRAD_CHUNK_ROWS]
     with torch.no_grad():
         assert len(AttentionContext(enc, Span(0, T, CPU), 2**40, 1).chunks(4)) == 1
+
+
+@pytest.mark.encodings(select=has_bias)
+def test_on_an_accelerator_chunks_are_sized_by_its_budget_alone(name: str, make_model) -> None:
+    """Off the CPU (here the meta device, which holds no data) the default budget is
+    ACCELERATOR_BIAS_BUDGET and no row cap applies: at 700 tokens every bias is one chunk,
+    with and without autograd, where the CPU's defaults cut it."""
+    enc = make_model(name).encoding
+    T = 700
+    meta = AttentionContext(enc, Span(0, T, torch.device("meta")))
+    cpu = AttentionContext(enc, Span(0, T, CPU))
+    assert (meta.bias_budget_bytes, cpu.bias_budget_bytes) == (
+        ACCELERATOR_BIAS_BUDGET,
+        DEFAULT_BIAS_BUDGET,
+    )
+    assert meta.chunks(4) == [(0, T)] and len(cpu.chunks(4)) > 1
+    with torch.no_grad():
+        assert meta.chunks(4) == [(0, T)]
 
 
 @pytest.mark.parametrize("budget", [None, 1])
