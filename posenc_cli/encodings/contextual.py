@@ -222,7 +222,9 @@ def _interpolate(
 def near_scores(q: Tensor, k: Tensor, emb: Tensor, scale: float) -> tuple[Tensor, int, Tensor]:
     """For evaluation: s·q·kᵀ + bias (-inf where j > i) of the keys [lo, S) walked in blocks
     from the diagonal back until every row has counted max_position - 1 gates, lo, and the
-    bias e_q[P - 1] (B, H, T, 1) that every key before lo carries."""
+    bias e_q[P - 1] (B, H, T, 1) that every key before lo carries. The near keys come in
+    reverse order, the nearest first, so each row's reverse cumulative sum of gates is a
+    plain one: the flips move from the (T x S) scores to the (S x E) keys."""
     T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
     tables = torch.matmul(q, _table_weights(emb, P))  # e_q | Δe_q
     clamp = P - 1 if S > P - 1 else None
@@ -231,11 +233,14 @@ def near_scores(q: Tensor, k: Tensor, emb: Tensor, scale: float) -> tuple[Tensor
     lo = S
     while lo > 0 and (count is None or count.min() < P - 1):
         hi, lo = lo, max(0, lo - KEY_BLOCK)
-        mask = future_bias(T, S, q, lo, hi) if hi > S - T else None
-        scores = _logits(q, k[..., lo:hi, :], scale, mask)
-        pos, count = _positions(scores.sigmoid(), count)
+        mask = future_bias(T, S, q, lo, hi).flip(-1) if hi > S - T else None
+        scores = _logits(q, k[..., lo:hi, :].flip(-2), scale, mask)
+        pos = scores.sigmoid().cumsum_(-1)
+        if count is not None:
+            pos.add_(count)
+        count = pos[..., -1:].clone()
         blocks.append(scores.add_(_interpolate(pos, clamp, tables[..., :P], tables[..., P:])[0]))
-    near = blocks[0] if len(blocks) == 1 else torch.cat(blocks[::-1], dim=-1)
+    near = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=-1)
     return near, lo, tables[..., P - 1 : P]
 
 

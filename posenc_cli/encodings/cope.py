@@ -78,7 +78,7 @@ class CopeEncoding(PositionalEncoding):
             if merges_far_keys(q):
                 near, lo, far_bias = near_scores(q, k, emb, scale)
                 far = (k[..., :lo, :], v[..., :lo, :], far_bias)
-                return split_attention(q, far, (near, v[..., lo:, :]), scale)
+                return split_attention(q, far, (near, v[..., lo:, :].flip(-2)), scale)
             bias = self.content_bias(q, k, site).to(q.dtype)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
 
