@@ -62,8 +62,9 @@ class AttentionContext:
         self.encoding = encoding
         self.span = span
         self.pos_T = span.positions()
-        on_cpu = span.device.type == "cpu"
-        default = DEFAULT_BIAS_BUDGET if on_cpu else ACCELERATOR_BIAS_BUDGET
+        #: CPU chunks are sized for its cache and capped in rows; an accelerator's are not.
+        self.on_cpu = span.device.type == "cpu"
+        default = DEFAULT_BIAS_BUDGET if self.on_cpu else ACCELERATOR_BIAS_BUDGET
         self.bias_budget_bytes = default if bias_budget_bytes is None else bias_budget_bytes
         self.batch = batch
         self.cache = ForwardCache(span)
@@ -107,10 +108,9 @@ class AttentionContext:
         grad = torch.is_grad_enabled()
         budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))
-        on_cpu = self.span.device.type == "cpu"
-        cap = GRAD_CHUNK_ROWS if grad and on_cpu else T
+        cap = GRAD_CHUNK_ROWS if grad and self.on_cpu else T
         if toeplitz:  # a view, nothing materialised without autograd
-            cap = TOEPLITZ_CHUNK_ROWS if on_cpu else T
+            cap = TOEPLITZ_CHUNK_ROWS if self.on_cpu else T
             cells = cells if grad else T * T
         if enc.has_content_bias and not self.span.contiguous:
             # distance terms span every distance of the range, not only the keys (relative.py)
