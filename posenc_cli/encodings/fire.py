@@ -109,20 +109,22 @@ class FireEncoding(PositionalEncoding):
         return self._piecewise(pos_T, pos_S, causal=True).float().unsqueeze(0)
 
     def _piecewise(self, pos_T: Tensor, pos_S: Tensor, causal: bool) -> Tensor:
-        """(H, T, S): one bucket search per pair, one multiply-add per pair and head."""
+        """(H, T, S): one piece per pair, one multiply-add per pair and head."""
         with torch.autocast(pos_T.device.type, enabled=False):
             u = self.normalised_distance(pos_T, pos_S)
             kinks, slope, intercept = self.pieces()
-            piece = torch.bucketize(u.detach(), kinks, out_int32=True)
             if causal:
-                piece.masked_fill_(pos_S[None, :] > pos_T[:, None], kinks.numel() + 1)
                 slope = torch.cat([slope, slope.new_zeros(slope.shape[0], 1)], 1)
                 intercept = torch.cat(
                     [intercept, intercept.new_full((slope.shape[0], 1), float("-inf"))], 1
                 )
-            piece = piece.flatten()
             if not torch.is_grad_enabled():
-                return _written(intercept, slope, piece, u)
+                first_after = torch.searchsorted(pos_S, pos_T, right=True) if causal else None
+                return _written(intercept, slope, row_pieces(u, kinks, first_after), u)
+            piece = torch.bucketize(u.detach(), kinks)
+            if causal:
+                piece.masked_fill_(pos_S[None, :] > pos_T[:, None], kinks.numel() + 1)
+            piece = piece.flatten()
             shape = (slope.shape[0], *u.shape)
             bias = intercept.index_select(1, piece).view(shape)
             return bias.addcmul_(slope.index_select(1, piece).view(shape), u)
@@ -131,13 +133,44 @@ class FireEncoding(PositionalEncoding):
         return f"{super().extra_repr()}, shared across layers"
 
 
+def row_pieces(u: Tensor, kinks: Tensor, first_after: Tensor | None) -> Tensor:
+    """(T, S) int64 piece of every pair, bucketize(u, kinks) computed row by row; with
+    ``first_after`` (T,), the index of each query's first later key, those keys and the ones
+    after it get the extra masked piece N + 1.
+
+    Why: keys come in increasing positions, so along a row u only decreases and the pairs
+    past kink k are a prefix of it. One binary search per row and kink finds where each
+    prefix ends; the piece of a pair is the number of prefixes that contain it, which a
+    cumulative sum of -1 at each end (from N at the row's start) counts. A bucket search per
+    pair cost more than the multiply-adds of all heads (docs/performance.md).
+    """
+    T, S = u.shape
+    N = kinks.numel()
+    ends = torch.searchsorted(u.neg(), kinks.neg().expand(T, N).contiguous())  # (T, N)
+    steps = torch.zeros(T, S, dtype=torch.int64, device=u.device)
+    steps[:, 0] = N
+    inside = ends < S  # a prefix of the whole row changes no piece
+    steps.scatter_add_(1, ends.clamp(max=S - 1), -inside.long())
+    if first_after is not None:
+        # past the query u = 0, so every later prefix end is S: after first_after the piece
+        # stays N - #{ends <= first_after}, which one step lifts to N + 1
+        at = first_after[:, None]
+        kept = N - (ends <= at).sum(1, keepdim=True)
+        steps.scatter_add_(1, at.clamp(max=S - 1), (N + 1 - kept) * (at < S))
+    return steps.cumsum_(1)
+
+
 def _written(intercept: Tensor, slope: Tensor, piece: Tensor, u: Tensor) -> Tensor:
     """(H, T, S) intercept[piece] + slope[piece]·u written into the bias head by head, so that
     no second bias-sized tensor exists: evaluation's chunks can be twice as tall for the same
-    memory, and the fused kernel is faster on taller chunks (docs/performance.md)."""
+    memory, and the fused kernel is faster on taller chunks (docs/performance.md). Each piece's
+    intercept and slope are one complex number, so a pair costs one gather, not two."""
+    table = torch.view_as_complex(torch.stack([intercept, slope], -1))  # (H, N + 1)
     bias = u.new_empty(slope.shape[0], *u.shape)
-    flat_u = u.flatten()
+    flat_u, flat_piece = u.flatten(), piece.flatten()
+    pair = table.new_empty(flat_piece.numel())
+    parts = torch.view_as_real(pair)
     for head, out in enumerate(bias.view(slope.shape[0], -1)):
-        torch.index_select(intercept[head], 0, piece, out=out)
-        out.addcmul_(slope[head].index_select(0, piece), flat_u)
+        torch.index_select(table[head], 0, flat_piece, out=pair)
+        torch.addcmul(parts[:, 0], parts[:, 1], flat_u, out=out)
     return bias

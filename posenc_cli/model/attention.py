@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from posenc_cli.model.blockwise import KeyValueCache
 from posenc_cli.model.context import AttentionContext
-from posenc_cli.model.folded import folded_attention
+from posenc_cli.model.folded import separable_attention
 from posenc_cli.nn.layers import Linear
 
 
@@ -142,7 +142,7 @@ class CausalSelfAttention(nn.Module):
         q, k, qt, kt, v = self._projected(x_BTD, ctx)
         with _no_cpu_autocast(v):
             if enc.has_key_bias:
-                y = folded_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
+                y = separable_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
             elif enc.has_content_bias:
                 y = self._chunked(q, k, qt, kt, v, ctx, scale, x_BTD)
             elif ctx.materialised:

@@ -15,6 +15,12 @@ copy of the column, v_j - max(v over the keys the group's first query sees): gro
 carry 1/s in extra column g and zeros in the others, so one causal call still serves every
 group, and the values a group's queries weigh stay within the group's own span whatever the
 length.
+
+Without autograd on CPU (evaluation) the key term needs no extra dimension at all
+(``row_bias_attention``): PyTorch's flash operator takes a mask of one row broadcast over the
+queries (read from the cache, not from memory) together with its own causal mask, which the
+public SDPA call does not allow, so the head size stays E; a head size of E + groups cost the
+kernel up to 1.2x (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -23,9 +29,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from posenc_cli.nn.split_attention import flash_with_lse, merges_far_keys
+
 #: Query rows that share one rebased key column: each group costs one more head dimension,
 #: and its bias values span what its rows' keys accumulate (docs/performance.md).
 GROUP_ROWS = 1024
+
+
+def separable_attention(
+    q_BHTE: Tensor, k_BHTE: Tensor, v_BHTE: Tensor, key_bias_BHT: Tensor, scale: float
+) -> Tensor:
+    """``row_bias_attention`` without autograd where the flash operator is at hand, else
+    ``folded_attention``: the same attention, the first with E head dimensions."""
+    if not torch.is_grad_enabled() and merges_far_keys(q_BHTE):
+        return row_bias_attention(q_BHTE, k_BHTE, v_BHTE, key_bias_BHT, scale)
+    return folded_attention(q_BHTE, k_BHTE, v_BHTE, key_bias_BHT, scale)
 
 
 def folded_attention(
@@ -63,3 +81,39 @@ def rebased(key_bias_BHT: Tensor, end: int) -> Tensor:
     group's own span of it."""
     top = key_bias_BHT[..., :end].detach().amax(dim=-1, keepdim=True)
     return key_bias_BHT - top
+
+
+def row_bias_attention(
+    q_BHTE: Tensor,
+    k_BHTE: Tensor,
+    v_BHTE: Tensor,
+    key_bias_BHT: Tensor,
+    scale: float,
+    group_rows: int = GROUP_ROWS,
+) -> Tensor:
+    """``folded_attention``'s result, no gradient, on CPU: the key term as a broadcast mask row.
+
+    Groups of queries are rebased as there. The operator's causal mask aligns query 0 with
+    key 0, so a group [s, e) makes two calls: its own keys [s, e) under the causal mask, and
+    the keys before it [0, s), all visible, merged by their log-sum-exps.
+    """
+    op = flash_with_lse()
+    dtype = torch.promote_types(q_BHTE.dtype, torch.float32)
+    q, k, v = (t.to(dtype) for t in (q_BHTE, k_BHTE, v_BHTE))
+    parts = []
+    for s in range(0, q.shape[2], group_rows):
+        e = min(q.shape[2], s + group_rows)
+        row = rebased(key_bias_BHT[..., :e], s + 1).to(dtype).unsqueeze(2)  # (B, H, 1, e)
+        qg = q[:, :, s:e]
+        out, lse = op(
+            qg, k[:, :, s:e], v[:, :, s:e], 0.0, True, attn_mask=row[..., s:], scale=scale
+        )
+        if s > 0:
+            out_far, lse_far = op(
+                qg, k[:, :, :s], v[:, :, :s], 0.0, False, attn_mask=row[..., :s], scale=scale
+            )
+            total = torch.logaddexp(lse, lse_far)
+            out = out * (lse - total).exp_().unsqueeze(-1)
+            out.addcmul_(out_far, (lse_far - total).exp_().unsqueeze(-1))
+        parts.append(out)
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)

@@ -19,11 +19,13 @@ and the caller materialises the whole bias instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
 
-def _flash_with_lse() -> object | None:
+def flash_with_lse() -> Any:
     """The CPU flash operator returning (output, logsumexp), if this torch has it."""
     return getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
@@ -33,7 +35,7 @@ def merges_far_keys(q: Tensor) -> bool:
     return (
         q.device.type == "cpu"
         and q.dtype in (torch.float32, torch.float64)
-        and _flash_with_lse() is not None
+        and flash_with_lse() is not None
     )
 
 
@@ -59,7 +61,7 @@ def split_attention(
     total = weights.sum(dim=-1, keepdim=True)
     if k_far.shape[-2] == 0:
         return out_near.div_(total)
-    op = _flash_with_lse()
+    op = flash_with_lse()
     out_far, lse_far = op(q, k_far, v_far, 0.0, False, scale=scale)
     lse_far = lse_far.to(scores.dtype).unsqueeze(-1).add_(far_bias)
     lse_near = total.log_().add_(top)

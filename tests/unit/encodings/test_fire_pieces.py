@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from posenc_cli.encodings.fire import FIRE_EPS, FireEncoding
+from posenc_cli.encodings.fire import FIRE_EPS, FireEncoding, row_pieces
 
 
 def fire64(seed: int = 0) -> FireEncoding:
@@ -115,3 +116,28 @@ def test_without_autograd_the_bias_written_head_by_head_is_the_same() -> None:
             evaluated = bias_of(pos_T, pos_S)
         assert evaluated.shape == trained.shape
         assert torch.equal(evaluated, trained)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pieces_found_per_row_equal_a_bucket_search_per_pair(seed: int) -> None:
+    """``row_pieces`` (one binary search per row and kink) against bucketize over every pair,
+    the causal piece N + 1 included, for chunks of contiguous and of randomized positions and
+    for kinks before 0, inside [0, 1] and past 1."""
+    torch.manual_seed(seed)
+    enc = FireEncoding(16, 4, 4, 1, hidden=12, c=0.05 + seed / 4, threshold=3.0 + 40 * seed)
+    with torch.no_grad():
+        kinks_at = torch.linspace(-0.5, 1.5, 12)[torch.randperm(12)]
+        enc.mlp[0].bias.copy_(-kinks_at * enc.mlp[0].weight[:, 0])
+    positions = torch.arange(300) + 7 * seed
+    if seed % 2:
+        positions = torch.sort(torch.randperm(900)[:300]).values
+    pos_T, pos_S = positions[90 + seed :], positions
+    u = enc.normalised_distance(pos_T, pos_S).detach()
+    kinks = enc.pieces()[0]
+    assert (kinks < 0).any() and ((kinks > 0) & (kinks < 1)).any()
+    per_pair = torch.bucketize(u, kinks)
+    assert torch.equal(row_pieces(u, kinks, None), per_pair)
+    after = pos_S[None, :] > pos_T[:, None]
+    first_after = torch.searchsorted(pos_S, pos_T, right=True)
+    masked = per_pair.masked_fill(after, kinks.numel() + 1)
+    assert torch.equal(row_pieces(u, kinks, first_after), masked)

@@ -1,6 +1,7 @@
 """FoX through the fused kernel (model/folded.py) equals the explicit path it replaced — the
 materialised c_i - c_j through BiasedAttention — in values and gradients, and keeps float32
-precision at lengths where c is in the thousands."""
+precision at lengths where c is in the thousands; so does evaluation's path, the key term as a
+broadcast mask row (``row_bias_attention``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from posenc_cli.encodings import BiasSite, ForwardCache, Span
 from posenc_cli.encodings.fox import ForgettingEncoding
 from posenc_cli.model.attention import BiasedAttention
-from posenc_cli.model.folded import folded_attention
+from posenc_cli.model.folded import folded_attention, row_bias_attention, separable_attention
 
 CPU = torch.device("cpu")
 
@@ -103,3 +104,66 @@ def test_folded_fox_keeps_float32_precision_at_8k_tokens() -> None:
     assert error < 2e-4
     assert (autocast.double() - ref).abs().max() <= error
     assert (unrebased.double() - ref).abs().max() > 5 * error
+
+
+def by_rows(
+    enc: ForgettingEncoding,
+    x: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    group_rows: int,
+) -> torch.Tensor:
+    return row_bias_attention(q, k, v, enc.key_bias(k, site(q.shape[2], x)), 0.5, group_rows)
+
+
+@pytest.mark.parametrize("group_rows", [7, 16, 1024])
+def test_the_mask_row_path_equals_the_explicit_path_in_float64(group_rows: int) -> None:
+    """Groups before the last make two calls merged by log-sum-exp; one group makes one."""
+    enc, x, qkv = fox_inputs(40, torch.float64)
+    with torch.no_grad():
+        fast = by_rows(enc, x, *qkv, group_rows=group_rows)
+        ref = explicit(enc, x, *qkv)
+    assert (fast - ref).abs().max() <= 1e-10
+
+
+def test_the_mask_row_path_keeps_float32_precision_at_8k_tokens() -> None:
+    """The same bound as the folded path's, and rebasing matters as much."""
+    T = 8192
+    enc, x, qkv = fox_inputs(T, torch.float64, heads=1, dim=2, d_model=2, seed=1)
+    with torch.no_grad():
+        enc.gates[0].bias.fill_(-0.5)
+        ref = folded(enc, x, *qkv, group_rows=1024)
+        enc32, x32, qkv32 = enc.float(), x.float(), [t.float() for t in qkv]
+        fast = by_rows(enc32, x32, *qkv32, group_rows=1024)
+        unrebased = by_rows(enc32, x32, *qkv32, group_rows=T)
+    error = (fast.double() - ref).abs().max()
+    assert torch.isfinite(fast).all() and error < 2e-4
+    assert (unrebased.double() - ref).abs().max() > 5 * error
+
+
+def test_the_mask_row_path_is_causal() -> None:
+    """Changing the last keys and values changes no earlier output, in every group."""
+    enc, x, (q, k, v) = fox_inputs(50, torch.float64)
+    with torch.no_grad():
+        before = by_rows(enc, x, q, k, v, group_rows=16)
+        k2, v2, x2 = k.clone(), v.clone(), x.clone()
+        k2[:, :, 45:] += 3.0
+        v2[:, :, 45:] -= 2.0
+        x2[:, 45:] += 1.0
+        after = by_rows(enc, x2, q, k2, v2, group_rows=16)
+    assert torch.equal(before[:, :, :45], after[:, :, :45])
+    assert not torch.allclose(before[:, :, 45:], after[:, :, 45:])
+
+
+def test_separable_attention_takes_the_mask_row_path_only_without_autograd() -> None:
+    """Under autograd the folded path (gradients reach the gates); without, the mask row."""
+    enc, x, qkv = fox_inputs(40, torch.float64)
+    key_bias = enc.key_bias(qkv[1], site(40, x))
+    trained = separable_attention(*qkv, key_bias, 0.5)
+    assert trained.requires_grad
+    assert torch.equal(trained, folded_attention(*qkv, key_bias, 0.5))
+    with torch.no_grad():
+        evaluated = separable_attention(*qkv, key_bias, 0.5)
+        assert torch.equal(evaluated, row_bias_attention(*qkv, key_bias, 0.5))
+    assert (evaluated - trained.detach()).abs().max() <= 1e-12
