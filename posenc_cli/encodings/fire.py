@@ -16,7 +16,9 @@ The MLP is never run over the (T, S) pairs: with a scalar input and ReLU, f_θ i
 piecewise linear, with a kink where a hidden unit switches (u = -b_k/w_k). ``pieces`` turns
 the weights into one slope and one intercept per piece and head (differentiably, for every
 parameter), so a pair costs a bucket search and one multiply-add per head instead of a
-hidden layer of 32 — the same function, not an approximation (tests/unit/encodings).
+hidden layer of 32 — the same function, not an approximation (tests/unit/encodings). Without
+autograd the pieces are found per row and tile of keys instead of per pair
+(encodings/piecewise.py), with the same values to the bit.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.piecewise import piecewise_bias, tile_keys
 
 #: Added to the normaliser ψ(max(L, i)), as in the paper's listing.
 FIRE_EPS = 1e-6
@@ -51,9 +54,9 @@ class FireEncoding(PositionalEncoding):
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
 
     #: Bias-sized tensors ``pair_bias`` holds at once without autograd, when the bias is
-    #: written head by head (``_written``): the bias itself, plus per-pair tensors shared by
-    #: the heads (the distances, their pieces and one head's slopes), a fraction of it.
-    #: Under autograd the gathered slopes of every head exist too, within its larger budget.
+    #: written by tiles (``_tiled``): the bias itself, plus the distances shared by the heads,
+    #: a fraction of it. Under autograd the gathered slopes of every head exist too, within
+    #: its larger budget.
     bias_buffers = 1
 
     @property
@@ -75,11 +78,12 @@ class FireEncoding(PositionalEncoding):
             self.psi(torch.maximum(i, self.threshold)) + FIRE_EPS
         )
 
-    def pieces(self) -> tuple[Tensor, Tensor, Tensor]:
-        """f_θ as pieces: sorted kinks (N,) and per-piece slopes and intercepts (H, N + 1),
-        so f_θ(u) = slope[:, p]·u + intercept[:, p] with p = bucketize(u, kinks). A unit is
+    def pieces(self, causal: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """f_θ as pieces: sorted kinks (N,) and per-piece intercepts and slopes (H, N + 1),
+        so f_θ(u) = intercept[:, p] + slope[:, p]·u with p = bucketize(u, kinks). A unit is
         on in a piece when it is on at the piece's midpoint (a unit with w_k = 0 when
-        b_k > 0), which is the ReLU's own derivative anywhere inside the piece."""
+        b_k > 0), which is the ReLU's own derivative anywhere inside the piece. ``causal``
+        adds piece N + 1 for keys after the query: slope 0, intercept -inf."""
         first = self.mlp[0]
         second = self.mlp[2]
         w = first.weight[:, 0].to(self.compute_dtype)
@@ -93,9 +97,12 @@ class FireEncoding(PositionalEncoding):
             )
         on = (mids[:, None] * w.detach() + b.detach() > 0).to(w.dtype)  # (N + 1, hidden)
         out = second.weight.to(self.compute_dtype)
-        slope = (on * w) @ out.T
-        intercept = (on * b) @ out.T + second.bias.to(self.compute_dtype)
-        return kinks, slope.T, intercept.T
+        slope = ((on * w) @ out.T).T
+        intercept = ((on * b) @ out.T + second.bias.to(self.compute_dtype)).T
+        if causal:
+            slope = torch.cat([slope, slope.new_zeros(slope.shape[0], 1)], 1)
+            intercept = torch.cat([intercept, torch.full_like(slope[:, :1], float("-inf"))], 1)
+        return kinks, intercept, slope
 
     def pair_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """In float32 even under autocast: bf16 would merge the normalised distances of far
@@ -111,16 +118,10 @@ class FireEncoding(PositionalEncoding):
     def _piecewise(self, pos_T: Tensor, pos_S: Tensor, causal: bool) -> Tensor:
         """(H, T, S): one piece per pair, one multiply-add per pair and head."""
         with torch.autocast(pos_T.device.type, enabled=False):
-            u = self.normalised_distance(pos_T, pos_S)
-            kinks, slope, intercept = self.pieces()
-            if causal:
-                slope = torch.cat([slope, slope.new_zeros(slope.shape[0], 1)], 1)
-                intercept = torch.cat(
-                    [intercept, intercept.new_full((slope.shape[0], 1), float("-inf"))], 1
-                )
             if not torch.is_grad_enabled():
-                first_after = torch.searchsorted(pos_S, pos_T, right=True) if causal else None
-                return _written(intercept, slope, row_pieces(u, kinks, first_after), u)
+                return self._tiled(pos_T, pos_S, causal)
+            u = self.normalised_distance(pos_T, pos_S)
+            kinks, intercept, slope = self.pieces(causal)
             piece = torch.bucketize(u.detach(), kinks)
             if causal:
                 piece.masked_fill_(pos_S[None, :] > pos_T[:, None], kinks.numel() + 1)
@@ -129,48 +130,15 @@ class FireEncoding(PositionalEncoding):
             bias = intercept.index_select(1, piece).view(shape)
             return bias.addcmul_(slope.index_select(1, piece).view(shape), u)
 
+    def _tiled(self, pos_T: Tensor, pos_S: Tensor, causal: bool) -> Tensor:
+        """``_piecewise`` without autograd, by tiles of keys (encodings/piecewise.py): the keys
+        are padded to whole tiles with later positions, which the view returned leaves out."""
+        pad = tile_keys(pos_S.numel()) - pos_S.numel()
+        padded = torch.cat([pos_S, pos_S[-1] + 1 + torch.arange(pad, device=pos_S.device)])
+        u = self.normalised_distance(pos_T, padded)
+        first_after = torch.searchsorted(pos_S, pos_T, right=True) if causal else None
+        bias = piecewise_bias(u, *self.pieces(causal), first_after)
+        return bias[..., : pos_S.numel()]
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, shared across layers"
-
-
-def row_pieces(u: Tensor, kinks: Tensor, first_after: Tensor | None) -> Tensor:
-    """(T, S) int64 piece of every pair, bucketize(u, kinks) computed row by row; with
-    ``first_after`` (T,), the index of each query's first later key, those keys and the ones
-    after it get the extra masked piece N + 1.
-
-    Why: keys come in increasing positions, so along a row u only decreases and the pairs
-    past kink k are a prefix of it. One binary search per row and kink finds where each
-    prefix ends; the piece of a pair is the number of prefixes that contain it, which a
-    cumulative sum of -1 at each end (from N at the row's start) counts. A bucket search per
-    pair cost more than the multiply-adds of all heads (docs/performance.md).
-    """
-    T, S = u.shape
-    N = kinks.numel()
-    ends = torch.searchsorted(u.neg(), kinks.neg().expand(T, N).contiguous())  # (T, N)
-    steps = torch.zeros(T, S, dtype=torch.int64, device=u.device)
-    steps[:, 0] = N
-    inside = ends < S  # a prefix of the whole row changes no piece
-    steps.scatter_add_(1, ends.clamp(max=S - 1), -inside.long())
-    if first_after is not None:
-        # past the query u = 0, so every later prefix end is S: after first_after the piece
-        # stays N - #{ends <= first_after}, which one step lifts to N + 1
-        at = first_after[:, None]
-        kept = N - (ends <= at).sum(1, keepdim=True)
-        steps.scatter_add_(1, at.clamp(max=S - 1), (N + 1 - kept) * (at < S))
-    return steps.cumsum_(1)
-
-
-def _written(intercept: Tensor, slope: Tensor, piece: Tensor, u: Tensor) -> Tensor:
-    """(H, T, S) intercept[piece] + slope[piece]·u written into the bias head by head, so that
-    no second bias-sized tensor exists: evaluation's chunks can be twice as tall for the same
-    memory, and the fused kernel is faster on taller chunks (docs/performance.md). Each piece's
-    intercept and slope are one complex number, so a pair costs one gather, not two."""
-    table = torch.view_as_complex(torch.stack([intercept, slope], -1))  # (H, N + 1)
-    bias = u.new_empty(slope.shape[0], *u.shape)
-    flat_u, flat_piece = u.flatten(), piece.flatten()
-    pair = table.new_empty(flat_piece.numel())
-    parts = torch.view_as_real(pair)
-    for head, out in enumerate(bias.view(slope.shape[0], -1)):
-        torch.index_select(table[head], 0, flat_piece, out=pair)
-        torch.addcmul(parts[:, 0], parts[:, 1], flat_u, out=out)
-    return bias

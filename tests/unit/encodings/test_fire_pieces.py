@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from posenc_cli.encodings.fire import FIRE_EPS, FireEncoding, row_pieces
+from posenc_cli.encodings.fire import FIRE_EPS, FireEncoding
+from posenc_cli.encodings.piecewise import piecewise_bias
 
 
 def fire64(seed: int = 0) -> FireEncoding:
@@ -82,7 +83,7 @@ def test_an_mlp_without_kinks_is_one_affine_piece() -> None:
     enc = fire64()
     with torch.no_grad():
         enc.mlp[0].weight.zero_()
-    kinks, slope, intercept = enc.pieces()
+    kinks, intercept, slope = enc.pieces()
     assert kinks.numel() == 0 and slope.shape == intercept.shape == (3, 1)
     pos = torch.arange(6)
     assert (enc.pair_bias(pos, pos) - mlp_over_pairs(enc, pos)).abs().max() <= 1e-12
@@ -105,9 +106,10 @@ def test_the_mask_folded_into_the_pieces_equals_masking_afterwards() -> None:
         assert (a - b).abs().max() <= 1e-12 * max(1.0, b.abs().max().item())
 
 
-def test_without_autograd_the_bias_written_head_by_head_is_the_same() -> None:
-    """Evaluation writes the bias one head at a time (no second bias-sized tensor): the same
-    values as under autograd, to the last bit, the causal -inf included."""
+def test_without_autograd_the_bias_written_by_tiles_is_the_same() -> None:
+    """Evaluation writes the bias by tiles of keys (no second bias-sized tensor, 17 keys: not
+    whole tiles): the same values as under autograd, to the last bit, the causal -inf
+    included."""
     enc = fire64(seed=3)
     pos_T, pos_S = torch.arange(5, 17), torch.arange(17)
     for bias_of in (enc.pair_bias, enc.position_bias):
@@ -119,25 +121,41 @@ def test_without_autograd_the_bias_written_head_by_head_is_the_same() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_pieces_found_per_row_equal_a_bucket_search_per_pair(seed: int) -> None:
-    """``row_pieces`` (one binary search per row and kink) against bucketize over every pair,
-    the causal piece N + 1 included, for chunks of contiguous and of randomized positions and
-    for kinks before 0, inside [0, 1] and past 1."""
+def test_the_bias_by_tiles_equals_a_bucket_search_per_pair(seed: int) -> None:
+    """``piecewise_bias`` (one multiply-add per tile of keys in one piece, pair by pair where a
+    run of a piece ends) against the pieces of bucketize over every pair, the causal piece
+    N + 1 included, to the bit: chunks of contiguous and of randomized positions, key counts
+    that are not whole tiles, kinks before 0, inside [0, 1] and past 1."""
     torch.manual_seed(seed)
     enc = FireEncoding(16, 4, 4, 1, hidden=12, c=0.05 + seed / 4, threshold=3.0 + 40 * seed)
     with torch.no_grad():
         kinks_at = torch.linspace(-0.5, 1.5, 12)[torch.randperm(12)]
         enc.mlp[0].bias.copy_(-kinks_at * enc.mlp[0].weight[:, 0])
-    positions = torch.arange(300) + 7 * seed
+    positions = torch.arange(300 - seed) + 7 * seed
     if seed % 2:
-        positions = torch.sort(torch.randperm(900)[:300]).values
+        positions = torch.sort(torch.randperm(900)[: 300 - seed]).values
     pos_T, pos_S = positions[90 + seed :], positions
-    u = enc.normalised_distance(pos_T, pos_S).detach()
-    kinks = enc.pieces()[0]
-    assert (kinks < 0).any() and ((kinks > 0) & (kinks < 1)).any()
-    per_pair = torch.bucketize(u, kinks)
-    assert torch.equal(row_pieces(u, kinks, None), per_pair)
-    after = pos_S[None, :] > pos_T[:, None]
-    first_after = torch.searchsorted(pos_S, pos_T, right=True)
-    masked = per_pair.masked_fill(after, kinks.numel() + 1)
-    assert torch.equal(row_pieces(u, kinks, first_after), masked)
+    for causal in (False, True):
+        kinks, intercept, slope = (t.detach() for t in enc.pieces(causal))
+        assert (kinks < 0).any() and ((kinks > 0) & (kinks < 1)).any()
+        u = enc.normalised_distance(pos_T, pos_S).detach()
+        piece = torch.bucketize(u, kinks)
+        if causal:
+            piece.masked_fill_(pos_S[None, :] > pos_T[:, None], kinks.numel() + 1)
+        per_pair = intercept[:, piece].addcmul_(slope[:, piece], u)
+        with torch.no_grad():
+            by_tiles = enc._piecewise(pos_T, pos_S, causal)
+        assert torch.equal(by_tiles, per_pair)
+
+
+def test_tiles_are_cut_only_where_a_run_of_a_piece_ends() -> None:
+    """Rows of 4 tiles, kinks at 0.25 and 0.5: pieces read off the tiles by hand."""
+    u = torch.tensor([[0.9] * 20 + [0.4] * 12 + [0.1] * 32, [0.3] * 16 + [0.1] * 48])
+    kinks = torch.tensor([0.25, 0.5])
+    intercept = torch.tensor([[0.0, 10.0, 20.0, float("-inf")]])
+    slope = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    bias = piecewise_bias(u, kinks, intercept, slope, torch.tensor([40, 64]))[0]
+    expected = torch.cat([torch.full((20,), 20.9), torch.full((12,), 10.4), torch.full((8,), 0.1)])
+    assert torch.allclose(bias[0, :40], expected)
+    assert torch.isinf(bias[0, 40:]).all()
+    assert torch.allclose(bias[1], torch.cat([torch.full((16,), 10.3), torch.full((48,), 0.1)]))
