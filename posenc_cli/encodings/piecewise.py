@@ -58,19 +58,35 @@ def piecewise_bias(
         u.view(1, T, n_tiles, TILE),
         out=bias.view(H, T, n_tiles, TILE),
     )
-    where = cut.flatten().nonzero().squeeze(1)
-    if where.numel():
-        u_cut = u.view(-1, TILE).index_select(0, where)
-        pieces = torch.bucketize(u_cut, kinks)
-        if first_after is not None:
-            keys = (where % n_tiles)[:, None] * TILE + torch.arange(TILE, device=u.device)
-            pieces.masked_fill_(keys >= first_after[where // n_tiles][:, None], N + 1)
-        shape = (H, *u_cut.shape)
-        flat = pieces.flatten()
-        values = intercept.index_select(1, flat).view(shape)
-        values.addcmul_(slope.index_select(1, flat).view(shape), u_cut)
-        bias.view(H, -1, TILE).index_copy_(1, where, values)
+    _pair_by_pair(
+        bias, u, cut.flatten().nonzero().squeeze(1), (kinks, intercept, slope), first_after
+    )
     return bias
+
+
+def _pair_by_pair(
+    bias: Tensor,
+    u: Tensor,
+    where: Tensor,
+    pieces: tuple[Tensor, Tensor, Tensor],
+    first_after: Tensor | None,
+) -> None:
+    """Overwrite the tiles ``where`` (flat indices into the (T, n_tiles) grid), which a run of
+    a piece ends inside, with each pair's own piece: a bucket search per pair."""
+    if not where.numel():
+        return
+    kinks, intercept, slope = pieces
+    H, n_tiles = bias.shape[0], u.shape[1] // TILE
+    u_cut = u.view(-1, TILE).index_select(0, where)
+    piece = torch.bucketize(u_cut, kinks)
+    if first_after is not None:
+        keys = (where % n_tiles)[:, None] * TILE + torch.arange(TILE, device=u.device)
+        piece.masked_fill_(keys >= first_after[where // n_tiles][:, None], kinks.numel() + 1)
+    shape = (H, *u_cut.shape)
+    flat = piece.flatten()
+    values = intercept.index_select(1, flat).view(shape)
+    values.addcmul_(slope.index_select(1, flat).view(shape), u_cut)
+    bias.view(H, -1, TILE).index_copy_(1, where, values)
 
 
 def _at_tile_starts(ends: Tensor, n_tiles: int) -> Tensor:
