@@ -22,8 +22,12 @@ from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 
 #: Largest bias workspace (bytes, one layer, one chunk) before queries are chunked, on CPU:
 #: small enough that a chunk's bias stays in the last-level cache between the kernels that
-#: write it and SDPA that reads it (docs/performance.md).
-DEFAULT_BIAS_BUDGET = 32 * 2**20
+#: write it and SDPA that reads it (docs/performance.md), and under glibc's 32 MB threshold
+#: for fresh mmap()s (engine/runtime.py ``keep_freed_memory``) by a margin that covers a
+#: bias padded to whole tiles of keys (encodings/piecewise.py): a chunk of exactly 32 MB was
+#: page-faulted anew each time: FIRE wrote the bias of 256 queries x 4096 keys (32 MB) in 1.8x
+#: the time per query of 248 (31 MB).
+DEFAULT_BIAS_BUDGET = 31 * 2**20
 #: The same on an accelerator, whose kernels want few large launches and whose memory has
 #: room: CPU-sized chunks made evaluation at 4096 tokens 2-10x slower on a GPU
 #: (docs/performance.md).
