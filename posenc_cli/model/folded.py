@@ -103,7 +103,9 @@ def row_bias_attention(
     parts = []
     for s in range(0, q.shape[2], group_rows):
         e = min(q.shape[2], s + group_rows)
-        row = rebased(key_bias_BHT[..., :e], s + 1).to(dtype).unsqueeze(2)  # (B, H, 1, e)
+        # (B, H, e - s, e), every query row a stride-0 view of one: no version of the kernel
+        # can read past it, whether or not it broadcasts a mask of one row itself
+        row = rebased(key_bias_BHT[..., :e], s + 1).to(dtype).unsqueeze(2).expand(-1, -1, e - s, -1)
         qg = q[:, :, s:e]
         out, lse = op(
             qg, k[:, :, s:e], v[:, :, s:e], 0.0, True, attn_mask=row[..., s:], scale=scale
