@@ -5,6 +5,9 @@ broadcast mask row (``row_bias_attention``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pytest
 import torch
 
@@ -38,7 +41,8 @@ def site(T: int, x: torch.Tensor) -> BiasSite:
     return BiasSite(span, span, 0, ForwardCache(span), x)
 
 
-def folded(
+def attended(
+    attention: Callable[..., torch.Tensor],
     enc: ForgettingEncoding,
     x: torch.Tensor,
     q: torch.Tensor,
@@ -46,7 +50,12 @@ def folded(
     v: torch.Tensor,
     group_rows: int,
 ) -> torch.Tensor:
-    return folded_attention(q, k, v, enc.key_bias(k, site(q.shape[2], x)), 0.5, group_rows)
+    """``attention`` (folded column or mask row) of q, k, v with FoX's key term from x."""
+    return attention(q, k, v, enc.key_bias(k, site(q.shape[2], x)), 0.5, group_rows)
+
+
+folded = partial(attended, folded_attention)
+by_rows = partial(attended, row_bias_attention)
 
 
 def explicit(
@@ -104,17 +113,6 @@ def test_folded_fox_keeps_float32_precision_at_8k_tokens() -> None:
     assert error < 2e-4
     assert (autocast.double() - ref).abs().max() <= error
     assert (unrebased.double() - ref).abs().max() > 5 * error
-
-
-def by_rows(
-    enc: ForgettingEncoding,
-    x: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    group_rows: int,
-) -> torch.Tensor:
-    return row_bias_attention(q, k, v, enc.key_bias(k, site(q.shape[2], x)), 0.5, group_rows)
 
 
 @pytest.mark.parametrize("group_rows", [7, 16, 1024])
