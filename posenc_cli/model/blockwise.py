@@ -64,7 +64,7 @@ def blockwise_hidden(
     caches = [KeyValueCache(T) for _ in layers]
     out = torch.empty_like(x_BTD)
     for start, end in ctx.chunks(n_heads, B):
-        bias = ctx.encoding.position_bias(ctx.pos_T[start:end], ctx.pos_T[:end])
+        bias = ctx.for_kernel(ctx.encoding.position_bias(ctx.pos_T[start:end], ctx.pos_T[:end]))
         h = x_BTD[:, start:end]
         layer: BlockLayer
         for layer, cache in zip(layers, caches, strict=True):

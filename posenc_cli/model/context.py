@@ -154,12 +154,23 @@ class AttentionContext:
         hit = self._shared.get((start, end))
         if hit is not None:
             return hit
-        bias = self.encoding.position_bias(self.pos_T[start:end], self.pos_T[:end])
+        bias = self.for_kernel(self.encoding.position_bias(self.pos_T[start:end], self.pos_T[:end]))
         size = bias.numel() * bias.element_size()
         if self._shared_bytes + size <= SHARED_BIAS_BUDGET:
             self._shared[(start, end)] = bias
             self._shared_bytes += size
         return bias
+
+    def for_kernel(self, bias: Tensor) -> Tensor:
+        """A bias every layer reads, in the dtype an accelerator's fused kernel takes it: under
+        autocast SDPA casts its mask to bf16 in each call, a copy of the whole bias per layer
+        (a third of FIRE's evaluation time at 32k tokens on a GPU, docs/performance.md), so it
+        is cast once here. On CPU the attention reads float32 (model/attention.py), and a bias
+        to be trained goes to the explicit softmax in float32."""
+        device = bias.device.type
+        if self.on_cpu or bias.requires_grad or not torch.is_autocast_enabled(device):
+            return bias
+        return bias.to(torch.get_autocast_dtype(device))
 
     def key_bias(self, k_BHSE: Tensor, layer: int, inputs_BSD: Tensor) -> Tensor:
         """The encoding's (B, H, S) key term of a separable bias, over every position."""

@@ -16,6 +16,16 @@ carry 1/s in extra column g and zeros in the others, so one causal call still se
 group, and the values a group's queries weigh stay within the group's own span whatever the
 length.
 
+On an accelerator under bf16 autocast, when no gradient must reach the gates (evaluation), the
+kernel runs in bf16 (FlashAttention) with the float32 column carried exactly by three bf16
+parts, hi + mid + lo (``bf16_parts``): the kernel multiplies them by query columns of 1.0,
+exactly, and sums the products in float32, so the logits keep the float32 column's precision;
+the softmax scale is applied to q beforehand, in float32. A float32 kernel there is the
+memory-efficient one, several times slower than FlashAttention in bf16 (docs/performance.md).
+Training keeps the float32 kernel: the gates' gradient is a sum over keys of the column's
+gradient that cancels almost to zero, and the bf16 kernel's rounding of it left the gates'
+gradients off by 10-70 % at 256 tokens.
+
 Without autograd on CPU (evaluation) the key term needs no extra dimension at all
 (``row_bias_attention``): PyTorch's flash operator takes a mask of one row broadcast over the
 queries (read from the cache, not from memory) together with its own causal mask, which the
@@ -34,6 +44,14 @@ from posenc_cli.nn.split_attention import flash_with_lse, merges_far_keys
 #: Query rows that share one rebased key column: each group costs one more head dimension,
 #: and its bias values span what its rows' keys accumulate (docs/performance.md).
 GROUP_ROWS = 1024
+#: bf16 numbers that carry a float32 one exactly (8 significant bits each, 24 in float32).
+BF16_PARTS = 3
+#: Widest head FlashAttention takes; past it (about 75,000 tokens at head size 32) the column
+#: stays one float32 dimension.
+FLASH_MAX_HEAD = 256
+#: Accelerator kernels want head sizes in multiples of this; others fall back to the unfused
+#: math path (the float32 kernel too: a head of 33 did on a GPU).
+HEAD_ALIGN = 8
 
 
 def separable_attention(
@@ -57,17 +75,73 @@ def folded_attention(
     """softmax(q·kᵀ·scale + v_j + causal mask)·v for queries and keys of the same positions.
 
     The kernel runs in float32 at least (``q``'s dtype, widened from bf16/fp16, autocast off
-    around it), so the rebased column keeps float32 precision on any device.
+    around it), or in bf16 with the column in float32 parts (``in_bf16_parts``), so the
+    rebased column keeps float32 precision on any device.
     """
-    dtype = torch.promote_types(q_BHTE.dtype, torch.float32)
     B, H, T, E = q_BHTE.shape
     starts = range(0, T, group_rows)
     index = torch.arange(T, device=q_BHTE.device) // group_rows
+    key_cols = torch.stack([rebased(key_bias_BHT, s + 1) for s in starts], dim=-1)
+    if in_bf16_parts(q_BHTE, key_cols):
+        return bf16_folded_attention(q_BHTE, k_BHTE, v_BHTE, key_cols.float(), index, scale)
+    dtype = torch.promote_types(q_BHTE.dtype, torch.float32)
     query_cols = F.one_hot(index, len(starts)).to(dtype).mul_(1 / scale)
-    key_cols = torch.stack([rebased(key_bias_BHT, s + 1) for s in starts], dim=-1).to(dtype)
     q = torch.cat([q_BHTE.to(dtype), query_cols.expand(B, H, T, -1)], dim=-1)
-    k = torch.cat([k_BHTE.to(dtype), key_cols], dim=-1)
-    v = F.pad(v_BHTE.to(dtype), (0, len(starts)))  # the fused kernel wants one head size
+    k = torch.cat([k_BHTE.to(dtype), key_cols.to(dtype)], dim=-1)
+    return _causal(q, k, v_BHTE.to(dtype), scale)
+
+
+def in_bf16_parts(q_BHTE: Tensor, key_cols_BHTG: Tensor) -> bool:
+    """Whether ``folded_attention`` runs in bf16 with the columns in parts: bf16 queries on an
+    accelerator (on CPU the attention runs in float32 anyway: model/attention.py), columns
+    that need no gradient, and a widened head that still fits FlashAttention."""
+    width = q_BHTE.shape[-1] + BF16_PARTS * key_cols_BHTG.shape[-1]
+    return (
+        q_BHTE.dtype == torch.bfloat16
+        and q_BHTE.device.type != "cpu"
+        and not key_cols_BHTG.requires_grad
+        and _aligned(width) <= FLASH_MAX_HEAD
+    )
+
+
+def bf16_folded_attention(
+    q_BHTE: Tensor, k_BHTE: Tensor, v_BHTE: Tensor, key_cols: Tensor, index: Tensor, scale: float
+) -> Tensor:
+    """``folded_attention`` in bf16: the float32 key columns (B, H, T, G) as ``bf16_parts``
+    each, read by query columns of 1.0 (``index`` (T,) the group of each query), and q times
+    the softmax scale in float32 rounded once to bf16, the kernel's own scale 1."""
+    B, H, T, E = q_BHTE.shape
+    bf16 = torch.bfloat16
+    ones = F.one_hot(index, key_cols.shape[-1]).repeat_interleave(BF16_PARTS, dim=-1).to(bf16)
+    q = torch.cat([(q_BHTE.float() * scale).to(bf16), ones.expand(B, H, T, -1)], dim=-1)
+    k = torch.cat([k_BHTE.to(bf16), bf16_parts(key_cols).flatten(-2)], dim=-1)
+    return _causal(q, k, v_BHTE.to(bf16), 1.0)
+
+
+def bf16_parts(x: Tensor) -> Tensor:
+    """(..., BF16_PARTS) bf16 numbers whose sum is float32 ``x`` exactly (down to 2^-100,
+    where the last part would leave bf16's normal range): each part the bf16 rounding of what
+    the earlier ones left."""
+    parts = []
+    rest = x
+    for _ in range(BF16_PARTS):
+        part = rest.to(torch.bfloat16)
+        parts.append(part)
+        rest = rest - part.float()
+    return torch.stack(parts, dim=-1)
+
+
+def _aligned(width: int) -> int:
+    return -(-width // HEAD_ALIGN) * HEAD_ALIGN
+
+
+def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    """Causal SDPA of heads widened by the columns, v padded to their width (the fused kernels
+    want one head size), to a multiple of HEAD_ALIGN on an accelerator; v's own E come back."""
+    E = v.shape[-1]
+    width = q.shape[-1] if q.device.type == "cpu" else _aligned(q.shape[-1])
+    q, k = (F.pad(t, (0, width - t.shape[-1])) for t in (q, k))
+    v = F.pad(v, (0, width - E))
     with torch.autocast(q.device.type, enabled=False):  # autocast would cast q, k, v down
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
     return out[..., :E]

@@ -176,3 +176,18 @@ def test_evaluation_path_equals_training_path(
     with torch.no_grad():
         evaluation = model(ids, pos_offset=3)
     torch.testing.assert_close(evaluation, training.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_shared_bias_is_cast_once_for_an_accelerators_autocast(make_model) -> None:
+    """Off the CPU under autocast the layers' bias is kept in the autocast dtype, which SDPA
+    would otherwise cast it to in every call; a bias to be trained, or one on the CPU, stays
+    float32."""
+    ctx = AttentionContext(make_model("fire").encoding, Span(0, 40, CPU), None, 1)
+    bias = torch.randn(1, 2, 8, 40)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert ctx.for_kernel(bias) is bias
+        ctx.on_cpu = False  # what an accelerator's context says
+        cast = ctx.for_kernel(bias)
+        assert cast.dtype == torch.bfloat16 and torch.equal(cast, bias.to(torch.bfloat16))
+        assert ctx.for_kernel(bias.requires_grad_()) is bias
+    assert ctx.for_kernel(bias.detach()).dtype == torch.float32
