@@ -24,7 +24,7 @@ the softmax scale is applied to q beforehand, in float32. A float32 kernel there
 memory-efficient one, several times slower than FlashAttention in bf16 (docs/performance.md).
 Training keeps the float32 kernel: the gates' gradient is a sum over keys of the column's
 gradient that cancels almost to zero, and the bf16 kernel's rounding of it left the gates'
-gradients off by 10-70 % at 256 tokens.
+gradients off by 7-77 % at 256 to 600 tokens (docs/performance.md).
 
 Without autograd on CPU (evaluation) the key term needs no extra dimension at all
 (``row_bias_attention``): PyTorch's flash operator takes a mask of one row broadcast over the
