@@ -81,7 +81,7 @@ def folded_attention(
     B, H, T, E = q_BHTE.shape
     starts = range(0, T, group_rows)
     index = torch.arange(T, device=q_BHTE.device) // group_rows
-    key_cols = torch.stack([rebased(key_bias_BHT, s + 1) for s in starts], dim=-1)
+    key_cols = rebased_columns(key_bias_BHT, starts)
     if in_bf16_parts(q_BHTE, key_cols):
         return bf16_folded_attention(q_BHTE, k_BHTE, v_BHTE, key_cols.float(), index, scale)
     dtype = torch.promote_types(q_BHTE.dtype, torch.float32)
@@ -155,6 +155,13 @@ def rebased(key_bias_BHT: Tensor, end: int) -> Tensor:
     group's own span of it."""
     top = key_bias_BHT[..., :end].detach().amax(dim=-1, keepdim=True)
     return key_bias_BHT - top
+
+
+def rebased_columns(key_bias_BHT: Tensor, starts: range) -> Tensor:
+    """(B, H, T, G) ``rebased`` for the group starting at each of ``starts`` at once: the
+    running maximum read at each group's first query (one pass, not one per group)."""
+    tops = key_bias_BHT.detach().cummax(dim=-1).values[..., starts.start :: starts.step]
+    return key_bias_BHT.unsqueeze(-1) - tops.unsqueeze(-2)
 
 
 def row_bias_attention(

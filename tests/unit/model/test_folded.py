@@ -14,7 +14,13 @@ import torch
 from posenc_cli.encodings import BiasSite, ForwardCache, Span
 from posenc_cli.encodings.fox import ForgettingEncoding
 from posenc_cli.model.attention import BiasedAttention
-from posenc_cli.model.folded import folded_attention, row_bias_attention, separable_attention
+from posenc_cli.model.folded import (
+    folded_attention,
+    rebased,
+    rebased_columns,
+    row_bias_attention,
+    separable_attention,
+)
 
 CPU = torch.device("cpu")
 
@@ -165,3 +171,12 @@ def test_separable_attention_takes_the_mask_row_path_only_without_autograd() -> 
         evaluated = separable_attention(*qkv, key_bias, 0.5)
         assert torch.equal(evaluated, row_bias_attention(*qkv, key_bias, 0.5))
     assert (evaluated - trained.detach()).abs().max() <= 1e-12
+
+
+def test_the_columns_of_every_group_are_each_groups_rebased_column() -> None:
+    """One running maximum gives what one maximum per group gives, to the bit."""
+    enc, x, (_, k, _) = fox_inputs(50, torch.float32)
+    key_bias = enc.key_bias(k, site(50, x))
+    starts = range(0, 50, 16)
+    expected = torch.stack([rebased(key_bias, s + 1) for s in starts], dim=-1)
+    assert torch.equal(rebased_columns(key_bias, starts), expected)
