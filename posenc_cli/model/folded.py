@@ -140,7 +140,8 @@ def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     want one head size), to a multiple of HEAD_ALIGN on an accelerator; v's own E come back."""
     E = v.shape[-1]
     width = q.shape[-1] if q.device.type == "cpu" else _aligned(q.shape[-1])
-    q, k = (F.pad(t, (0, width - t.shape[-1])) for t in (q, k))
+    if width > q.shape[-1]:
+        q, k = (F.pad(t, (0, width - t.shape[-1])) for t in (q, k))
     v = F.pad(v, (0, width - E))
     with torch.autocast(q.device.type, enabled=False):  # autocast would cast q, k, v down
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
