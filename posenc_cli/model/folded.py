@@ -148,21 +148,18 @@ def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     return out[..., :E]
 
 
-def rebased(key_bias_BHT: Tensor, end: int) -> Tensor:
-    """v minus its largest value over the keys [0, end), the keys the group's first query
-    sees (detached: a shift of a softmax row changes neither its value nor its gradient).
-    Only keys no later than every query of the group set the shift, so a later token cannot
-    change an earlier output even by rounding; keys inside the group stay within the
-    group's own span of it."""
-    top = key_bias_BHT[..., :end].detach().amax(dim=-1, keepdim=True)
-    return key_bias_BHT - top
+def group_shifts(key_bias_BHT: Tensor, starts: range) -> Tensor:
+    """(B, H, G) each group's shift: v's largest value over the keys [0, s] its first query s
+    sees, one running maximum read at every start (detached: a shift of a softmax row changes
+    neither its value nor its gradient). Only keys no later than every query of the group set
+    the shift, so a later token cannot change an earlier output even by rounding; keys inside
+    the group stay within the group's own span of it."""
+    return key_bias_BHT.detach().cummax(dim=-1).values[..., starts.start :: starts.step]
 
 
 def rebased_columns(key_bias_BHT: Tensor, starts: range) -> Tensor:
-    """(B, H, T, G) ``rebased`` for the group starting at each of ``starts`` at once: the
-    running maximum read at each group's first query (one pass, not one per group)."""
-    tops = key_bias_BHT.detach().cummax(dim=-1).values[..., starts.start :: starts.step]
-    return key_bias_BHT.unsqueeze(-1) - tops.unsqueeze(-2)
+    """(B, H, T, G) v minus each group's shift, one column per group."""
+    return key_bias_BHT.unsqueeze(-1) - group_shifts(key_bias_BHT, starts).unsqueeze(-2)
 
 
 def row_bias_attention(
@@ -182,12 +179,15 @@ def row_bias_attention(
     op = flash_with_lse()
     dtype = torch.promote_types(q_BHTE.dtype, torch.float32)
     q, k, v = (t.to(dtype) for t in (q_BHTE, k_BHTE, v_BHTE))
+    starts = range(0, q.shape[2], group_rows)
+    shifts = group_shifts(key_bias_BHT, starts)
     parts = []
-    for s in range(0, q.shape[2], group_rows):
+    for g, s in enumerate(starts):
         e = min(q.shape[2], s + group_rows)
         # (B, H, e - s, e), every query row a stride-0 view of one: no version of the kernel
         # can read past it, whether or not it broadcasts a mask of one row itself
-        row = rebased(key_bias_BHT[..., :e], s + 1).to(dtype).unsqueeze(2).expand(-1, -1, e - s, -1)
+        row = (key_bias_BHT[..., :e] - shifts[..., g, None]).to(dtype)
+        row = row.unsqueeze(2).expand(-1, -1, e - s, -1)
         qg = q[:, :, s:e]
         out, lse = op(
             qg, k[:, :, s:e], v[:, :, s:e], 0.0, True, attn_mask=row[..., s:], scale=scale
