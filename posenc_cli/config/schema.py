@@ -165,6 +165,8 @@ class ExtrapolationConfig:
     position_buckets: int = key(32, lo=1)
     rope_scaling: str = key("none", choices=ROPE_SCALING)
     rope_factor: float | None = key(None, lo=1)
+    unit_tokens: int | None = key(None, lo=1)
+    tail_targets: int = key(8192, lo=0)
 
 
 def older_name(name: str) -> Any:

@@ -26,6 +26,11 @@ if TYPE_CHECKING:  # torch is imported only where a task runs (compare reads res
     from posenc_cli.data.cache import TokenData
     from posenc_cli.engine.runtime import Runtime
 
+#: A result's entry for the files an evaluation writes beside metrics.json: {file name: text},
+#: written to eval/<result key>/ of the run directory once the result is accepted, and never
+#: stored in metrics.json (evals/writers.py).
+RECORDS = "_records"
+
 
 class EvalTask:
     """One kind of evaluation of a trained model; stateless, so one instance serves all runs."""

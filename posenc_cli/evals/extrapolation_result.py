@@ -1,5 +1,6 @@
-"""The extrapolation task's result: perplexity by length with bootstrap intervals, the loss by
-position and what was scored, assembled from the per-length scores of evals/scoring.py."""
+"""The extrapolation task's result: perplexity by length with bootstrap intervals, for
+eval.mode and for the tail protocol, the loss by position, what was scored and its per-unit
+record, assembled from the per-length scores of evals/scoring.py."""
 
 from __future__ import annotations
 
@@ -11,15 +12,30 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from posenc_cli.common.console import console
 from posenc_cli.engine.runtime import Runtime
+from posenc_cli.evals.base import RECORDS
 from posenc_cli.evals.context_extension import context_extension, rope_scaling_record
+from posenc_cli.evals.keys import TAIL, protocol
+from posenc_cli.evals.paired import paired_ratio
 from posenc_cli.evals.scoring import (
     LengthResult,
     eval_lengths,
+    not_applicable,
     score_lengths,
     score_sample,
+    score_tail,
+    tail_chunk,
+    tail_ends,
 )
-from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval, target_groups
+from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval
+from posenc_cli.evals.units import (
+    UNITS_FILE,
+    targets_digest,
+    unit_groups,
+    unit_sums,
+    units_csv,
+)
 
 
 def position_curve(
@@ -49,17 +65,25 @@ def position_curve(
     return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
 
 
+def unit_size(ev: Any, train_length: int) -> int:
+    """eval.extrapolation.unit_tokens, by default the training length."""
+    return train_length if ev.get("unit_tokens") is None else int(ev.unit_tokens)
+
+
 def intervals(
-    ids: np.ndarray, results: dict[int, LengthResult], eot_id: int | None
+    ids: np.ndarray, results: dict[int, LengthResult], eot_id: int | None, unit_tokens: int
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """The 95 % bootstrap interval of each length's perplexity, and how it was made."""
+    """The 95 % bootstrap interval of each length's perplexity over units, and how it was made."""
     out = {}
-    unit = "documents"
     for L, r in results.items():
-        order = np.argsort(r.targets, kind="stable")
-        groups, unit = target_groups(ids, r.targets[order], eot_id, L)
-        out[str(L)] = list(perplexity_interval(r.losses[order], groups))
-    how = {"method": f"bootstrap over {unit}", "level": 0.95, "resamples": RESAMPLES, "seed": SEED}
+        _, groups = unit_groups(ids, r.targets, eot_id, unit_tokens)
+        out[str(L)] = list(perplexity_interval(r.losses, groups))
+    how = {
+        "method": f"bootstrap over units of {unit_tokens} targets (blocks inside documents)",
+        "level": 0.95,
+        "resamples": RESAMPLES,
+        "seed": SEED,
+    }
     return out, how
 
 
@@ -73,6 +97,108 @@ def documents_scored(
     return int(np.unique(np.cumsum(np.asarray(ids[: targets[-1] + 1]) == eot_id)[targets]).size)
 
 
+def tail_scores(
+    model: nn.Module,
+    ids: np.ndarray,
+    train_length: int,
+    lengths: list[int],
+    ev: Any,
+    rt: Runtime,
+    prepare: Callable[[int], None],
+) -> tuple[int, np.ndarray, dict[int, LengthResult]]:
+    """The tail protocol (evals/scoring.py) at every length the data holds and the model can
+    run: the chunk size, the chunks' ends and each length's result."""
+    fit = [L for L in lengths if L <= len(ids) - 1]  # eval.tokens does not limit the tail
+    chunk = tail_chunk(train_length)
+    budget = int(ev.get("tail_targets", 0) or 0)
+    ends = tail_ends(max(len(ids) - 1, 0), max(fit, default=0), chunk, budget)
+    results: dict[int, LengthResult] = {}
+    if ends.size == 0:
+        return chunk, ends, results
+    for L in fit:
+        if not_applicable(model, L) is None:
+            prepare(L)
+            results[L] = score_tail(model, ids, L, ends, chunk, rt)
+            console.print(
+                f"  eval length {L}, tail: ppl {math.exp(results[L].losses.mean()):.2f} "
+                f"({results[L].losses.size:,} tokens, {results[L].seconds:.1f} s)",
+                highlight=False,
+            )
+    return chunk, ends, results
+
+
+def tail_record(
+    ids: np.ndarray,
+    lengths: list[int],
+    train_length: int,
+    chunk: int,
+    results: dict[int, LengthResult],
+    eot_id: int | None,
+    unit_tokens: int,
+) -> dict[str, Any]:
+    """The tail protocol's result: ppl, loss and interval by length, the minimum context, and
+    what context beyond the training length changes on the same targets."""
+    loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
+    ci, _ = intervals(ids, results, eot_id, unit_tokens)
+    first = next(iter(results.values()), None)
+    return {
+        "chunk": chunk,
+        "targets": 0 if first is None else int(first.targets.size),
+        "targets_sha256": None if first is None else targets_digest(ids, first.targets),
+        "min_context": {str(L): L - chunk for L in results},
+        "loss": loss,
+        "ppl": {k: math.exp(v) if v is not None else None for k, v in loss.items()},
+        "ppl_ci95": ci,
+        "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
+        "beyond_train_length": beyond_train_length(ids, train_length, results, eot_id, unit_tokens),
+    }
+
+
+def beyond_train_length(
+    ids: np.ndarray,
+    train_length: int,
+    results: dict[int, LengthResult],
+    eot_id: int | None,
+    unit_tokens: int,
+) -> dict[str, Any]:
+    """Per length n > L, the tail targets' mean loss with n tokens of window (every one of them
+    has more than L of context) minus their loss with L (each has L // 2 to L - 1): below zero,
+    the model uses context beyond its training length; a 95 % interval paired over units."""
+    if train_length not in results:
+        return {}
+    within = results[train_length]
+    base = [unit_sums(ids, within.targets, within.losses, eot_id, unit_tokens)]
+    out = {}
+    for L, r in sorted(results.items()):
+        if L <= train_length:
+            continue
+        beyond = [unit_sums(ids, r.targets, r.losses, eot_id, unit_tokens)]
+        ratio = paired_ratio(beyond, base, "tail", "tail")
+        out[str(L)] = {
+            "loss_within": float(within.losses.mean()),
+            "loss_beyond": float(r.losses.mean()),
+            "difference": math.log(ratio.ratio),
+            "ci95": [math.log(ratio.lo), math.log(ratio.hi)],
+        }
+    return out
+
+
+def units_record(
+    ids: np.ndarray,
+    protocols: dict[str, dict[int, LengthResult]],
+    eot_id: int | None,
+    unit_tokens: int,
+) -> str:
+    """The text of units.csv for every protocol and length (evals/units.py)."""
+    return units_csv(
+        {
+            (protocol, L): unit_sums(ids, r.targets, r.losses, eot_id, unit_tokens)
+            for protocol, results in protocols.items()
+            for L, r in results.items()
+        }
+    )
+
+
 def extrapolation(
     model: nn.Module,
     ids: np.ndarray,
@@ -82,23 +208,33 @@ def extrapolation(
     eot_id: int | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready result: ppl (with 95 % intervals) and mean loss by length (None where
-    not scored), and more."""
+    not scored) for eval.mode and for the tail protocol, and more; its per-unit record, for
+    the caller to write beside it, under RECORDS."""
     lengths = eval_lengths(train_length, ev.factors)
+    unit_tokens = unit_size(ev, train_length)
     with context_extension(model, ev, train_length, max(lengths)) as prepare:
         blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt, prepare)
         curve = position_curve(model, ids, results, blocks, ev, rt, prepare)
-    ci, how = intervals(ids, results, eot_id)
+        chunk, _, tail = tail_scores(model, ids, train_length, lengths, ev, rt, prepare)
+    ci, how = intervals(ids, results, eot_id, unit_tokens)
+    first = next(iter(results.values()), None)
     record = {
         "train_length": train_length,
         "tokens": sum(size for _, size in blocks),
         "val_tokens": len(ids),
         "ppl_ci95": ci,
         "interval": how,
+        "unit_tokens": unit_tokens,
+        "targets_sha256": None if first is None else targets_digest(ids, first.targets),
         "skipped": skipped,
         "notes": notes,
         "documents": documents_scored(ids, blocks, eot_id),
         "blocks": len(blocks),
         "loss_by_position": curve,
+        "tail": tail_record(ids, lengths, train_length, chunk, tail, eot_id, unit_tokens),
+        RECORDS: {
+            UNITS_FILE: units_record(ids, {protocol(ev): results, TAIL: tail}, eot_id, unit_tokens)
+        },
     }
     return {**length_record(ev, train_length, lengths, results), **record}
 

@@ -32,7 +32,13 @@ def data_label(cfg: DictConfig, saved: DictConfig, digest: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}_{digest}")
 
 
+#: The name of the protocol free of the early-token effect (evals/scoring.py), scored beside
+#: eval.mode by every extrapolation evaluation.
+TAIL = "tail"
+
+
 def protocol(ev: Any) -> str:
+    """The name of eval.mode's protocol: nonoverlapping, sliding or sliding<stride>."""
     if ev.mode != "sliding":
         return str(ev.mode)
     return "sliding" if ev.stride is None else f"sliding{int(ev.stride)}"

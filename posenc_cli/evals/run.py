@@ -35,7 +35,12 @@ from posenc_cli.engine.runtime import Runtime, make_runtime
 from posenc_cli.evals.base import get_task
 from posenc_cli.evals.keys import data_label, result_key
 from posenc_cli.evals.runner import run_tasks
-from posenc_cli.evals.writers import EvalWriters, refuse_non_finite, replaces_finite
+from posenc_cli.evals.writers import (
+    EvalWriters,
+    refuse_non_finite,
+    replaces_finite,
+    write_records,
+)
 from posenc_cli.model import TransformerLM, build_model
 
 #: Data settings that change which tokens are evaluated.
@@ -75,6 +80,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
         raise
     kept = replaces_finite(out, metrics)
     writers.close(keep_earlier=kept)
+    write_records(run_dir, out, accepted=[key for key in out if key not in kept])
     out = {key: result for key, result in out.items() if key not in kept}
     for key in out:
         out[key]["replaced_earlier"] = key in metrics

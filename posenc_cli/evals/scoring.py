@@ -14,6 +14,14 @@ only its last ``stride`` targets (the first window scores all), so every later s
 at least ``L - stride`` tokens of context. ``eval.stride=null`` means ``L // 2`` at each length; a
 stride above ``L`` is capped at ``L`` (one above every length is refused, config/effect_checks.py).
 Sliding with stride ``L`` is nonoverlapping exactly.
+
+Both modes give the targets early in a window little context, and a longer window has fewer of
+them: part of what looks like a model getting better with length is that (the early-token
+effect, Press et al. 2022, App. B). The ``tail`` protocol (``score_tail``) removes it: the same
+chunks of ``L // 2`` targets at every length, each scored as the last targets of a window of
+the evaluated length ``n`` that ends with it, so every target has at least ``n - L // 2`` tokens
+of context (``L`` the training length) — whatever ``eval.tokens`` is, as the chunks are drawn
+from the whole held-out text, after its first ``longest - L // 2`` targets.
 """
 
 from __future__ import annotations
@@ -139,6 +147,41 @@ def score_sample(
         np.concatenate([p.losses for p in parts]),
         sum(p.seconds for p in parts),
     )
+
+
+def tail_chunk(train_length: int) -> int:
+    """Targets per chunk of the tail protocol: half the training length, so that at 1x every
+    target already has half a training window of context, and past 1x all of them more than L."""
+    return max(1, train_length // 2)
+
+
+def tail_ends(available: int, longest: int, chunk: int, budget: int) -> np.ndarray:
+    """Exclusive ends of ``budget // chunk`` chunks of ``chunk`` targets (fewer when the text
+    is short), on a grid of ``chunk`` from ``longest`` and spread evenly over the held-out
+    text: a window of ``longest`` ending with a chunk starts at target 0 or later."""
+    if budget < chunk or available < longest:
+        return np.zeros(0, dtype=np.int64)
+    slots = (available - longest) // chunk + 1
+    k = min(budget // chunk, slots)
+    return longest + (np.arange(k, dtype=np.int64) * slots // k) * chunk
+
+
+@torch.no_grad()
+def score_tail(
+    model: nn.Module, ids: np.ndarray, length: int, ends: np.ndarray, chunk: int, rt: Runtime
+) -> LengthResult:
+    """Losses of the ``chunk`` targets before each end, each scored by the window of
+    ``length`` that ends with it; batched and shared among ranks as ``score_length``."""
+    t0 = time.perf_counter()
+    starts = [int(e) - length for e in ends]
+    losses = np.zeros((len(starts), chunk))
+    per_batch = max(1, BATCH_TOKENS // length)
+    for k in shard(math.ceil(len(starts) / per_batch), rt.comm):
+        batch = slice(k * per_batch, (k + 1) * per_batch)
+        losses[batch] = window_losses(model, ids, starts[batch], length, rt)[:, length - chunk :]
+    losses = rt.comm.all_sum(losses.reshape(-1))
+    targets = (np.asarray(ends, dtype=np.int64)[:, None] - chunk + np.arange(chunk)).reshape(-1)
+    return LengthResult(length, chunk, targets, losses, time.perf_counter() - t0)
 
 
 def sample_blocks(available: int, n: int, longest: int) -> list[tuple[int, int]]:

@@ -1,10 +1,10 @@
-"""A 95 % interval for every perplexity: a bootstrap over documents (or over windows).
+"""A 95 % interval for one run's perplexity: a bootstrap over groups of targets.
 
-Tokens of one document are not independent, so the unit of resampling is the document: the
-scored targets are grouped by the document they predict in (documents end after an
-<|endoftext|>), whole documents are drawn with replacement, and each draw's perplexity is
-exp(total loss / total targets). With a single document the windows of the evaluated length
-are the unit instead. The generator is seeded, so the interval is reproducible.
+Neighbouring tokens are not independent, so whole groups are resampled: the units of
+evals/units.py (blocks of targets inside documents). Each draw's perplexity is
+exp(total loss / total targets). The generator is seeded, so the interval is reproducible.
+Comparisons of two runs use the paired interval of evals/paired.py instead: whether two
+runs' own intervals overlap says nothing about their difference.
 """
 
 from __future__ import annotations
@@ -13,18 +13,6 @@ import numpy as np
 
 RESAMPLES = 1000
 SEED = 0
-
-
-def target_groups(
-    ids: np.ndarray, targets: np.ndarray, eot_id: int | None, length: int
-) -> tuple[np.ndarray, str]:
-    """Group of each target t (the prediction of ids[t + 1]; ``targets`` sorted) and what the
-    groups are: the document t predicts in, or its window of ``length`` in the sample."""
-    if eot_id is not None and targets.size:
-        docs = np.cumsum(np.asarray(ids[: targets[-1] + 1]) == eot_id)[targets]
-        if docs[-1] - docs[0] >= 1:
-            return docs - docs[0], "documents"
-    return np.arange(targets.size) // length, "windows"
 
 
 def bootstrap_draws(n_groups: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:

@@ -15,8 +15,10 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
+from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.engine.metrics import non_finite
+from posenc_cli.evals.base import RECORDS
 
 
 class EvalWriters:
@@ -55,6 +57,28 @@ class EvalWriters:
         for folder in self.new_folders:  # an evaluation that wrote nothing leaves no folder
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+def write_records(run_dir: Path, out: dict[str, Any], accepted: Collection[str]) -> None:
+    """Take every result's files (RECORDS) out of it and write those of the ``accepted`` keys
+    to eval/<key>/ of the run directory, each atomically (a later evaluation under the same key
+    replaces them; one that is not accepted leaves the earlier ones)."""
+    for key, result in out.items():
+        files = result.pop(RECORDS, None) if isinstance(result, dict) else None
+        if not files or key not in accepted:
+            continue
+        folder = run_dir / "eval" / key
+        if any(p.is_symlink() for p in (run_dir / "eval", folder)):
+            raise PosencError(
+                f"'{folder}' is a link out of the run directory",
+                "remove it (posenc writes the evaluation's records there)",
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            target = folder / name
+            if target.is_symlink():
+                target.unlink()
+            write_text_atomic(target, text)
 
 
 def _event_files(folder: Path) -> list[Path]:

@@ -12,7 +12,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import base_length
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
-from posenc_cli.evals.keys import protocol
+from posenc_cli.evals.keys import TAIL, protocol
 
 if TYPE_CHECKING:
     from torch import nn
@@ -42,6 +42,14 @@ class Extrapolation(EvalTask):
                 f"length {shortest}, so no length could be scored",
                 f"use eval.tokens >= {shortest}, e.g. eval.tokens=262144",
             )
+        unit = s.get("unit_tokens")
+        if unit is not None and int(unit) > shortest:
+            raise PosencError(
+                f"eval.extrapolation.unit_tokens={unit} is larger than a window of the shortest "
+                f"evaluated length {shortest}",
+                f"use eval.extrapolation.unit_tokens <= {shortest}, or null for "
+                "train.context_length",
+            )
 
     def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
         # deferred: torch only when the task runs; compare finds it without
@@ -60,11 +68,17 @@ class Extrapolation(EvalTask):
             )
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
-        """ppl and loss with global_step = length (runs overlay); loss by bucket start."""
-        for length, ppl in result["ppl"].items():
-            if ppl is not None:
-                writer.add_scalar(f"{key}/ppl", ppl, int(length))
-                writer.add_scalar(f"{key}/loss", result["loss"][length], int(length))
+        """ppl and loss with global_step = length (runs overlay), eval.mode's under ``key/``
+        and the tail protocol's under ``key/tail/``, with what context beyond the training
+        length changes; loss by bucket start."""
+        tail = result.get(TAIL) or {}
+        for prefix, part in ((key, result), (f"{key}/{TAIL}", tail)):
+            for length, ppl in (part.get("ppl") or {}).items():
+                if ppl is not None:
+                    writer.add_scalar(f"{prefix}/ppl", ppl, int(length))
+                    writer.add_scalar(f"{prefix}/loss", part["loss"][length], int(length))
+        for length, gain in (tail.get("beyond_train_length") or {}).items():
+            writer.add_scalar(f"{key}/{TAIL}/loss_change_beyond_L", gain["difference"], int(length))
         curve = result["loss_by_position"]
         if curve is not None:
             for start, loss in zip(curve["bucket_edges"][:-1], curve["loss"], strict=True):
@@ -75,32 +89,29 @@ class Extrapolation(EvalTask):
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         ppl = result.get("ppl") or {}
-        return [("ppl by length", by_length(ppl, 1))] if ppl else []
+        rows = [(f"ppl by length ({result['mode']})", by_length(ppl, 1))] if ppl else []
+        tail = (result.get(TAIL) or {}).get("ppl") or {}
+        if any(v is not None for v in tail.values()):
+            rows.append((f"ppl by length ({TAIL}: context ≥ length − L/2)", by_length(tail, 1)))
+        return rows
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
-        table = Table(
-            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} "
+        title = (
+            f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} "
             f"— {result['tokens']:,} tokens, {protocol(self.settings(cfg))}"
         )
-        for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
-            table.add_column(col, justify="left" if col == "note" else "right")
-        train_length = int(result["train_length"])
-        for length in result["lengths"]:
-            k = str(length)
-            ppl = result["ppl"][k]
-            loss = result["loss"][k]
-            ci = result.get("ppl_ci95", {}).get(k)
-            table.add_row(
-                k,
-                f"x{length // train_length}",
-                f"{ppl:.2f}" if ppl is not None else "n/a",
-                f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
-                f"{loss:.4f}" if loss is not None else "-",
-                f"{result['seconds'][k]:.1f}" if k in result["seconds"] else "-",
-                result["skipped"].get(k, ""),
-            )
+        table = _length_table(title, result)
+        tail = result.get(TAIL) or {}
         lines: list[Any] = [table, *(f"note: {note}" for note in result["notes"])]
+        if tail.get("targets"):
+            lines.append(
+                f"{TAIL}: the same {tail['targets']:,} targets at every length, in chunks of "
+                f"{tail['chunk']}, each the end of a window of that length (no early-token "
+                "effect); Δ loss beyond L: their loss at that length minus at the training "
+                "length, in nats, with its 95 % interval paired over units (below 0: the model "
+                "uses context beyond L)"
+            )
         if result.get("replaced_earlier"):
             lines.append(
                 f'note: the same evaluation was in metrics.json under "{key}"; replaced by this one'
@@ -112,6 +123,49 @@ class Extrapolation(EvalTask):
             f"({run_dir / 'eval' / key})"
         )
         return lines
+
+
+def _length_table(title: str, result: dict[str, Any]) -> Table:
+    """Both protocols by length: eval.mode's ppl, interval, loss and time, then the tail's."""
+    table = Table(title=title)
+    columns = ("length", "factor", "ppl", "95% interval", "loss", "seconds")
+    tail_columns = (f"{TAIL} ppl", "95% interval ", "min context", "Δ loss beyond L")
+    for col in (*columns, *tail_columns, "note"):
+        table.add_column(col, justify="left" if col == "note" else "right")
+    train_length = int(result["train_length"])
+    tail = result.get(TAIL) or {}
+    for length in result["lengths"]:
+        k = str(length)
+        table.add_row(
+            k,
+            f"x{length // train_length}",
+            *_scores(result, k),
+            f"{result['seconds'][k]:.1f}" if k in result["seconds"] else "-",
+            *_scores(tail, k)[:2],
+            str(tail.get("min_context", {}).get(k, "-")),
+            _change(tail.get("beyond_train_length", {}).get(k)),
+            result["skipped"].get(k, ""),
+        )
+    return table
+
+
+def _scores(part: dict[str, Any], k: str) -> tuple[str, str, str]:
+    """ppl, its interval and the loss at length ``k`` of one protocol's result."""
+    ppl = (part.get("ppl") or {}).get(k)
+    loss = (part.get("loss") or {}).get(k)
+    ci = (part.get("ppl_ci95") or {}).get(k)
+    return (
+        f"{ppl:.2f}" if ppl is not None else "n/a",
+        f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "-",
+        f"{loss:.4f}" if loss is not None else "-",
+    )
+
+
+def _change(gain: dict[str, Any] | None) -> str:
+    if not gain:
+        return "-"
+    lo, hi = gain["ci95"]
+    return f"{gain['difference']:+.4f} [{lo:+.4f}, {hi:+.4f}]"
 
 
 def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:

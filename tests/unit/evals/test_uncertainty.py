@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from posenc_cli.evals.uncertainty import bootstrap_draws, perplexity_interval, target_groups
+from posenc_cli.evals.uncertainty import bootstrap_draws, perplexity_interval
+from posenc_cli.evals.units import unit_index
 
 
 def test_a_constant_loss_has_an_interval_of_zero_width() -> None:
@@ -34,14 +35,15 @@ def test_the_interval_equals_percentiles_of_the_resampled_documents() -> None:
     assert (lo, hi) == perplexity_interval(losses, groups)  # seeded: reproducible
 
 
-def test_documents_end_after_the_end_of_text_token() -> None:
+def test_units_are_blocks_counted_from_each_documents_first_target() -> None:
     eot = 9
-    ids = np.array([1, 2, eot, 3, 4, 5, eot, 6, 7])
-    groups, unit = target_groups(ids, np.arange(8), eot, length=4)
-    assert unit == "documents"
-    assert groups.tolist() == [0, 0, 1, 1, 1, 1, 2, 2]  # target t predicts ids[t + 1]
-    groups, unit = target_groups(np.array([1, 2, 3, 4, 5, 6, 7, 8, 9]), np.arange(8), eot, length=4)
-    assert unit == "windows" and groups.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    ids = np.array([1, 2, 3, eot, 3, 4, 5, 6, 7, eot, 6, 7])
+    docs, units = unit_index(ids, np.arange(11), eot, unit_tokens=2)
+    # target t predicts ids[t + 1]; a document's first target is its <|endoftext|>
+    assert docs.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2]
+    assert units.tolist() == [0, 0, 1, 0, 0, 1, 1, 2, 2, 0, 0]
+    docs, units = unit_index(ids, np.arange(11), None, unit_tokens=4)
+    assert docs.tolist() == [0] * 11 and units.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2]
 
 
 def test_the_interval_shrinks_like_one_over_root_n() -> None:

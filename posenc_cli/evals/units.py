@@ -1,0 +1,140 @@
+"""The scored targets grouped into resampling units, and the per-unit record of an evaluation.
+
+A unit is a block of ``unit_tokens`` consecutive targets inside one document, counted from the
+document's first target (the last block of a document may be shorter); a document is the text
+after an <|endoftext|>, and a text without one is a single document. Units, not documents, are
+what the bootstrap resamples (evals/paired.py): the built-in corpus holds 12 held-out speeches,
+one of them 30 % of the targets, so resampling whole documents measures which speech was drawn
+rather than the model; blocks of a training length are many, small enough that a long document
+contributes in proportion to its length, and long enough that the loss of one block says little
+about the next. A unit never spans two documents, so a corpus of short documents (stories)
+resamples them whole.
+
+The record is ``eval/<key>/units.csv`` in the run directory, one line per protocol, length and
+unit: ``protocol,length,document,unit,loss_sum,targets``. Every length of a protocol scores the
+same targets, so its units are the same at every length, and two runs scored on the same held-out
+tokens have the same units: that is what makes their perplexities paired. The run's perplexity
+is exp(sum loss_sum / sum targets) over a protocol and length's lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: The file name of the record, inside eval/<result key>/ of the run directory.
+UNITS_FILE = "units.csv"
+COLUMNS = ("protocol", "length", "document", "unit", "loss_sum", "targets")
+
+
+def unit_index(
+    ids: np.ndarray, targets: np.ndarray, eot_id: int | None, unit_tokens: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(document, unit within it) of every target t (the prediction of ids[t + 1]).
+
+    A document starts with the target at its <|endoftext|> (the prediction of its first token)."""
+    targets = np.asarray(targets, dtype=np.int64)
+    if eot_id is None or targets.size == 0:
+        return np.zeros(targets.size, dtype=np.int64), targets // unit_tokens
+    last = int(targets.max()) + 1
+    is_eot = np.asarray(ids[:last]) == eot_id
+    docs = np.cumsum(is_eot)[targets]
+    starts = np.concatenate([[0], np.flatnonzero(is_eot)])
+    return docs, (targets - starts[docs]) // unit_tokens
+
+
+@dataclass
+class UnitSums:
+    """One protocol and length: each unit's summed loss and target count, in (document, unit)
+    order."""
+
+    document: np.ndarray
+    unit: np.ndarray
+    loss_sum: np.ndarray
+    targets: np.ndarray
+
+
+def unit_groups(
+    ids: np.ndarray, targets: np.ndarray, eot_id: int | None, unit_tokens: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (document, unit) pairs in order, and each target's row among them."""
+    docs, units = unit_index(ids, targets, eot_id, unit_tokens)
+    uniq, inverse = np.unique(np.stack([docs, units], axis=1), axis=0, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
+def unit_sums(
+    ids: np.ndarray,
+    targets: np.ndarray,
+    losses: np.ndarray,
+    eot_id: int | None,
+    unit_tokens: int,
+) -> UnitSums:
+    """Sum the losses of ``targets`` by unit (float64)."""
+    uniq, inverse = unit_groups(ids, targets, eot_id, unit_tokens)
+    sums = np.bincount(inverse, weights=np.asarray(losses, dtype=np.float64), minlength=len(uniq))
+    counts = np.bincount(inverse, minlength=len(uniq))
+    return UnitSums(uniq[:, 0], uniq[:, 1], sums, counts)
+
+
+def targets_digest(ids: np.ndarray, targets: np.ndarray) -> str:
+    """SHA-256 of the scored targets' positions and token ids: equal digests, same targets."""
+    t = np.sort(np.asarray(targets, dtype=np.int64))
+    h = hashlib.sha256(t.tobytes())
+    h.update(np.asarray(ids, dtype=np.int64)[t + 1].tobytes())
+    return h.hexdigest()
+
+
+def units_csv(records: dict[tuple[str, int], UnitSums]) -> str:
+    """The text of units.csv; loss sums written exactly (repr of the float64)."""
+    f = io.StringIO(newline="")
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for (protocol, length), s in sorted(records.items()):
+        for d, u, loss, n in zip(s.document, s.unit, s.loss_sum, s.targets, strict=True):
+            w.writerow([protocol, length, int(d), int(u), repr(float(loss)), int(n)])
+    return f.getvalue()
+
+
+class UnitsFileError(ValueError):
+    """A units.csv that is not one posenc wrote (the caller says so in one line)."""
+
+
+def read_units(path: Path) -> dict[tuple[str, int], UnitSums]:
+    """A units.csv read back, checked line by line (it may come from someone else)."""
+    rows: dict[tuple[str, int], list[tuple[int, int, float, int]]] = {}
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            if tuple(next(reader, ())) != COLUMNS:
+                raise UnitsFileError(f"its header is not {','.join(COLUMNS)}")
+            for line, row in enumerate(reader, start=2):
+                rows.setdefault(_key(row, line), []).append(_values(row, line))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UnitsFileError(str(exc)) from None
+    out = {}
+    for key, values in rows.items():
+        d, u, loss, n = (np.array(col) for col in zip(*values, strict=True))
+        out[key] = UnitSums(d.astype(np.int64), u.astype(np.int64), loss.astype(float), n)
+    return out
+
+
+def _key(row: list[str], line: int) -> tuple[str, int]:
+    if len(row) != len(COLUMNS) or not row[0].isidentifier() or not row[1].isdigit():
+        raise UnitsFileError(f"line {line} is not protocol,length,document,unit,loss_sum,targets")
+    return row[0], int(row[1])
+
+
+def _values(row: list[str], line: int) -> tuple[int, int, float, int]:
+    try:
+        d, u, loss, n = int(row[2]), int(row[3]), float(row[4]), int(row[5])
+    except ValueError:
+        raise UnitsFileError(f"line {line} holds a value that is not a number") from None
+    if d < 0 or u < 0 or n < 1 or not np.isfinite(loss) or loss < 0:
+        raise UnitsFileError(f"line {line} holds a value out of range")
+    return d, u, loss, n
