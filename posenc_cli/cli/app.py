@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from posenc_cli.cli import cs336_commands, extend_command, hf_commands
+from posenc_cli.cli import compare_command, cs336_commands, extend_command, hf_commands
 from posenc_cli.cli.arguments import OVERRIDES
 from posenc_cli.cli.errors import fail, user_errors
 from posenc_cli.common.errors import PosencError
@@ -198,30 +198,6 @@ def encodings() -> None:
     print_encodings()
 
 
-@app.command()
-def compare(
-    dirs: list[Path] = typer.Argument(
-        ...,
-        metavar="DIR",
-        show_default=False,
-        help="Run directories, or sweep directories that "
-        "contain them at any depth (each has metrics.json)",
-    ),
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="Where to write comparison.csv, "
-        "comparison.md and the plots [default: the one input "
-        "directory, else the current directory]",
-    ),
-) -> None:
-    """Compare encodings: perplexity by evaluation length, mean ± std over seeds."""
-    from posenc_cli.report.compare import compare as compare_runs
-
-    with user_errors():
-        compare_runs(dirs, out)
-
-
 @app.command(epilog=_groups_help())
 def sweep(overrides: list[str] | None = OVERRIDES) -> None:
     """Run a Hydra multirun, e.g. `posenc sweep encoding=rope,alibi seed=0,1,2` or
@@ -252,6 +228,7 @@ def bench(overrides: list[str] | None = OVERRIDES) -> None:
         )
 
 
+app.command("compare")(compare_command.compare)
 app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
 app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)

@@ -13,18 +13,33 @@ from rich.console import Console
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.evals.keys import TAIL
+from posenc_cli.report.paired_report import (
+    LEGEND,
+    PairedTable,
+    choose_baseline,
+    paired_tables,
+    write_paired,
+)
+from posenc_cli.report.paired_report import cells as paired_cells
 from posenc_cli.report.provenance import append_provenance, command_line, provenance
 from posenc_cli.report.result_tables import report_results, result_tables
-from posenc_cli.report.runs import Group, Stat, group_runs, load_runs
+from posenc_cli.report.runs import Group, Row, Stat, group_runs, load_runs
 from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import markdown_table, rich_table
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
 CAPTION = (
-    "perplexity, mean ± std over n seeds, or [95 % bootstrap interval] for one run (lower "
-    "is better); best per column in bold; ≈ = its interval overlaps the best's (not a "
-    "significant difference); n/a = not applicable (e.g. beyond a learned position table)"
+    "perplexity, mean ± std over n seeds, or [95 % bootstrap interval over units] for one run "
+    "(lower is better); lowest per column in bold — whether two rows differ is in the paired "
+    "tables, not in whether these intervals overlap; n/a = not applicable (e.g. beyond a "
+    "learned position table)"
+)
+TAIL_CAPTION = (
+    f"{TAIL}: the same targets at every length, each scored as the end of a window of that "
+    "length, so every one has at least length − L/2 tokens of context (no early-token effect; "
+    "docs/evaluation.md)"
 )
 
 
@@ -40,65 +55,70 @@ def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True
     return text if stat.n == n_row else f"{text} (n={stat.n})"
 
 
-def cells(group: Group) -> tuple[list[str], list[list[tuple[str, bool]]]]:
-    """Header and (text, is best) cells, shared by the terminal and the markdown table."""
+def cells(group: Group, tail: bool = False) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """Header and (text, is best) cells, shared by the terminal and the markdown table: the
+    perplexity of eval.mode with val loss and tokens/s, or (``tail``) of the tail protocol."""
     tl = group.train_length
-    header = [
-        "encoding",
-        "n",
-        *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths),
-        "val loss",
-        "tokens/s",
-    ]
-    columns = [([r.ppl[n] for r in group.rows], min, None, True) for n in group.lengths]
-    columns += [
-        ([r.val_loss for r in group.rows], min, 3, True),
-        ([r.tokens_per_s for r in group.rows], max, 0, False),
-    ]
+    header = ["encoding", "n", *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths)]
+    ppl = [tail_ppl(r, group.lengths) if tail else r.ppl for r in group.rows]
+    columns = [([p[n] for p in ppl], min, None, True) for n in group.lengths]
+    if not tail:
+        header += ["val loss", "tokens/s"]
+        columns += [
+            ([r.val_loss for r in group.rows], min, 3, True),
+            ([r.tokens_per_s for r in group.rows], max, 0, False),
+        ]
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
     for i, (stats, pick, digits, spread) in enumerate(columns):
         means = [s.mean for s in stats if s is not None]
         best = pick(means) if len(means) > 1 else None
-        cis = [r.ci.get(group.lengths[i]) if i < len(group.lengths) else None for r in group.rows]
-        best_ci = next(
-            (c for s, c in zip(stats, cis, strict=True) if s is not None and s.mean == best), None
-        )
-        for row, r, s, ci in zip(body, group.rows, stats, cis, strict=True):
+        for row, r, s in zip(body, group.rows, stats, strict=True):
+            ci = r.ci.get(group.lengths[i]) if i < len(group.lengths) and not tail else None
             is_best = s is not None and s.mean == best
-            text = _cell(s, len(r.runs), digits, spread) + _interval(ci, best_ci, is_best, s)
-            row.append((text, is_best))
+            row.append((_cell(s, len(r.runs), digits, spread) + _interval(ci, s), is_best))
     return header, body
 
 
-def _interval(
-    ci: tuple[float, float] | None,
-    best: tuple[float, float] | None,
-    is_best: bool,
-    stat: Stat | None,
-) -> str:
-    """' [lo–hi]' for a single run, with ' ≈' when it overlaps the best run's interval."""
+def tail_ppl(row: Row, lengths: list[int]) -> dict[int, Stat | None]:
+    """The tail protocol's perplexity by length over the row's seeds."""
+    parts = [((run.result or {}).get(TAIL) or {}).get("ppl") or {} for run in row.runs]
+    return {n: Stat.of([p.get(str(n)) for p in parts]) for n in lengths}
+
+
+def has_tail(group: Group) -> bool:
+    return any(s is not None for r in group.rows for s in tail_ppl(r, group.lengths).values())
+
+
+def _interval(ci: tuple[float, float] | None, stat: Stat | None) -> str:
+    """' [lo–hi]': a single run's own interval (not a comparison with any other row)."""
     if ci is None or stat is None:
         return ""
     digits = 0 if stat.mean >= 1000 else 1 if stat.mean >= 100 else 2
-    text = f" [{ci[0]:,.{digits}f}–{ci[1]:,.{digits}f}]"
-    overlaps = best is not None and not is_best and ci[0] <= best[1] and best[0] <= ci[1]
-    return text + (" ≈" if overlaps else "")
+    return f" [{ci[0]:,.{digits}f}–{ci[1]:,.{digits}f}]"
 
 
-def _title(group: Group) -> str:
-    return "perplexity by evaluation length" + (f" — {group.title}" if group.title else "")
+def _title(group: Group, tail: bool = False) -> str:
+    what = "perplexity by evaluation length" + (f", {TAIL} protocol" if tail else "")
+    return what + (f" — {group.title}" if group.title else "")
 
 
-def render(group: Group) -> Any:
+def render(group: Group, tail: bool = False) -> Any:
     """The rich table for the terminal, best per column in bold green."""
-    return rich_table(_title(group), *cells(group))
+    return rich_table(_title(group, tail), *cells(group, tail))
 
 
-def markdown(groups: list[Group]) -> str:
-    """Markdown tables ready to paste into a README."""
+def markdown(groups: list[Group], paired: list[PairedTable]) -> str:
+    """Markdown tables ready to paste into a README: perplexity, then the tail protocol's,
+    then the paired ratios, each with its legend."""
     parts = [markdown_table(_title(g).capitalize(), *cells(g)) for g in groups]
     common = describe(groups[0].settings, split_keys(groups)[0])
-    return "\n\n".join([*parts, f"_{CAPTION}._  \n_Settings: {common}._"]) + "\n"
+    parts.append(f"_{CAPTION}._  \n_Settings: {common}._")
+    tails = [g for g in groups if has_tail(g)]
+    parts += [markdown_table(_title(g, True).capitalize(), *cells(g, True)) for g in tails]
+    parts += [f"_{TAIL_CAPTION}._"] if tails else []
+    parts += [markdown_table(t.title.capitalize(), *paired_cells(t)) for t in paired]
+    parts += [f"_{LEGEND}._"] if paired else []
+    return "\n\n".join(parts) + "\n"
 
 
 def write_csv(groups: list[Group], path: Path) -> None:
@@ -136,7 +156,9 @@ def write_csv(groups: list[Group], path: Path) -> None:
     write_text_atomic(path, f.getvalue())
 
 
-def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[Path]:
+def write_outputs(
+    groups: list[Group], paired: list[PairedTable], out_dir: Path, notes: list[str]
+) -> list[Path]:
     """The files of OUTPUTS; a plot with nothing to show is left out (and a stale one removed)."""
     # deferred: matplotlib only when figures are written
     from posenc_cli.report.plots import plot_loss_by_position, plot_ppl_vs_length
@@ -145,11 +167,12 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_csv(groups, paths[0])
-        write_text_atomic(paths[1], markdown(groups))
+        write_text_atomic(paths[1], markdown(groups, paired))
         for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:], strict=True):
             if not plot(groups, path):
                 path.unlink(missing_ok=True)
                 notes.append(f"{path.name} not written: no run has the data for it")
+        paths += write_paired(paired, out_dir)
     except OSError as exc:
         raise PosencError(
             f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
@@ -158,28 +181,24 @@ def write_outputs(groups: list[Group], out_dir: Path, notes: list[str]) -> list[
     return [p for p in paths if p.exists()]
 
 
-def compare(dirs: list[Path], out: Path | None) -> None:
-    """The `posenc compare` command: tables on the terminal, files in the output directory."""
+def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> None:
+    """The `posenc compare` command: tables on the terminal, files in the output directory;
+    ``baseline`` the row the paired tables divide by (report/paired_report.py)."""
     notes: list[str] = []
     runs = load_runs(dirs, notes)
     # read before writing: files written into the checkout must not count as local changes
-    block = provenance(runs, command_line(dirs, out))
+    block = provenance(runs, command_line(dirs, out, baseline))
     out_dir = out or (dirs[0] if len(dirs) == 1 else Path.cwd())
     lm = [r for r in runs if not is_task_run(r)]
     groups = group_runs(lm, notes) if lm else []
-    written = write_outputs(groups, out_dir, notes) if groups else []
+    base = choose_baseline(groups, baseline) if groups else None
+    paired = [t for g in groups for t in paired_tables(g, base, baseline is not None, notes)]
+    written = write_outputs(groups, paired, out_dir, notes) if groups else []
     shown = console
     if not (console.is_terminal or "COLUMNS" in os.environ):
         shown = Console(highlight=False, width=240)  # piped: wrapped cells help no one
     if groups:
-        shown.print(
-            f"settings: {describe(groups[0].settings, split_keys(groups)[0])}",
-            style="dim",
-            soft_wrap=True,
-        )
-        for g in groups:
-            shown.print(render(g))
-        shown.print(CAPTION, style="dim", soft_wrap=True)
+        _show(shown, groups, paired)
     task_runs = [r for r in runs if is_task_run(r)]
     if task_runs:
         written += report_tasks(group_tasks(task_runs, notes), out_dir, shown)
@@ -187,6 +206,24 @@ def compare(dirs: list[Path], out: Path | None) -> None:
     _sign(written, block)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         shown.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
+
+
+def _show(shown: Console, groups: list[Group], paired: list[PairedTable]) -> None:
+    """The perplexity tables of both protocols and the paired tables, each with its legend."""
+    common = describe(groups[0].settings, split_keys(groups)[0])
+    shown.print(f"settings: {common}", style="dim", soft_wrap=True)
+    for g in groups:
+        shown.print(render(g))
+    shown.print(CAPTION, style="dim", soft_wrap=True)
+    tails = [g for g in groups if has_tail(g)]
+    for g in tails:
+        shown.print(render(g, tail=True))
+    if tails:
+        shown.print(TAIL_CAPTION, style="dim", soft_wrap=True)
+    for t in paired:
+        shown.print(rich_table(t.title, *paired_cells(t)))
+    if paired:
+        shown.print(LEGEND, style="dim", soft_wrap=True)
 
 
 def _sign(written: list[Path], block: str) -> None:

@@ -23,10 +23,11 @@ from posenc_cli.report.runs import Run
 HEADING = "### Provenance"
 
 
-def command_line(dirs: list[Path], out: Path | None) -> str:
+def command_line(dirs: list[Path], out: Path | None, baseline: str | None = None) -> str:
     """The `posenc compare` command that writes these files, as a shell would take it."""
     args = ["posenc", "compare", *map(str, dirs)]
-    return shlex.join([*args, "--out", str(out)] if out is not None else args)
+    args += ["--out", str(out)] if out is not None else []
+    return shlex.join([*args, "--baseline", baseline] if baseline is not None else args)
 
 
 def _version(package: str) -> str:
