@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,7 @@ def render(group: Group, tail: bool = False) -> Any:
     return rich_table(_title(group, tail), *cells(group, tail))
 
 
-def markdown(groups: list[Group], paired: list[PairedTable]) -> str:
+def markdown(groups: list[Group], paired: Sequence[PairedTable] = ()) -> str:
     """Markdown tables ready to paste into a README: perplexity, then the tail protocol's,
     then the paired ratios, each with its legend."""
     parts = [markdown_table(_title(g).capitalize(), *cells(g)) for g in groups]
