@@ -21,6 +21,7 @@ values underestimates their spread by (n - 1)/n): more seeds, tighter and truer 
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Sequence
@@ -41,7 +42,8 @@ class NotPaired(ValueError):
 
 @dataclass(frozen=True)
 class Ratio:
-    """ppl(A) / ppl(B) with its 95 % interval and what it rests on."""
+    """ppl(A) / ppl(B) (or, from ``paired_difference``, a difference of rates) with its 95 %
+    interval, what it rests on, and the value that means "no difference"."""
 
     ratio: float
     lo: float
@@ -49,11 +51,12 @@ class Ratio:
     n_seeds: int
     n_baseline_seeds: int
     n_units: int
+    null: float = 1.0
 
     @property
     def separates(self) -> bool:
-        """Whether the interval excludes 1 (the data tell the two rows apart)."""
-        return self.hi < 1.0 or self.lo > 1.0
+        """Whether the interval excludes ``null`` (the data tell the two rows apart)."""
+        return self.hi < self.null or self.lo > self.null
 
 
 def stack_seeds(seeds: Sequence[UnitSums]) -> tuple[np.ndarray, np.ndarray]:
@@ -76,16 +79,43 @@ def _check_same_units(a: UnitSums, b: UnitSums) -> None:
         raise NotPaired("the units hold different targets")
 
 
+@functools.cache
 def unit_draws(n_units: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """(resamples, n_units): how often each unit is drawn in each resample."""
+    """(resamples, n_units): how often each unit is drawn in each resample (the same for
+    every comparison over as many units; cached, read-only)."""
     rng = np.random.default_rng([seed, 0])
-    return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=resamples)
+    draws = rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=resamples)
+    draws.flags.writeable = False
+    return draws
 
 
 def seed_draws(n_seeds: int, stream: str, resamples: int = RESAMPLES) -> np.ndarray:
     """(resamples, n_seeds): how often each of a row's seeds is drawn, from the row's stream."""
     rng = np.random.default_rng([SEED, 1, zlib.crc32(stream.encode())])
     return rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=resamples)
+
+
+def paired_difference(
+    row: Sequence[UnitSums],
+    baseline: Sequence[UnitSums],
+    row_stream: str,
+    baseline_stream: str,
+    resamples: int = RESAMPLES,
+) -> Ratio:
+    """(sum of row's values - baseline's) / sum of counts over the units, its seeds averaged:
+    a difference of mean losses (or of exact-match rates), with its 95 % paired interval;
+    NotPaired if the two were scored on different units."""
+    a, n = stack_seeds(row)
+    b, _ = stack_seeds(baseline)
+    _check_same_units(row[0], baseline[0])
+    point = (a.mean(axis=0) - b.mean(axis=0)).sum() / n.sum()
+    w = unit_draws(n.size, resamples).astype(float)
+    mean_a = seed_draws(len(row), row_stream, resamples) @ a / len(row)
+    mean_b = seed_draws(len(baseline), baseline_stream, resamples) @ b / len(baseline)
+    diffs = np.sort(((mean_a - mean_b) * w).sum(axis=1) / (w @ n))
+    tail = round(resamples * (1 - LEVEL) / 2)
+    lo, hi = diffs[tail], diffs[resamples - 1 - tail]
+    return Ratio(float(point), float(lo), float(hi), len(row), len(baseline), int(n.size), 0.0)
 
 
 def paired_ratio(
@@ -95,29 +125,9 @@ def paired_ratio(
     baseline_stream: str,
     resamples: int = RESAMPLES,
 ) -> Ratio:
-    """ppl(row) / ppl(baseline) over their seeds, paired over units; NotPaired if the two
-    were scored on different units."""
-    a, n = stack_seeds(row)
-    b, n_b = stack_seeds(baseline)
-    _check_same_units(row[0], baseline[0])
-    total = n.sum()
-    point = (a.mean(axis=0) - b.mean(axis=0)).sum() / total
-    w = unit_draws(n.size, resamples).astype(float)
-    mean_a = seed_draws(len(row), row_stream, resamples) @ a / len(row)
-    mean_b = seed_draws(len(baseline), baseline_stream, resamples) @ b / len(baseline)
-    logs = np.sort(((mean_a - mean_b) * w).sum(axis=1) / (w @ n))
-    tail = round(resamples * (1 - LEVEL) / 2)
+    """ppl(row) / ppl(baseline) over their seeds, paired over units: exp of the paired
+    difference of their mean losses."""
+    d = paired_difference(row, baseline, row_stream, baseline_stream, resamples)
     return Ratio(
-        math.exp(point),
-        math.exp(logs[tail]),
-        math.exp(logs[resamples - 1 - tail]),
-        len(row),
-        len(baseline),
-        int(n.size),
+        math.exp(d.ratio), math.exp(d.lo), math.exp(d.hi), d.n_seeds, d.n_baseline_seeds, d.n_units
     )
-
-
-def perplexity(seeds: Sequence[UnitSums]) -> float:
-    """exp(total loss / total targets), averaged over seeds in log space."""
-    a, n = stack_seeds(seeds)
-    return math.exp(a.sum(axis=1).mean() / n.sum())

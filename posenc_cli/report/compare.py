@@ -28,6 +28,7 @@ from posenc_cli.report.result_tables import report_results, result_tables
 from posenc_cli.report.runs import Group, Row, Stat, group_runs, load_runs
 from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import markdown_table, rich_table
+from posenc_cli.report.task_paired import task_tables
 from posenc_cli.report.tasks import group_tasks, is_task_run, report_tasks
 
 OUTPUTS = ("comparison.csv", "comparison.md", "ppl_vs_length.png", "loss_by_position.png")
@@ -192,17 +193,21 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
     out_dir = out or (dirs[0] if len(dirs) == 1 else Path.cwd())
     lm = [r for r in runs if not is_task_run(r)]
     groups = group_runs(lm, notes) if lm else []
-    base = choose_baseline(groups, baseline) if groups else None
+    task_groups = group_tasks([r for r in runs if is_task_run(r)], notes)
+    labels = [r.label for g in [*groups, *task_groups] for r in g.rows]
+    base = choose_baseline(labels, baseline)
     paired = [t for g in groups for t in paired_tables(g, base, baseline is not None, notes)]
+    task_paired = [
+        t for g in task_groups for t in task_tables(g, base, baseline is not None, notes)
+    ]
     written = write_outputs(groups, paired, out_dir, notes) if groups else []
     shown = console
     if not (console.is_terminal or "COLUMNS" in os.environ):
         shown = Console(highlight=False, width=240)  # piped: wrapped cells help no one
     if groups:
         _show(shown, groups, paired)
-    task_runs = [r for r in runs if is_task_run(r)]
-    if task_runs:
-        written += report_tasks(group_tasks(task_runs, notes), out_dir, shown)
+    if task_groups:
+        written += report_tasks(task_groups, task_paired, out_dir, shown)
     written += report_results(result_tables(runs), out_dir, shown)
     _sign(written, block)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:

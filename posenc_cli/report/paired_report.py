@@ -49,6 +49,8 @@ class PairedTable:
     baseline: str
     lengths: list[int]
     rows: list[tuple[str, dict[int, Ratio | None]]] = field(default_factory=list)
+    #: Differences of rates, shown in percentage points (exact match), not ratios.
+    difference: bool = False
 
     @property
     def title(self) -> str:
@@ -75,10 +77,11 @@ def run_units(run: Run, notes: list[str]) -> dict[tuple[str, int], UnitSums] | N
         return None
 
 
-def choose_baseline(groups: list[Group], asked: str | None) -> str | None:
-    """The baseline's row label: the one asked for (refused in one line when no table has
-    it), else DEFAULT_BASELINE where a table has it, else None (each table's first row)."""
-    labels = sorted({r.label for g in groups for r in g.rows})
+def choose_baseline(labels: list[str], asked: str | None) -> str | None:
+    """The baseline's row label among ``labels`` (every table's rows): the one asked for
+    (refused in one line when no table has it), else DEFAULT_BASELINE where a table has it,
+    else None (each table's first row)."""
+    labels = sorted(set(labels))
     if asked is None:
         return DEFAULT_BASELINE if DEFAULT_BASELINE in labels else None
     if asked not in labels:
@@ -190,10 +193,19 @@ def cells(t: PairedTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
         line = [(label, False), (str(seeds), False)]
         for n in t.lengths:
             r = ratios.get(n)
-            text = "n/a" if r is None else f"{r.ratio:.3f} [{r.lo:.3f}–{r.hi:.3f}]"
-            line.append((text + ("" if r is None or r.separates else " ≈"), False))
+            line.append(
+                (_text(r, t.difference) + ("" if r is None or r.separates else " ≈"), False)
+            )
         body.append(line)
     return header, body
+
+
+def _text(r: Ratio | None, difference: bool) -> str:
+    if r is None:
+        return "n/a"
+    if difference:
+        return f"{100 * r.ratio:+.1f} [{100 * r.lo:+.1f}, {100 * r.hi:+.1f}]"
+    return f"{r.ratio:.3f} [{r.lo:.3f}–{r.hi:.3f}]"
 
 
 def paired_csv(tables: list[PairedTable]) -> str:
@@ -226,9 +238,9 @@ def paired_csv(tables: list[PairedTable]) -> str:
     return f.getvalue()
 
 
-def write_paired(tables: list[PairedTable], out_dir: Path) -> list[Path]:
+def write_paired(tables: list[PairedTable], out_dir: Path, name: str = "paired.csv") -> list[Path]:
     """paired.csv in ``out_dir`` (nothing, and a stale one removed, without paired rows)."""
-    path = out_dir / "paired.csv"
+    path = out_dir / name
     if not tables:
         path.unlink(missing_ok=True)
         return []

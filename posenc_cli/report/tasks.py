@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,13 @@ from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import view_task
 from posenc_cli.report import task_overview
+from posenc_cli.report.paired_report import PairedTable, write_paired
+from posenc_cli.report.paired_report import cells as paired_cells
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import markdown_table, rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
+from posenc_cli.report.task_paired import LEGEND
 from posenc_cli.report.task_plots import plot_task
 
 #: metrics.json keys that must be equal for runs to be seeds of one task experiment.
@@ -132,11 +136,14 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
     return body
 
 
-def markdown(groups: list[TaskGroup]) -> str:
-    """The overview across tasks (when there are several), then one table per task."""
+def markdown(groups: list[TaskGroup], paired: Sequence[PairedTable] = ()) -> str:
+    """The overview across tasks (when there are several), one table per task, then the
+    paired differences to the baseline."""
 
     parts = [task_overview.markdown(groups)] if len(groups) > 1 else []
     parts += [markdown_table(title(g), header(g), table_rows(g)) for g in groups]
+    parts += [markdown_table(t.title, *paired_cells(t)) for t in paired]
+    parts += [f"_{LEGEND}._"] if paired else []
     caption = (
         "_exact match: every answer token right (greedy = teacher-forced argmax), on "
         "the same fixed test instances for every run; mean ± std over n seeds; "
@@ -184,19 +191,27 @@ def write_csv(groups: list[TaskGroup], path: Path) -> None:
     write_text_atomic(path, f.getvalue())
 
 
-def report_tasks(groups: list[TaskGroup], out_dir: Path, console: Any) -> list[Path]:
-    """Tables on the terminal; tasks.md, tasks.csv and one PNG per table in ``out_dir``."""
+def report_tasks(
+    groups: list[TaskGroup], paired: list[PairedTable], out_dir: Path, console: Any
+) -> list[Path]:
+    """Tables on the terminal; tasks.md, tasks.csv, tasks_paired.csv and one PNG per table in
+    ``out_dir``."""
 
     for g in groups:
         console.print(render(g))
     if len(groups) > 1:
         for side in task_overview.SIDES:
             console.print(task_overview.render(groups, side))
+    for t in paired:
+        console.print(rich_table(t.title, *paired_cells(t)))
+    if paired:
+        console.print(LEGEND, style="dim", soft_wrap=True)
     paths = [out_dir / "tasks.md", out_dir / "tasks.csv"]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(paths[0], markdown(groups))
+        write_text_atomic(paths[0], markdown(groups, paired))
         write_csv(groups, paths[1])
+        paths += write_paired(paired, out_dir, "tasks_paired.csv")
         names = [g.task for g in groups]
         for i, g in enumerate(groups):
             stem = g.task if names.count(g.task) == 1 else f"{g.task}_{i}"

@@ -24,6 +24,9 @@ class AnswerScore:
     exact: int  # instances whose every answer token was the argmax
     tokens: int
     correct_tokens: int
+    #: Whether each instance (in the order given) was an exact match: what a paired
+    #: comparison of two runs on the same instances resamples.
+    exact_by_instance: tuple[bool, ...] = ()
 
     @property
     def exact_match(self) -> float:
@@ -48,17 +51,18 @@ def score_answers(
     autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> AnswerScore:
     """Teacher-forced argmax at every answer position, counted per instance and per token."""
-    exact = tokens = correct = 0
+    tokens = correct = 0
+    by_instance: list[bool] = []
     for part in _chunks(instances):
         x, y = collate(part, device)
         with autocast():
             logits = model(x)
         hit = (logits.argmax(-1) == y) | (y == IGNORE)
         answers = y != IGNORE
-        exact += int(hit.all(-1).sum())
+        by_instance += hit.all(-1).tolist()
         tokens += int(answers.sum())
         correct += int((hit & answers).sum())
-    return AnswerScore(len(instances), exact, tokens, correct)
+    return AnswerScore(len(instances), sum(by_instance), tokens, correct, tuple(by_instance))
 
 
 @torch.no_grad()

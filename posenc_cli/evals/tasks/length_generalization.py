@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
+from posenc_cli.evals.base import RECORDS, EvalTask, by_length, log_hparams, model_hparams
+from posenc_cli.evals.instances import INSTANCES_FILE, instances_csv, instances_digest
 from posenc_cli.synthetic.base import build_task
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class LengthGeneralization(EvalTask):
         exact: dict[str, float | None] = {}
         accuracy: dict[str, float | None] = {}
         skipped: dict[str, str] = {}
+        by_instance: dict[int, tuple[bool, ...]] = {}
+        digests: dict[str, str] = {}
         limit = model.encoding.max_len
         for n in lengths:
             need = task.sequence_length(n) - 1
@@ -56,7 +59,10 @@ class LengthGeneralization(EvalTask):
                     f"has {limit} (encoding.max_len)"
                 )
                 continue
-            score = score_answers(model, evaluation_set(task, n, count), rt.device, rt.autocast)
+            test_set = evaluation_set(task, n, count)
+            score = score_answers(model, test_set, rt.device, rt.autocast)
+            by_instance[n] = score.exact_by_instance
+            digests[str(n)] = instances_digest([i.tokens for i in test_set])
             exact[str(n)] = score.exact_match
             accuracy[str(n)] = score.token_accuracy
         lo, hi = (int(n) for n in cfg.task.train_lengths)
@@ -70,6 +76,8 @@ class LengthGeneralization(EvalTask):
             "token_accuracy": accuracy,
             "skipped": skipped,
             "sequence_tokens": {str(n): task.sequence_length(n) for n in lengths},
+            "instances_sha256": digests,
+            RECORDS: {INSTANCES_FILE: instances_csv(by_instance)},
         }
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:

@@ -47,3 +47,23 @@ def test_an_oracle_scores_one_and_a_constant_model_about_zero(repo: Path) -> Non
 
         score = score_answers(constant, instances)
         assert score.exact_match < 0.05 and score.token_accuracy < 0.3, name
+
+
+class HalfOracle(Oracle):
+    """Right on the instances whose tokens sum to an even number, wrong at every answer
+    elsewhere."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        odd = x.sum(-1) % 2 == 1
+        out[odd] = out[odd].roll(1, dims=-1)
+        return out
+
+
+def test_exact_match_is_recorded_per_instance_in_order(repo: Path) -> None:
+    task = task_of(repo, "copy")
+    instances = evaluation_set(task, 6, 40)
+    score = score_answers(HalfOracle(instances, task.vocab_size), instances)
+    want = tuple(int(i.tokens[:-1].sum()) % 2 == 0 for i in instances)
+    assert score.exact_by_instance == want
+    assert score.exact == sum(want) and 0 < score.exact < 40
