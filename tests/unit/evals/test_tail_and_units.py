@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import RECORDS, get_task
 from posenc_cli.evals.extrapolation_result import extrapolation
 from posenc_cli.evals.scoring import tail_ends
@@ -149,3 +150,12 @@ def test_records_of_a_rejected_result_are_not_written(tmp_path: Path) -> None:
     out = {"extrapolation": {"ppl": {}, RECORDS: {UNITS_FILE: "x"}}}
     write_records(tmp_path, out, accepted=[])
     assert RECORDS not in out["extrapolation"] and not (tmp_path / "eval").exists()
+
+
+def test_a_unit_larger_than_the_shortest_window_is_refused(config) -> None:
+    task = get_task("extrapolation")
+    task.check(config("eval.extrapolation.unit_tokens=16"))  # one window of L: accepted
+    with pytest.raises(PosencError) as err:
+        task.check(config("eval.extrapolation.unit_tokens=17"))
+    assert "larger than a window of the shortest evaluated length 16" in err.value.what
+    assert "unit_tokens <= 16" in err.value.fix
