@@ -1,0 +1,76 @@
+"""Keep a study's run records for a results page that regenerates:
+
+    python -m posenc_cli.report.records RUN_OR_SWEEP_DIR... DEST
+
+copies each run's small records — metrics.json, .hydra/config.yaml and every
+eval/<key>/units.csv or instances.csv — into DEST/<run folder name>/, and nothing else (no
+checkpoint, tokenizer or event file). Paths under the home directory are written as ``~/…``
+and paths under the current directory relative to it, so the records name no machine's
+folders. `posenc compare DEST --out PAGE_DIR` then rebuilds the page's tables from DEST alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.evals.instances import INSTANCES_FILE
+from posenc_cli.evals.units import UNITS_FILE
+from posenc_cli.report.runs import find_metrics
+
+
+def portable(text: str) -> str:
+    """``text`` with the current directory's and the home directory's absolute paths
+    shortened (the current directory first: it may lie inside home)."""
+    return text.replace(f"{Path.cwd()}/", "").replace(str(Path.home()), "~")
+
+
+def _portable(value: Any) -> Any:
+    if isinstance(value, str):
+        return portable(value)
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_portable(v) for v in value]
+    return value
+
+
+def keep_records(sources: list[Path], dest: Path) -> list[Path]:
+    """Copy the records of every run in or below ``sources`` to ``dest``; the runs kept."""
+    kept = []
+    for metrics in find_metrics(sources):
+        run = metrics.parent
+        out = dest / run.name
+        if out in kept:
+            raise ValueError(f"two runs are named {run.name}; give them distinct folder names")
+        out.mkdir(parents=True, exist_ok=True)
+        data = json.loads(metrics.read_text(encoding="utf-8"))
+        write_text_atomic(out / "metrics.json", json.dumps(_portable(data), indent=2) + "\n")
+        config = run / ".hydra" / "config.yaml"
+        if config.is_file():
+            (out / ".hydra").mkdir(exist_ok=True)
+            write_text_atomic(out / ".hydra" / "config.yaml", portable(config.read_text()))
+        for name in (UNITS_FILE, INSTANCES_FILE):
+            for record in run.glob(f"eval/*/{name}"):
+                target = out / record.relative_to(run)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(record, target)
+        kept.append(out)
+    return kept
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: python -m posenc_cli.report.records RUN_OR_SWEEP_DIR... DEST")
+        return 2
+    for out in keep_records([Path(a) for a in argv[:-1]], Path(argv[-1])):
+        print(f"kept {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
