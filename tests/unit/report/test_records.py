@@ -15,18 +15,20 @@ def test_only_the_records_are_kept_and_paths_are_portable(
 ) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    run = tmp_path / "outputs" / "study" / "rope-seed0"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    monkeypatch.chdir(repo)
+    run = repo / "outputs" / "study" / "rope-seed0"
     (run / "eval" / "extrapolation").mkdir(parents=True)
     (run / ".hydra").mkdir()
     (run / "checkpoints").mkdir()
     tokenizer = f"{home}/.cache/posenc/sotu/tokenizer.json"
     (run / "metrics.json").write_text(json.dumps({"encoding": "rope", "tokenizer": tokenizer}))
-    (run / ".hydra" / "config.yaml").write_text(f"data:\n  path: {tmp_path}/corpus.txt\n")
+    (run / ".hydra" / "config.yaml").write_text(f"data:\n  path: {repo}/corpus.txt\n")
     (run / "eval" / "extrapolation" / "units.csv").write_text("protocol,length\n")
     (run / "checkpoints" / "last.pt").write_bytes(b"weights")
     (run / "tokenizer.json").write_text("{}")
-    (kept,) = keep_records([tmp_path / "outputs"], tmp_path / "records")
+    (kept,) = keep_records([repo / "outputs"], tmp_path / "records")
     files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file())
     assert files == [".hydra/config.yaml", "eval/extrapolation/units.csv", "metrics.json"]
     metrics = json.loads((kept / "metrics.json").read_text())
