@@ -28,7 +28,7 @@ from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.engine.signals import InterruptNow
 from posenc_cli.engine.trainer import Trainer
 from posenc_cli.evals.runner import run_tasks
-from posenc_cli.evals.writers import write_records
+from posenc_cli.evals.writers import take_records, write_records
 
 
 def run_training(
@@ -102,13 +102,16 @@ def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
         faults.pause("in_eval", trainer.state.step, trainer.ckpt_dir)
         try:
             results = run_tasks(trainer.lm, data, trainer.cfg, rt, trainer.open_writer())
-            write_records(run_dir, results, accepted=results if rt.is_main else ())
+            files = take_records(results)
+            merged = _write(run_dir, results, rt.is_main)
+            if rt.is_main:
+                write_records(run_dir, files, results)
         except OSError as exc:
             raise PosencError(
                 f"could not write the evaluation of {run_dir}: {exc.strerror or exc}",
                 f"free disk space, then `{how}` (the checkpoints are intact)",
             ) from None
-        return _write(run_dir, results, rt.is_main)
+        return merged
 
 
 def _resume(trainer: Trainer) -> bool:

@@ -24,11 +24,12 @@ from __future__ import annotations
 import functools
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from posenc_cli.evals.uncertainty import CHUNK_ENTRIES, draw_chunks
 from posenc_cli.evals.units import UnitSums
 
 RESAMPLES = 2000
@@ -79,14 +80,24 @@ def _check_same_units(a: UnitSums, b: UnitSums) -> None:
         raise NotPaired("the units hold different targets")
 
 
-@functools.cache
+@functools.lru_cache(maxsize=8)
 def unit_draws(n_units: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
     """(resamples, n_units): how often each unit is drawn in each resample (the same for
     every comparison over as many units; cached, read-only)."""
-    rng = np.random.default_rng([seed, 0])
-    draws = rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=resamples)
+    draws = np.concatenate(list(unit_draw_chunks(n_units, resamples, seed, cached=False)))
     draws.flags.writeable = False
     return draws
+
+
+def unit_draw_chunks(
+    n_units: int, resamples: int = RESAMPLES, seed: int = SEED, cached: bool = True
+) -> Iterator[np.ndarray]:
+    """The rows of ``unit_draws`` in blocks: all at once (cached) when they are few, else
+    drawn afresh in blocks of bounded memory (small units over a long text)."""
+    if cached and n_units * resamples <= CHUNK_ENTRIES:
+        yield unit_draws(n_units, resamples, seed)
+        return
+    yield from draw_chunks(np.random.default_rng([seed, 0]), n_units, resamples)
 
 
 def seed_draws(n_seeds: int, stream: str, resamples: int = RESAMPLES) -> np.ndarray:
@@ -109,10 +120,16 @@ def paired_difference(
     b, _ = stack_seeds(baseline)
     _check_same_units(row[0], baseline[0])
     point = (a.mean(axis=0) - b.mean(axis=0)).sum() / n.sum()
-    w = unit_draws(n.size, resamples).astype(float)
-    mean_a = seed_draws(len(row), row_stream, resamples) @ a / len(row)
-    mean_b = seed_draws(len(baseline), baseline_stream, resamples) @ b / len(baseline)
-    diffs = np.sort(((mean_a - mean_b) * w).sum(axis=1) / (w @ n))
+    seeds_a = seed_draws(len(row), row_stream, resamples) / len(row)
+    seeds_b = seed_draws(len(baseline), baseline_stream, resamples) / len(baseline)
+    parts, done = [], 0
+    for w in unit_draw_chunks(n.size, resamples):
+        rows = slice(done, done + len(w))
+        w = w.astype(float)
+        diff = seeds_a[rows] @ a - seeds_b[rows] @ b
+        parts.append((diff * w).sum(axis=1) / (w @ n))
+        done += len(w)
+    diffs = np.sort(np.concatenate(parts))
     tail = round(resamples * (1 - LEVEL) / 2)
     lo, hi = diffs[tail], diffs[resamples - 1 - tail]
     return Ratio(float(point), float(lo), float(hi), len(row), len(baseline), int(n.size), 0.0)

@@ -39,6 +39,7 @@ from posenc_cli.evals.writers import (
     EvalWriters,
     refuse_non_finite,
     replaces_finite,
+    take_records,
     write_records,
 )
 from posenc_cli.model import TransformerLM, build_model
@@ -80,11 +81,12 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
         raise
     kept = replaces_finite(out, metrics)
     writers.close(keep_earlier=kept)
-    write_records(run_dir, out, accepted=[key for key in out if key not in kept])
+    files = take_records(out)
     out = {key: result for key, result in out.items() if key not in kept}
     for key in out:
         out[key]["replaced_earlier"] = key in metrics
     record(run_dir, cfg, metrics, out)
+    write_records(run_dir, files, out)
     refuse_non_finite(kept)
     return cfg, out
 

@@ -12,8 +12,10 @@ resamples them whole.
 
 The record is ``eval/<key>/units.csv`` in the run directory, one line per protocol, length and
 unit: ``protocol,length,document,unit,loss_sum,targets``. Every length of a protocol scores the
-same targets, so its units are the same at every length, and two runs scored on the same held-out
-tokens have the same units: that is what makes their perplexities paired. The run's perplexity
+same targets, so its units are the same at every length, and two runs scored on the same targets
+(the same held-out text, eval.factors, eval.tokens, tail_targets and unit_tokens: the result's
+``targets_sha256`` and ``unit_tokens`` say so) have the same units: that is what makes their
+perplexities paired. The run's perplexity
 is exp(sum loss_sum / sum targets) over a protocol and length's lines.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,36 +108,62 @@ class UnitsFileError(ValueError):
     """A units.csv that is not one posenc wrote (the caller says so in one line)."""
 
 
+#: The largest record read back: a units.csv of the built-in corpus is about 0.4 MB.
+MAX_BYTES = 256 * 2**20
+
+
+def open_record(path: Path) -> io.TextIOWrapper:
+    """A record opened for reading once it is a regular file of at most MAX_BYTES."""
+    size = path.stat().st_size
+    if not path.is_file() or size > MAX_BYTES:
+        raise UnitsFileError(f"it is not a regular file of at most {MAX_BYTES // 2**20} MB")
+    return path.open(encoding="utf-8", newline="")
+
+
+def natural(text: str, line: int) -> int:
+    """A non-negative integer of at most 18 ASCII digits (no sign, no other script's digits)."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise UnitsFileError(f"line {line} holds {text[:20]!r} where a count belongs")
+    return int(text)
+
+
 def read_units(path: Path) -> dict[tuple[str, int], UnitSums]:
     """A units.csv read back, checked line by line (it may come from someone else)."""
     rows: dict[tuple[str, int], list[tuple[int, int, float, int]]] = {}
+    seen: set[tuple[str, int, int, int]] = set()
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        with open_record(path) as f:
             reader = csv.reader(f)
             if tuple(next(reader, ())) != COLUMNS:
                 raise UnitsFileError(f"its header is not {','.join(COLUMNS)}")
             for line, row in enumerate(reader, start=2):
-                rows.setdefault(_key(row, line), []).append(_values(row, line))
+                key = _key(row, line)
+                values = _values(row, line)
+                if (*key, values[0], values[1]) in seen:
+                    raise UnitsFileError(f"line {line} repeats a unit")
+                seen.add((*key, values[0], values[1]))
+                rows.setdefault(key, []).append(values)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UnitsFileError(str(exc)) from None
     out = {}
     for key, values in rows.items():
-        d, u, loss, n = (np.array(col) for col in zip(*values, strict=True))
+        d, u, loss, n = (np.array(col) for col in zip(*sorted(values), strict=True))
         out[key] = UnitSums(d.astype(np.int64), u.astype(np.int64), loss.astype(float), n)
     return out
 
 
 def _key(row: list[str], line: int) -> tuple[str, int]:
-    if len(row) != len(COLUMNS) or not row[0].isidentifier() or not row[1].isdigit():
+    if len(row) != len(COLUMNS) or not (row[0].isascii() and row[0].isidentifier()):
         raise UnitsFileError(f"line {line} is not protocol,length,document,unit,loss_sum,targets")
-    return row[0], int(row[1])
+    return row[0], natural(row[1], line)
 
 
 def _values(row: list[str], line: int) -> tuple[int, int, float, int]:
+    d, u, n = natural(row[2], line), natural(row[3], line), natural(row[5], line)
     try:
-        d, u, loss, n = int(row[2]), int(row[3]), float(row[4]), int(row[5])
+        loss = float(row[4]) if len(row[4]) <= 32 else math.nan
     except ValueError:
-        raise UnitsFileError(f"line {line} holds a value that is not a number") from None
-    if d < 0 or u < 0 or n < 1 or not np.isfinite(loss) or loss < 0:
+        loss = math.nan
+    if n < 1 or not math.isfinite(loss) or loss < 0:
         raise UnitsFileError(f"line {line} holds a value out of range")
     return d, u, loss, n

@@ -59,13 +59,21 @@ class EvalWriters:
                 folder.rmdir()
 
 
-def write_records(run_dir: Path, out: dict[str, Any], accepted: Collection[str]) -> None:
-    """Take every result's files (RECORDS) out of it and write those of the ``accepted`` keys
-    to eval/<key>/ of the run directory, each atomically (a later evaluation under the same key
-    replaces them; one that is not accepted leaves the earlier ones)."""
-    for key, result in out.items():
-        files = result.pop(RECORDS, None) if isinstance(result, dict) else None
-        if not files or key not in accepted:
+def take_records(out: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The files of every result (RECORDS), taken out of it: {key: {file name: text}}."""
+    return {
+        key: result.pop(RECORDS)
+        for key, result in out.items()
+        if isinstance(result, dict) and RECORDS in result
+    }
+
+
+def write_records(run_dir: Path, files: dict[str, dict[str, str]], results: dict[str, Any]) -> None:
+    """Write the files of the results kept in metrics.json (``results``) to eval/<key>/ of the
+    run directory, each atomically, replacing an earlier evaluation's; a non-finite result
+    pairs with nothing and keeps no record. Call it once metrics.json holds the results."""
+    for key, named in files.items():
+        if key not in results or non_finite(results[key]):
             continue
         folder = run_dir / "eval" / key
         if any(p.is_symlink() for p in (run_dir / "eval", folder)):
@@ -74,7 +82,7 @@ def write_records(run_dir: Path, out: dict[str, Any], accepted: Collection[str])
                 "remove it (posenc writes the evaluation's records there)",
             )
         folder.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
+        for name, text in named.items():
             target = folder / name
             if target.is_symlink():
                 target.unlink()

@@ -99,6 +99,7 @@ def paired_tables(
     the table has it) and the ratio to the training length."""
     units = {id(run): run_units(run, notes) for row in group.rows for run in row.runs}
     rows = [r for r in group.rows if all(units[id(run)] is not None for run in r.runs)]
+    rows = [r for r in rows if _seeds_agree(r, notes)]
     if not rows:
         return []
     base = next((r for r in rows if r.label == (baseline or rows[0].label)), None)
@@ -110,7 +111,30 @@ def paired_tables(
         if base is not None:
             tables.append(_against(group, rows, base, protocol, units, asked, notes))
         tables.append(_by_length(group, rows, protocol, units))
-    return [t for t in tables if t.rows]
+    return [
+        t for t in tables if any(r is not None for _, ratios in t.rows for r in ratios.values())
+    ]
+
+
+def _seeds_agree(row: Row, notes: list[str]) -> bool:
+    """Whether every seed of the row scored the same targets (eval.factors, eval.tokens and
+    unit sizes are not among the settings that split tables, but change the targets)."""
+    if len({(_digest(r, "main"), _digest(r, TAIL)) for r in row.runs}) == 1:
+        return True
+    notes.append(f"{row.label}: its seeds were scored on different targets; the row is not paired")
+    return False
+
+
+def _paired(
+    a: list[UnitSums] | None, b: list[UnitSums] | None, stream_a: str, stream_b: str
+) -> Ratio | None:
+    """The paired ratio, or None where either side has no units or they differ."""
+    if not a or not b:
+        return None
+    try:
+        return paired_ratio(a, b, stream_a, stream_b)
+    except NotPaired:
+        return None
 
 
 def _seeds(row: Row, protocol: str, length: int, units: dict[int, Any]) -> list[UnitSums] | None:
@@ -153,14 +177,12 @@ def _against(
 def _ratios(
     table: PairedTable, row: Row, base: Row, protocol: str, units: dict[int, Any]
 ) -> dict[int, Ratio | None]:
-    out: dict[int, Ratio | None] = {}
-    for n in table.lengths:
-        a, b = _seeds(row, protocol, n, units), _seeds(base, protocol, n, units)
-        try:
-            out[n] = paired_ratio(a, b, row.label, base.label) if a and b else None
-        except NotPaired:
-            out[n] = None
-    return out
+    return {
+        n: _paired(
+            _seeds(row, protocol, n, units), _seeds(base, protocol, n, units), row.label, base.label
+        )
+        for n in table.lengths
+    }
 
 
 def _by_length(group: Group, rows: list[Row], protocol: str, units: dict[int, Any]) -> PairedTable:
@@ -173,7 +195,7 @@ def _by_length(group: Group, rows: list[Row], protocol: str, units: dict[int, An
         ratios: dict[int, Ratio | None] = {}
         for n in table.lengths:
             at_n = _seeds(row, protocol, n, units)
-            ratios[n] = paired_ratio(at_n, at_tl, row.label, row.label) if at_n and at_tl else None
+            ratios[n] = _paired(at_n, at_tl, row.label, row.label)
         table.rows.append((row.label, ratios))
     return table
 

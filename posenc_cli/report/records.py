@@ -12,21 +12,27 @@ folders. `posenc compare DEST --out PAGE_DIR` then rebuilds the page's tables fr
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.instances import INSTANCES_FILE
 from posenc_cli.evals.units import UNITS_FILE
 from posenc_cli.report.runs import find_metrics
 
 
 def portable(text: str) -> str:
-    """``text`` with the current directory's and the home directory's absolute paths
-    shortened (the current directory first: it may lie inside home)."""
-    return text.replace(f"{Path.cwd()}/", "").replace(str(Path.home()), "~")
+    """``text`` with paths under the current directory made relative to it and paths under
+    the home directory written ``~/…`` (whole path components only: /home/al is no prefix
+    of /home/alice)."""
+    for root, short in ((Path.cwd(), ""), (Path.home(), "~/")):
+        text = re.sub(rf"{re.escape(str(root))}/", short, text)
+        text = re.sub(rf"{re.escape(str(root))}(?=[\s\"'),]|$)", short.rstrip("/") or ".", text)
+    return text
 
 
 def _portable(value: Any) -> Any:
@@ -41,12 +47,17 @@ def _portable(value: Any) -> Any:
 
 def keep_records(sources: list[Path], dest: Path) -> list[Path]:
     """Copy the records of every run in or below ``sources`` to ``dest``; the runs kept."""
+    found = find_metrics(sources)
+    names = [m.parent.name for m in found]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise PosencError(
+            f"two runs are named {twice[0]}, so their records would share a folder",
+            "keep them with two commands into two folders, or rename one run directory",
+        )
     kept = []
-    for metrics in find_metrics(sources):
+    for metrics in found:
         run = metrics.parent
         out = dest / run.name
-        if out in kept:
-            raise ValueError(f"two runs are named {run.name}; give them distinct folder names")
         out.mkdir(parents=True, exist_ok=True)
         data = json.loads(metrics.read_text(encoding="utf-8"))
         write_text_atomic(out / "metrics.json", json.dumps(_portable(data), indent=2) + "\n")
@@ -67,7 +78,12 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: python -m posenc_cli.report.records RUN_OR_SWEEP_DIR... DEST")
         return 2
-    for out in keep_records([Path(a) for a in argv[:-1]], Path(argv[-1])):
+    try:
+        kept = keep_records([Path(a) for a in argv[:-1]], Path(argv[-1]))
+    except PosencError as exc:
+        print(f"posenc: error: {exc.what} — {exc.fix}", file=sys.stderr)
+        return 2
+    for out in kept:
         print(f"kept {out}")
     return 0
 

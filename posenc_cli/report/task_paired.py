@@ -55,8 +55,12 @@ def task_tables(
     for row in rows:
         if row is base:
             continue
-        if _digests(row) != _digests(base) or len(_digests(row)) != 1:
-            why = f"{row.label} and {base.label} were tested on different instances ({group.task})"
+        differ = [n for n in group.lengths if len(_digests(row, n) | _digests(base, n)) > 1]
+        if differ:
+            why = (
+                f"{row.label} and {base.label} were tested on different instances "
+                f"({group.task}, size {differ[0]})"
+            )
             if asked:
                 raise PosencError(why, "compare runs of the same task and test set")
             notes.append(f"{why}: not paired")
@@ -65,9 +69,11 @@ def task_tables(
     return [table] if table.rows else []
 
 
-def _digests(row: TaskRow) -> set[str]:
+def _digests(row: TaskRow, size: int) -> set[Any]:
+    """The test set's digest at ``size`` in each of the row's runs that scored it."""
     results = [run.metrics.get(view_task("synthetic")) or {} for run in row.runs]
-    return {str(sorted((r.get("instances_sha256") or {}).items())) for r in results}
+    found = {(r.get("instances_sha256") or {}).get(str(size)) for r in results}
+    return found - {None}
 
 
 def _differences(

@@ -124,3 +124,16 @@ def test_runs_on_different_units_are_refused() -> None:
     moved = [UnitSums(a[0].document, a[0].unit + 1, a[0].loss_sum, a[0].targets)]
     with pytest.raises(NotPaired):
         paired_ratio(a, moved, "a", "b")
+
+
+def test_many_small_units_are_resampled_in_bounded_blocks_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from posenc_cli.evals import paired, uncertainty
+
+    _, a = synthetic(50, 2, shift=0.03, rng_seed=10)
+    _, b = synthetic(50, 2, shift=0.0, rng_seed=11)
+    whole = paired_ratio(a, b, "a", "b")
+    monkeypatch.setattr(paired, "CHUNK_ENTRIES", 600)  # 12 resamples per block
+    monkeypatch.setattr(uncertainty, "CHUNK_ENTRIES", 600)
+    assert paired_ratio(a, b, "a", "b") == whole

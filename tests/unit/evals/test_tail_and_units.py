@@ -4,6 +4,7 @@ targets at every length, whatever eval.tokens is) and the per-unit record of an 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from posenc_cli.evals.units import (
     targets_digest,
     unit_sums,
 )
-from posenc_cli.evals.writers import write_records
+from posenc_cli.evals.writers import take_records, write_records
 
 L = 16  # the training length of tests/unit/evals/conftest.py
 EOT = 7
@@ -92,7 +93,7 @@ def test_units_csv_gives_back_every_perplexity(evaluate, tmp_path: Path) -> None
     """exp(sum loss_sum / sum targets) of each protocol and length is the run's perplexity."""
     ids, _, result = evaluate()
     out = {"extrapolation": result}
-    write_records(tmp_path, out, accepted=["extrapolation"])
+    write_records(tmp_path, take_records(out), out)
     assert RECORDS not in result
     units = read_units(tmp_path / "eval" / "extrapolation" / UNITS_FILE)
     assert {p for p, _ in units} == {"nonoverlapping", "tail"}
@@ -137,6 +138,10 @@ def test_the_digest_names_the_targets_and_their_tokens() -> None:
         "protocol,length,document,unit,loss_sum,targets\ntail,16,0,0,nan,3\n",
         "protocol,length,document,unit,loss_sum,targets\ntail,x,0,0,1.0,3\n",
         "protocol,length,document,unit,loss_sum,targets\ntail,16,0,0,1.0\n",
+        "protocol,length,document,unit,loss_sum,targets\ntail,16,²,0,1.0,3\n",
+        "protocol,length,document,unit,loss_sum,targets\ntail," + "9" * 5000 + ",0,0,1.0,3\n",
+        "protocol,length,document,unit,loss_sum,targets\ntail,16," + "1" + "0" * 30 + ",0,1.0,3\n",
+        "protocol,length,document,unit,loss_sum,targets\ntail,16,0,0,1.0,3\ntail,16,0,0,2.0,3\n",
     ],
 )
 def test_a_units_csv_posenc_did_not_write_is_refused(text: str, tmp_path: Path) -> None:
@@ -146,10 +151,24 @@ def test_a_units_csv_posenc_did_not_write_is_refused(text: str, tmp_path: Path) 
         read_units(path)
 
 
-def test_records_of_a_rejected_result_are_not_written(tmp_path: Path) -> None:
-    out = {"extrapolation": {"ppl": {}, RECORDS: {UNITS_FILE: "x"}}}
-    write_records(tmp_path, out, accepted=[])
-    assert RECORDS not in out["extrapolation"] and not (tmp_path / "eval").exists()
+def test_a_record_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / UNITS_FILE)
+    with pytest.raises(UnitsFileError):
+        read_units(tmp_path / UNITS_FILE)  # refused before it is opened: no hang
+
+
+def test_records_of_rejected_or_non_finite_results_are_not_written(tmp_path: Path) -> None:
+    out = {
+        "extrapolation": {"ppl": {"16": 3.0}, RECORDS: {UNITS_FILE: "x"}},
+        "extrapolation_pi": {"ppl": {"16": math.nan}, RECORDS: {UNITS_FILE: "x"}},
+    }
+    files = take_records(out)
+    assert all(RECORDS not in r for r in out.values())
+    write_records(tmp_path, files, {"extrapolation_pi": out["extrapolation_pi"]})
+    assert not (tmp_path / "eval").exists()  # one not kept, one not finite
+    write_records(tmp_path, files, out)
+    assert (tmp_path / "eval" / "extrapolation" / UNITS_FILE).read_text() == "x"
+    assert not (tmp_path / "eval" / "extrapolation_pi").exists()
 
 
 def test_a_unit_larger_than_the_shortest_window_is_refused(config) -> None:

@@ -34,3 +34,14 @@ def test_only_the_records_are_kept_and_paths_are_portable(
     metrics = json.loads((kept / "metrics.json").read_text())
     assert metrics["tokenizer"] == "~/.cache/posenc/sotu/tokenizer.json"
     assert (kept / ".hydra" / "config.yaml").read_text() == "data:\n  path: corpus.txt\n"
+
+
+def test_only_whole_path_components_are_shortened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from posenc_cli.report.records import portable
+
+    monkeypatch.setenv("HOME", "/home/al")
+    monkeypatch.chdir(tmp_path)
+    assert portable("/home/al/x /home/alice/y /home/al") == "~/x /home/alice/y ~"
+    assert portable(f"{tmp_path}/runs/a") == "runs/a"

@@ -119,3 +119,21 @@ def test_an_instances_csv_posenc_did_not_write_is_refused(text: str, tmp_path: P
     (tmp_path / INSTANCES_FILE).write_text(text)
     with pytest.raises(UnitsFileError):
         read_instances(tmp_path / INSTANCES_FILE)
+
+
+def test_sizes_a_run_skipped_are_not_applicable_and_the_rest_still_paired(
+    task_runs: Path, tmp_path: Path
+) -> None:
+    """A learned table too short for size 16 skips it; the row is still paired at size 4."""
+    for seed in (0, 1):
+        run = task_runs / f"t5-{seed}"
+        metrics = json.loads((run / "metrics.json").read_text())
+        result = metrics["length_generalization"]
+        result["exact_match"]["16"] = None
+        del result["instances_sha256"]["16"]
+        (run / "metrics.json").write_text(json.dumps(metrics))
+        text = instances_csv({4: flags("t5", seed, 4)})
+        (run / "eval" / "length_generalization" / INSTANCES_FILE).write_text(text)
+    compare([task_runs], tmp_path / "out", baseline="rope")
+    rows = list(csv.DictReader((tmp_path / "out" / "tasks_paired.csv").open()))
+    assert sorted(r["length"] for r in rows if r["row"] == "t5") == ["4"]
