@@ -37,10 +37,6 @@ class LengthGeneralization(EvalTask):
         self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
     ) -> dict[str, Any]:
         """The test set is the synthetic task's (task.test_lengths, task.test_instances)."""
-        # deferred: torch only when the task runs; compare finds it without
-        from posenc_cli.synthetic.batches import evaluation_set
-        from posenc_cli.synthetic.scoring import score_answers
-
         task = build_task(cfg.task)
         lengths = sorted({int(n) for n in cfg.task.test_lengths})
         count = int(cfg.task.test_instances)
@@ -59,10 +55,8 @@ class LengthGeneralization(EvalTask):
                     f"has {limit} (encoding.max_len)"
                 )
                 continue
-            test_set = evaluation_set(task, n, count)
-            score = score_answers(model, test_set, rt.device, rt.autocast)
+            score, digests[str(n)] = _score(model, task, n, count, rt)
             by_instance[n] = score.exact_by_instance
-            digests[str(n)] = instances_digest([i.tokens for i in test_set])
             exact[str(n)] = score.exact_match
             accuracy[str(n)] = score.token_accuracy
         lo, hi = (int(n) for n in cfg.task.train_lengths)
@@ -140,3 +134,14 @@ class LengthGeneralization(EvalTask):
             f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
             f"({prefix}/exact_match, step = size)",
         ]
+
+
+def _score(model: nn.Module, task: Any, size: int, count: int, rt: Runtime) -> tuple[Any, str]:
+    """The answers' score on the test set of ``size`` and the digest of its instances."""
+    # deferred: torch only when the task runs; compare finds it without
+    from posenc_cli.synthetic.batches import evaluation_set
+    from posenc_cli.synthetic.scoring import score_answers
+
+    test_set = evaluation_set(task, size, count)
+    score = score_answers(model, test_set, rt.device, rt.autocast)
+    return score, instances_digest([i.tokens for i in test_set])

@@ -2,7 +2,7 @@
 with its loss-by-position curve and intervals) timed with and without the tail protocol,
 interleaved in one process so that a change of machine load hits both alike.
 
-    python -m posenc_cli.bench.eval_cost RUN_DIR [--rounds 3]
+    python -m posenc_cli.evals.cost_bench RUN_DIR [--rounds 3]
 
 Prints each round's seconds and the median ratio (with tail / without): the evaluation's
 cost beyond what it was before the tail protocol was scored beside eval.mode.
@@ -28,7 +28,7 @@ from posenc_cli.evals.run import load_model
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m posenc_cli.bench.eval_cost")
+    parser = argparse.ArgumentParser(prog="python -m posenc_cli.evals.cost_bench")
     parser.add_argument("run_dir", type=Path, help="a trained run directory")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
