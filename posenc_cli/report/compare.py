@@ -163,6 +163,7 @@ def write_outputs(
 ) -> list[Path]:
     """The files of OUTPUTS; a plot with nothing to show is left out (and a stale one removed)."""
     # deferred: matplotlib only when figures are written
+    from posenc_cli.report.paired_plot import plot_by_length
     from posenc_cli.report.plots import plot_loss_by_position, plot_ppl_vs_length
 
     paths = [out_dir / name for name in OUTPUTS]
@@ -175,6 +176,10 @@ def write_outputs(
                 path.unlink(missing_ok=True)
                 notes.append(f"{path.name} not written: no run has the data for it")
         paths += write_paired(paired, out_dir)
+        if plot_by_length(paired, out_dir / "ratio_vs_length.png"):
+            paths.append(out_dir / "ratio_vs_length.png")
+        else:
+            (out_dir / "ratio_vs_length.png").unlink(missing_ok=True)
     except OSError as exc:
         raise PosencError(
             f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",

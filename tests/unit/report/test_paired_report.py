@@ -164,3 +164,9 @@ def test_older_runs_without_units_compare_with_a_note(
     assert "so its row is not paired" in out
     assert "t5" not in {r["row"] for r in paired_rows(tmp_path / "out")}
     assert "| t5 | 3 |" in (tmp_path / "out" / "comparison.md").read_text()
+
+
+def test_the_ratio_figure_shows_both_protocols(runs: Path, tmp_path: Path) -> None:
+    compare([runs], tmp_path / "out")
+    png = (tmp_path / "out" / "ratio_vs_length.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
