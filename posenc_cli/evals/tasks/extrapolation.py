@@ -105,6 +105,7 @@ class Extrapolation(EvalTask):
         tail = result.get(TAIL) or {}
         lines: list[Any] = [table, *(f"note: {note}" for note in result["notes"])]
         if tail.get("targets"):
+            lines.append(_tail_table(result))
             lines.append(
                 f"{TAIL}: the same {tail['targets']:,} targets at every length, in chunks of "
                 f"{tail['chunk']}, each the end of a window of that length (no early-token "
@@ -126,14 +127,11 @@ class Extrapolation(EvalTask):
 
 
 def _length_table(title: str, result: dict[str, Any]) -> Table:
-    """Both protocols by length: eval.mode's ppl, interval, loss and time, then the tail's."""
+    """eval.mode's protocol by length: ppl, interval, loss, time, and why a length is n/a."""
     table = Table(title=title)
-    columns = ("length", "factor", "ppl", "95% interval", "loss", "seconds")
-    tail_columns = (f"{TAIL} ppl", "95% interval ", "min context", "Δ loss beyond L")
-    for col in (*columns, *tail_columns, "note"):
+    for col in ("length", "factor", "ppl", "95% interval", "loss", "seconds", "note"):
         table.add_column(col, justify="left" if col == "note" else "right")
     train_length = int(result["train_length"])
-    tail = result.get(TAIL) or {}
     for length in result["lengths"]:
         k = str(length)
         table.add_row(
@@ -141,10 +139,25 @@ def _length_table(title: str, result: dict[str, Any]) -> Table:
             f"x{length // train_length}",
             *_scores(result, k),
             f"{result['seconds'][k]:.1f}" if k in result["seconds"] else "-",
-            *_scores(tail, k)[:2],
+            result["skipped"].get(k, ""),
+        )
+    return table
+
+
+def _tail_table(result: dict[str, Any]) -> Table:
+    """The tail protocol by length: ppl, interval, the least context of a target, and the loss
+    change beyond the training length with its paired interval."""
+    tail = result[TAIL]
+    table = Table(title=f"{TAIL} protocol: the same {tail['targets']:,} targets at every length")
+    for col in ("length", "ppl", "95% interval", "loss", "min context", "Δ loss beyond L"):
+        table.add_column(col, justify="right")
+    for length in result["lengths"]:
+        k = str(length)
+        table.add_row(
+            k,
+            *_scores(tail, k),
             str(tail.get("min_context", {}).get(k, "-")),
             _change(tail.get("beyond_train_length", {}).get(k)),
-            result["skipped"].get(k, ""),
         )
     return table
 
@@ -165,7 +178,7 @@ def _change(gain: dict[str, Any] | None) -> str:
     if not gain:
         return "-"
     lo, hi = gain["ci95"]
-    return f"{gain['difference']:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+    return f"{gain['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
 def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
