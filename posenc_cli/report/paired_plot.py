@@ -7,6 +7,7 @@ early-token effect, not the model using a longer context. Built without pyplot, 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
@@ -31,34 +32,7 @@ def plot_by_length(tables: list[PairedTable], path: Path) -> bool:
     fig = Figure(figsize=(6.0 * len(panels) + 1.8, 4.6), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     for ax, t in zip(axes, panels, strict=True):
-        train_length = int(t.baseline.removeprefix("length "))
-        for label, ratios in t.rows:
-            points = [(n, r) for n, r in sorted(ratios.items()) if r is not None]
-            if not points:
-                continue
-            xs = [train_length] + [n for n, _ in points]
-            ax.plot(
-                xs,
-                [1.0] + [r.ratio for _, r in points],
-                marker="o",
-                ms=3,
-                color=colors[label],
-                label=label,
-            )
-            ax.fill_between(
-                xs,
-                [1.0] + [r.lo for _, r in points],
-                [1.0] + [r.hi for _, r in points],
-                color=colors[label],
-                alpha=0.2,
-            )
-        ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("evaluation length (tokens)")
-        ax.set_title(t.protocol, fontsize=11)
-        ax.grid(True, alpha=0.3)
+        _panel(ax, t, colors)
     axes[0].set_ylabel(f"perplexity / perplexity at {panels[0].baseline.removeprefix('length ')}")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside right center", frameon=False)
@@ -68,3 +42,25 @@ def plot_by_length(tables: list[PairedTable], path: Path) -> bool:
     )
     write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
     return True
+
+
+def _panel(ax: Any, t: PairedTable, colors: dict[str, Any]) -> None:
+    """One protocol: a line and a band per row, 1 at the training length by definition."""
+    train_length = int(t.baseline.removeprefix("length "))
+    for label, ratios in t.rows:
+        points = [(n, r) for n, r in sorted(ratios.items()) if r is not None]
+        if not points:
+            continue
+        xs = [train_length] + [n for n, _ in points]
+        ys = [1.0] + [r.ratio for _, r in points]
+        ax.plot(xs, ys, marker="o", ms=3, color=colors[label], label=label)
+        lo = [1.0] + [r.lo for _, r in points]
+        hi = [1.0] + [r.hi for _, r in points]
+        ax.fill_between(xs, lo, hi, color=colors[label], alpha=0.2)
+    ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_title(t.protocol, fontsize=11)
+    ax.grid(True, alpha=0.3)
