@@ -25,6 +25,7 @@ from posenc_cli.evals.scoring import (
     score_lengths,
     score_sample,
     score_tail,
+    tail_budget,
     tail_chunk,
     tail_ends,
 )
@@ -105,12 +106,14 @@ def tail_scores(
     ev: Any,
     rt: Runtime,
     prepare: Callable[[int], None],
+    scored: int,
 ) -> tuple[int, np.ndarray, dict[int, LengthResult]]:
     """The tail protocol (evals/scoring.py) at every length the data holds and the model can
-    run: the chunk size, the chunks' ends and each length's result."""
-    fit = [L for L in lengths if L <= len(ids) - 1]  # eval.tokens does not limit the tail
+    run, on at most as many forward tokens as the ``scored`` targets of eval.mode: the chunk
+    size, the chunks' ends and each length's result."""
+    fit = [L for L in lengths if L <= len(ids) - 1]  # eval.tokens limits only the budget
     chunk = tail_chunk(train_length)
-    budget = int(ev.get("tail_targets", 0) or 0)
+    budget = tail_budget(int(ev.get("tail_targets", 0) or 0), scored, fit, train_length)
     ends = tail_ends(max(len(ids) - 1, 0), max(fit, default=0), chunk, budget)
     results: dict[int, LengthResult] = {}
     if ends.size == 0:
@@ -215,7 +218,8 @@ def extrapolation(
     with context_extension(model, ev, train_length, max(lengths)) as prepare:
         blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt, prepare)
         curve = position_curve(model, ids, results, blocks, ev, rt, prepare)
-        chunk, _, tail = tail_scores(model, ids, train_length, lengths, ev, rt, prepare)
+        scored = sum(size for _, size in blocks)
+        chunk, _, tail = tail_scores(model, ids, train_length, lengths, ev, rt, prepare, scored)
     ci, how = intervals(ids, results, eot_id, unit_tokens)
     first = next(iter(results.values()), None)
     record = {

@@ -155,6 +155,15 @@ def tail_chunk(train_length: int) -> int:
     return max(1, train_length // 2)
 
 
+def tail_budget(requested: int, scored: int, lengths: list[int], train_length: int) -> int:
+    """At most ``requested`` targets, and no more than cost as many forward tokens as the
+    nonoverlapping pass over ``scored`` targets at every length does (a tail target at length
+    n costs n / (L/2) tokens): the tail never more than doubles an evaluation, however small
+    eval.tokens makes it."""
+    per_target = sum(L / tail_chunk(train_length) for L in lengths)
+    return min(requested, int(scored * len(lengths) / per_target)) if per_target else 0
+
+
 def tail_ends(available: int, longest: int, chunk: int, budget: int) -> np.ndarray:
     """Exclusive ends of ``budget // chunk`` chunks of ``chunk`` targets (fewer when the text
     is short), on a grid of ``chunk`` from ``longest`` and spread evenly over the held-out

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import RECORDS, get_task
 from posenc_cli.evals.extrapolation_result import extrapolation
-from posenc_cli.evals.scoring import tail_ends
+from posenc_cli.evals.scoring import tail_budget, tail_ends
 from posenc_cli.evals.units import (
     UNITS_FILE,
     UnitsFileError,
@@ -71,12 +71,23 @@ def test_every_tail_target_is_scored_with_its_full_window(evaluate) -> None:
         assert tail["loss"][str(n)] == pytest.approx(direct, rel=1e-6)
 
 
-def test_the_tail_scores_the_same_targets_whatever_eval_tokens_is(evaluate) -> None:
-    *_, small = evaluate("eval.tokens=256")
+def test_the_tail_keeps_its_context_whatever_eval_tokens_is(evaluate) -> None:
+    """A small eval.tokens shrinks the tail's sample (its cost follows the first protocol's),
+    never its context: the chunks still come from the whole held-out text."""
+    ids, _, small = evaluate("eval.tokens=256")
     *_, large = evaluate("eval.tokens=262144")
-    assert small["tokens"] < large["tokens"]
-    assert small["tail"]["targets_sha256"] == large["tail"]["targets_sha256"]
-    assert small["tail"]["ppl"] == large["tail"]["ppl"]
+    assert small["tokens"] == 256 < large["tokens"]
+    assert 0 < small["tail"]["targets"] < large["tail"]["targets"] == 96
+    assert small["tail"]["min_context"] == large["tail"]["min_context"]
+    assert tail_ends(len(ids) - 1, 64, 8, small["tail"]["targets"])[-1] > 256
+
+
+def test_the_tail_never_costs_more_forward_tokens_than_the_first_protocol() -> None:
+    # quick configuration: 176,128 targets at 128 ... 2048, 8,192 asked, 14,204 affordable
+    assert tail_budget(8192, 176_128, [128, 256, 512, 1024, 2048], 128) == 8192
+    assert tail_budget(8192, 16_384, [128, 256, 512, 1024, 2048], 128) == 16_384 * 5 // 62
+    assert tail_budget(8192, 256, [16, 32], 16) == 256 * 2 // 6
+    assert tail_budget(0, 176_128, [128], 128) == 0
 
 
 def test_the_loss_change_beyond_the_training_length_is_the_tail_difference(evaluate) -> None:
