@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posenc_cli.evals.units import UnitsFileError, UnitSums, natural, open_record
+from posenc_cli.evals.units import UnitsFileError, UnitSums, natural, record_rows
 
 INSTANCES_FILE = "instances.csv"
 COLUMNS = ("length", "instance", "exact")
@@ -44,15 +44,11 @@ def read_instances(path: Path) -> dict[int, UnitSums]:
     someone else); UnitsFileError when posenc could not have written it."""
     rows: dict[int, list[tuple[int, int]]] = {}
     try:
-        with open_record(path) as f:
-            reader = csv.reader(f)
-            if tuple(next(reader, ())) != COLUMNS:
-                raise UnitsFileError(f"its header is not {','.join(COLUMNS)}")
-            for line, row in enumerate(reader, start=2):
-                if len(row) != 3 or row[2] not in ("0", "1"):
-                    raise UnitsFileError(f"line {line} is not length,instance,exact (0 or 1)")
-                length, index = natural(row[0], line), natural(row[1], line)
-                rows.setdefault(length, []).append((index, int(row[2])))
+        for line, row in record_rows(path, COLUMNS):
+            if len(row) != 3 or row[2] not in ("0", "1"):
+                raise UnitsFileError(f"line {line} is not length,instance,exact (0 or 1)")
+            length, index = natural(row[0], line), natural(row[1], line)
+            rows.setdefault(length, []).append((index, int(row[2])))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UnitsFileError(str(exc)) from None
     out = {}

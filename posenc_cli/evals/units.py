@@ -25,6 +25,7 @@ import csv
 import hashlib
 import io
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,22 +128,27 @@ def natural(text: str, line: int) -> int:
     return int(text)
 
 
+def record_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """The data rows of a record with their line numbers, once its header is ``columns``."""
+    with open_record(path) as f:
+        reader = csv.reader(f)
+        if tuple(next(reader, ())) != columns:
+            raise UnitsFileError(f"its header is not {','.join(columns)}")
+        yield from enumerate(reader, start=2)
+
+
 def read_units(path: Path) -> dict[tuple[str, int], UnitSums]:
     """A units.csv read back, checked line by line (it may come from someone else)."""
     rows: dict[tuple[str, int], list[tuple[int, int, float, int]]] = {}
     seen: set[tuple[str, int, int, int]] = set()
     try:
-        with open_record(path) as f:
-            reader = csv.reader(f)
-            if tuple(next(reader, ())) != COLUMNS:
-                raise UnitsFileError(f"its header is not {','.join(COLUMNS)}")
-            for line, row in enumerate(reader, start=2):
-                key = _key(row, line)
-                values = _values(row, line)
-                if (*key, values[0], values[1]) in seen:
-                    raise UnitsFileError(f"line {line} repeats a unit")
-                seen.add((*key, values[0], values[1]))
-                rows.setdefault(key, []).append(values)
+        for line, row in record_rows(path, COLUMNS):
+            key = _key(row, line)
+            values = _values(row, line)
+            if (*key, values[0], values[1]) in seen:
+                raise UnitsFileError(f"line {line} repeats a unit")
+            seen.add((*key, values[0], values[1]))
+            rows.setdefault(key, []).append(values)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UnitsFileError(str(exc)) from None
     out = {}
