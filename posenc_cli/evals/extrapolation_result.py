@@ -17,7 +17,7 @@ from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import RECORDS
 from posenc_cli.evals.context_extension import context_extension, rope_scaling_record
 from posenc_cli.evals.keys import TAIL, protocol
-from posenc_cli.evals.paired import paired_ratio
+from posenc_cli.evals.paired import paired_difference
 from posenc_cli.evals.scoring import (
     LengthResult,
     eval_lengths,
@@ -32,8 +32,8 @@ from posenc_cli.evals.scoring import (
 from posenc_cli.evals.uncertainty import RESAMPLES, SEED, perplexity_interval
 from posenc_cli.evals.units import (
     UNITS_FILE,
+    UnitSums,
     targets_digest,
-    unit_groups,
     unit_sums,
     units_csv,
 )
@@ -71,21 +71,19 @@ def unit_size(ev: Any, train_length: int) -> int:
     return train_length if ev.get("unit_tokens") is None else int(ev.unit_tokens)
 
 
-def intervals(
-    ids: np.ndarray, results: dict[int, LengthResult], eot_id: int | None, unit_tokens: int
-) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """The 95 % bootstrap interval of each length's perplexity over units, and how it was made."""
-    out = {}
-    for L, r in results.items():
-        _, groups = unit_groups(ids, r.targets, eot_id, unit_tokens)
-        out[str(L)] = list(perplexity_interval(r.losses, groups))
-    how = {
+def intervals(units: dict[int, UnitSums]) -> dict[str, list[float]]:
+    """The 95 % bootstrap interval of each length's perplexity over its units."""
+    return {str(L): list(perplexity_interval(u.loss_sum, u.targets)) for L, u in units.items()}
+
+
+def interval_method(unit_tokens: int) -> dict[str, Any]:
+    """How the intervals were made, as the result records it."""
+    return {
         "method": f"bootstrap over units of {unit_tokens} targets (blocks inside documents)",
         "level": 0.95,
         "resamples": RESAMPLES,
         "seed": SEED,
     }
-    return out, how
 
 
 def documents_scored(
@@ -107,17 +105,17 @@ def tail_scores(
     rt: Runtime,
     prepare: Callable[[int], None],
     scored: int,
-) -> tuple[int, np.ndarray, dict[int, LengthResult]]:
+) -> tuple[int, dict[int, LengthResult]]:
     """The tail protocol (evals/scoring.py) at every length the data holds and the model can
     run, on at most as many forward tokens as the ``scored`` targets of eval.mode: the chunk
-    size, the chunks' ends and each length's result."""
+    size and each length's result."""
     fit = [L for L in lengths if L <= len(ids) - 1]  # eval.tokens limits only the budget
     chunk = tail_chunk(train_length)
     budget = tail_budget(int(ev.get("tail_targets", 0) or 0), scored, fit, train_length)
     ends = tail_ends(max(len(ids) - 1, 0), max(fit, default=0), chunk, budget)
     results: dict[int, LengthResult] = {}
     if ends.size == 0:
-        return chunk, ends, results
+        return chunk, results
     for L in fit:
         if not_applicable(model, L) is None:
             prepare(L)
@@ -127,7 +125,7 @@ def tail_scores(
                 f"({results[L].losses.size:,} tokens, {results[L].seconds:.1f} s)",
                 highlight=False,
             )
-    return chunk, ends, results
+    return chunk, results
 
 
 def tail_record(
@@ -136,13 +134,12 @@ def tail_record(
     train_length: int,
     chunk: int,
     results: dict[int, LengthResult],
-    eot_id: int | None,
-    unit_tokens: int,
+    all_units: dict[tuple[str, int], UnitSums],
 ) -> dict[str, Any]:
     """The tail protocol's result: ppl, loss and interval by length, the minimum context, and
     what context beyond the training length changes on the same targets."""
+    units = {L: all_units[TAIL, L] for L in results}
     loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
-    ci, _ = intervals(ids, results, eot_id, unit_tokens)
     first = next(iter(results.values()), None)
     return {
         "chunk": chunk,
@@ -151,55 +148,45 @@ def tail_record(
         "min_context": {str(L): L - chunk for L in results},
         "loss": loss,
         "ppl": {k: math.exp(v) if v is not None else None for k, v in loss.items()},
-        "ppl_ci95": ci,
+        "ppl_ci95": intervals(units),
         "seconds": {str(L): round(r.seconds, 3) for L, r in results.items()},
-        "beyond_train_length": beyond_train_length(ids, train_length, results, eot_id, unit_tokens),
+        "beyond_train_length": beyond_train_length(train_length, units),
     }
 
 
-def beyond_train_length(
-    ids: np.ndarray,
-    train_length: int,
-    results: dict[int, LengthResult],
-    eot_id: int | None,
-    unit_tokens: int,
-) -> dict[str, Any]:
+def beyond_train_length(train_length: int, units: dict[int, UnitSums]) -> dict[str, Any]:
     """Per length n > L, the tail targets' mean loss with n tokens of window (every one of them
     has more than L of context) minus their loss with L (each has L // 2 to L - 1): below zero,
     the model uses context beyond its training length; a 95 % interval paired over units."""
-    if train_length not in results:
+    if train_length not in units:
         return {}
-    within = results[train_length]
-    base = [unit_sums(ids, within.targets, within.losses, eot_id, unit_tokens)]
+    within = units[train_length]
     out = {}
-    for L, r in sorted(results.items()):
-        if L <= train_length:
-            continue
-        beyond = [unit_sums(ids, r.targets, r.losses, eot_id, unit_tokens)]
-        ratio = paired_ratio(beyond, base, "tail", "tail")
-        out[str(L)] = {
-            "loss_within": float(within.losses.mean()),
-            "loss_beyond": float(r.losses.mean()),
-            "difference": math.log(ratio.ratio),
-            "ci95": [math.log(ratio.lo), math.log(ratio.hi)],
-        }
+    for L, beyond in sorted(units.items()):
+        if L > train_length:
+            d = paired_difference([beyond], [within], TAIL, TAIL)
+            out[str(L)] = {
+                "loss_within": float(within.loss_sum.sum() / within.targets.sum()),
+                "loss_beyond": float(beyond.loss_sum.sum() / beyond.targets.sum()),
+                "difference": d.ratio,
+                "ci95": [d.lo, d.hi],
+            }
     return out
 
 
-def units_record(
+def by_unit(
     ids: np.ndarray,
     protocols: dict[str, dict[int, LengthResult]],
     eot_id: int | None,
     unit_tokens: int,
-) -> str:
-    """The text of units.csv for every protocol and length (evals/units.py)."""
-    return units_csv(
-        {
-            (protocol, L): unit_sums(ids, r.targets, r.losses, eot_id, unit_tokens)
-            for protocol, results in protocols.items()
-            for L, r in results.items()
-        }
-    )
+) -> dict[tuple[str, int], UnitSums]:
+    """Every protocol and length's losses summed by unit (evals/units.py), computed once for
+    the intervals, the loss change beyond L and units.csv."""
+    return {
+        (name, L): unit_sums(ids, r.targets, r.losses, eot_id, unit_tokens)
+        for name, results in protocols.items()
+        for L, r in results.items()
+    }
 
 
 def extrapolation(
@@ -219,15 +206,15 @@ def extrapolation(
         blocks, results, skipped, notes = score_lengths(model, ids, train_length, ev, rt, prepare)
         curve = position_curve(model, ids, results, blocks, ev, rt, prepare)
         scored = sum(size for _, size in blocks)
-        chunk, _, tail = tail_scores(model, ids, train_length, lengths, ev, rt, prepare, scored)
-    ci, how = intervals(ids, results, eot_id, unit_tokens)
+        chunk, tail = tail_scores(model, ids, train_length, lengths, ev, rt, prepare, scored)
+    units = by_unit(ids, {protocol(ev): results, TAIL: tail}, eot_id, unit_tokens)
     first = next(iter(results.values()), None)
     record = {
         "train_length": train_length,
-        "tokens": sum(size for _, size in blocks),
+        "tokens": scored,
         "val_tokens": len(ids),
-        "ppl_ci95": ci,
-        "interval": how,
+        "ppl_ci95": intervals({L: units[protocol(ev), L] for L in results}),
+        "interval": interval_method(unit_tokens),
         "unit_tokens": unit_tokens,
         "targets_sha256": None if first is None else targets_digest(ids, first.targets),
         "skipped": skipped,
@@ -235,10 +222,8 @@ def extrapolation(
         "documents": documents_scored(ids, blocks, eot_id),
         "blocks": len(blocks),
         "loss_by_position": curve,
-        "tail": tail_record(ids, lengths, train_length, chunk, tail, eot_id, unit_tokens),
-        RECORDS: {
-            UNITS_FILE: units_record(ids, {protocol(ev): results, TAIL: tail}, eot_id, unit_tokens)
-        },
+        "tail": tail_record(ids, lengths, train_length, chunk, tail, units),
+        RECORDS: {UNITS_FILE: units_csv(units)},
     }
     return {**length_record(ev, train_length, lengths, results), **record}
 

@@ -34,14 +34,11 @@ def bootstrap_draws(n_groups: int, resamples: int = RESAMPLES, seed: int = SEED)
 
 
 def perplexity_interval(
-    losses: np.ndarray, groups: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED
+    sums: np.ndarray, counts: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[float, float]:
-    """2.5th and 97.5th percentile of the bootstrapped perplexity."""
-    sums = np.bincount(groups, weights=losses)
-    counts = np.bincount(groups).astype(float)
-    used = counts > 0
-    sums = sums[used]
-    counts = counts[used]
+    """2.5th and 97.5th percentile of the bootstrapped perplexity, from each group's summed
+    loss and target count (every group scored at least one target)."""
+    counts = np.asarray(counts, dtype=float)
     rng = np.random.default_rng(seed)
     ppl = np.concatenate(
         [np.exp((d @ sums) / (d @ counts)) for d in draw_chunks(rng, len(sums), resamples)]

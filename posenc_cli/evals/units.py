@@ -63,15 +63,6 @@ class UnitSums:
     targets: np.ndarray
 
 
-def unit_groups(
-    ids: np.ndarray, targets: np.ndarray, eot_id: int | None, unit_tokens: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (document, unit) pairs in order, and each target's row among them."""
-    docs, units = unit_index(ids, targets, eot_id, unit_tokens)
-    uniq, inverse = np.unique(np.stack([docs, units], axis=1), axis=0, return_inverse=True)
-    return uniq, inverse.reshape(-1)
-
-
 def unit_sums(
     ids: np.ndarray,
     targets: np.ndarray,
@@ -80,7 +71,9 @@ def unit_sums(
     unit_tokens: int,
 ) -> UnitSums:
     """Sum the losses of ``targets`` by unit (float64)."""
-    uniq, inverse = unit_groups(ids, targets, eot_id, unit_tokens)
+    docs, units = unit_index(ids, targets, eot_id, unit_tokens)
+    uniq, inverse = np.unique(np.stack([docs, units], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
     sums = np.bincount(inverse, weights=np.asarray(losses, dtype=np.float64), minlength=len(uniq))
     counts = np.bincount(inverse, minlength=len(uniq))
     return UnitSums(uniq[:, 0], uniq[:, 1], sums, counts)

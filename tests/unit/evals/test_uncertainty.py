@@ -6,8 +6,14 @@ import math
 
 import numpy as np
 
-from posenc_cli.evals.uncertainty import bootstrap_draws, perplexity_interval
+from posenc_cli.evals.uncertainty import bootstrap_draws
+from posenc_cli.evals.uncertainty import perplexity_interval as interval_of_sums
 from posenc_cli.evals.units import unit_index
+
+
+def perplexity_interval(losses: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
+    """The interval of per-target losses grouped by ``groups`` (0 .. k-1, each non-empty)."""
+    return interval_of_sums(np.bincount(groups, weights=losses), np.bincount(groups))
 
 
 def test_a_constant_loss_has_an_interval_of_zero_width() -> None:
