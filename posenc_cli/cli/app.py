@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,11 +51,10 @@ def _train_job(cfg: DictConfig, run_dir: Path) -> None:
     from posenc_cli.cli.console import print_run_summary  # deferred: see the module docstring
     from posenc_cli.cli.ranks import run_job
 
-    t0 = time.perf_counter()
     with user_errors():
         metrics = run_job(cfg, run_dir)
         if metrics is not None:
-            print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+            print_run_summary(metrics, run_dir)
 
 
 @app.command(epilog=_groups_help())
@@ -112,10 +110,9 @@ def _resume(
 
     preflight(cfg)
     lock_run_dir(run_dir)
-    t0 = time.perf_counter()
     metrics = run_job(cfg, run_dir, resume=True)
     if metrics is not None:
-        print_run_summary(metrics, run_dir, time.perf_counter() - t0)
+        print_run_summary(metrics, run_dir)
 
 
 def _follow_rank_zero() -> bool:

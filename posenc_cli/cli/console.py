@@ -1,25 +1,14 @@
-"""What a user sees: the training progress bar, the run summary, evaluation tables, the
-list of encodings."""
+"""What a user sees after a command: the run summary, evaluation tables, the list of encodings
+(the progress while training is cli/progress.py)."""
 
 from __future__ import annotations
 
 import math
-import sys
-import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from posenc_cli.common.console import console
@@ -28,93 +17,21 @@ from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.evals.base import registry, task_of
 
 
-class TrainProgress:
-    """Shows step, loss, tokens/s and ETA; ``update`` is cheap enough to call every step."""
-
-    def __init__(self, total: int, start: int, label: str) -> None:
-        self.total = total
-        self.start = start
-        self.label = label
-        self.interactive = sys.stdout.isatty()
-        self.every = max(1, total // 20)
-        self.t0 = time.perf_counter()
-        self._bar: Progress | None = None
-        self._task = None
-
-    def __enter__(self) -> TrainProgress:
-        if self.interactive:
-            self._bar = Progress(
-                TextColumn(f"[bold]{self.label}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"),
-                TextColumn("{task.fields[tps]} tok/s"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=console,
-                transient=False,
-            )
-            self._bar.__enter__()
-            self._task = self._bar.add_task(
-                "train", total=self.total, completed=self.start, loss="-", tps="-"
-            )
-        return self
-
-    def update(
-        self,
-        step: int,
-        loss: float | None,
-        tokens_per_s: float | None,
-        val_loss: float | None = None,
-    ) -> None:
-        loss_s = f"{loss:.3f}" if loss is not None else "-"
-        tps_s = f"{tokens_per_s:,.0f}" if tokens_per_s else "-"
-        if self._bar is not None and self._task is not None:
-            self._bar.update(self._task, completed=step, loss=loss_s, tps=tps_s)
-            if val_loss is not None:
-                self._bar.console.print(f"step {step}: val loss {val_loss:.4f}")
-        elif step % self.every == 0 or step == self.total or val_loss is not None:
-            done = step - self.start
-            elapsed = time.perf_counter() - self.t0
-            eta = elapsed / done * (self.total - step) if done else 0.0
-            val = f" val {val_loss:.4f}" if val_loss is not None else ""
-            print(
-                f"[{self.label}] step {step}/{self.total} loss {loss_s}{val} "
-                f"{tps_s} tok/s eta {eta:.0f}s",
-                flush=True,
-            )
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(exc_type, exc, tb)
-
-
-def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> None:
-    """A short table of the run's results and the exact TensorBoard command."""
+def print_run_summary(metrics: dict[str, Any], run_dir: Path) -> None:
+    """A short table of the run's results and the exact TensorBoard command. One perplexity at
+    the training length: the evaluation's when it ran (on its stated sample), else the
+    validation loss's."""
     table = Table(
         title=f"posenc run: {metrics['encoding']} (seed {metrics['seed']})", show_header=False
     )
-    val = metrics.get("final_val_loss")
     rows = [
         ("run directory", str(run_dir)),
         ("parameters", f"{metrics['n_params']:,}"),
         ("steps / tokens", f"{metrics['steps']:,} / {metrics['train_tokens']:,}"),
         ("final train loss", _fmt(metrics.get("final_train_loss"))),
-        ("final val loss" + (" (answer tokens)" if "task" in metrics else ""), _fmt(val)),
-        *(
-            []
-            if "task" in metrics
-            else [("val perplexity", _fmt(math.exp(val) if val is not None else None, 2))]
-        ),
+        *_validation_rows(metrics),
         ("uniform guess", f"{math.log(metrics['vocab_size']):.4f} (ln {metrics['vocab_size']})"),
-        ("tokens/s", f"{metrics['tokens_per_s']:,.0f}" if metrics.get("tokens_per_s") else "-"),
-        ("wall time", f"{wall_s:.1f} s"),
+        *_time_rows(metrics),
     ]
     tasks = registry()
     for key, result in metrics.items():
@@ -125,6 +42,33 @@ def print_run_summary(metrics: dict[str, Any], run_dir: Path, wall_s: float) -> 
         table.add_row(k, v)
     console.print(table)
     console.print(f"TensorBoard: tensorboard --logdir {run_dir}", soft_wrap=True)
+
+
+def _validation_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """The validation loss with its sample; its perplexity only when no evaluation scored the
+    training length (two perplexities of two samples at one length read as a contradiction)."""
+    val = metrics.get("final_val_loss")
+    if "task" in metrics:
+        return [("final val loss (answer tokens)", _fmt(val))]
+    sample = metrics.get("val_targets")
+    label = "final val loss" + (f" ({sample:,} held-out targets)" if sample else "")
+    rows = [(label, _fmt(val))]
+    evaluated = (metrics.get("extrapolation") or {}).get("ppl") or {}
+    if evaluated.get(str(metrics.get("train_length"))) is None:
+        rows.append(("val perplexity", _fmt(math.exp(val) if val is not None else None, 2)))
+    return rows
+
+
+def _time_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """tokens/s over the training steps, and the wall time with where it went."""
+    rate = metrics.get("tokens_per_s")
+    parts = metrics.get("time_s") or {}
+    shown = ", ".join(f"{k} {v:,.1f}" for k, v in parts.items() if v)
+    wall = metrics.get("wall_time_s")
+    return [
+        ("tokens/s (training steps)", f"{rate:,.0f}" if rate else "-"),
+        ("wall time", "-" if wall is None else f"{wall:,.1f} s" + (f" ({shown})" if shown else "")),
+    ]
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

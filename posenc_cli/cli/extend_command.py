@@ -5,7 +5,6 @@ runs before the directory is created; `posenc resume NEW_RUN` continues it like 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -72,11 +71,10 @@ def _run(run_dir: Path, job: Job) -> None:
     where = OmegaConf.create({"hydra": {"run": {"dir": str(job.planned)}}})
     child = claim_new_run_dir(where, list(job.overrides))
     _save_config(child, job.cfg, list(job.overrides))
-    t0 = time.perf_counter()
     metrics = run_job(job.cfg, child)
     unlock_run_dir(child)  # free for `posenc eval` while a grid goes on
     if metrics is not None:
-        print_run_summary(metrics, child, time.perf_counter() - t0)
+        print_run_summary(metrics, child)
 
 
 def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:

@@ -8,12 +8,13 @@ multi-process run (cli/ranks.py starts those), where only rank 0 writes.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from posenc_cli.cli.console import TrainProgress
+from posenc_cli.cli.progress import TrainProgress
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
@@ -36,6 +37,7 @@ def run_training(
 ) -> dict[str, Any] | None:
     """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished.
     ``comm``: this process is one rank of several."""
+    started = time.perf_counter()
     rt = make_runtime(cfg, comm)
     prepare_task(cfg)
     data = None
@@ -56,13 +58,16 @@ def run_training(
                 "evaluates it again"
             )
             return None
+        trainer.state.clock.add("setup", time.perf_counter() - started)
         trainer.fit(TrainProgress)
         metrics = {**trainer.metrics(), **extension_metrics(cfg, trainer.lm)}
         if rt.world_size > 1:
             metrics["weights_sha256_by_rank"] = trainer.replica_digests()
         metrics = _write(run_dir, metrics, rt.is_main)
         if cfg.eval.at_end:
-            metrics = _evaluate(trainer, data)
+            with trainer.state.clock.timing("evaluation"):
+                _evaluate(trainer, data)
+            metrics = _write(run_dir, trainer.state.clock.record(), rt.is_main)
     finally:
         trainer.close()
     return metrics
@@ -93,7 +98,7 @@ def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:
         shutil.copyfile(data.tokenizer_path, own)
 
 
-def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
+def _evaluate(trainer: Trainer, data: TokenData | None) -> None:
     """The configured tasks on the trained model; a signal or a full disk is one line."""
     run_dir = trainer.run_dir
     rt = trainer.rt
@@ -103,7 +108,7 @@ def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
         try:
             results = run_tasks(trainer.lm, data, trainer.cfg, rt, trainer.open_writer())
             files = take_records(results)
-            merged = _write(run_dir, results, rt.is_main)
+            _write(run_dir, results, rt.is_main)
             if rt.is_main:
                 write_records(run_dir, files, results)
         except OSError as exc:
@@ -111,7 +116,6 @@ def _evaluate(trainer: Trainer, data: TokenData | None) -> dict[str, Any]:
                 f"could not write the evaluation of {run_dir}: {exc.strerror or exc}",
                 f"free disk space, then `{how}` (the checkpoints are intact)",
             ) from None
-        return merged
 
 
 def _resume(trainer: Trainer) -> bool:

@@ -23,6 +23,7 @@ from torch import nn
 from posenc_cli.common import faults
 from posenc_cli.common.atomic import remove_partial_writes, write_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.engine.clock import PhaseClock
 
 
 @dataclass
@@ -31,13 +32,14 @@ class TrainState:
 
     step: int = 0
     best_val: float = math.inf
-    wall_s: float = 0.0
     last_val: float | None = None
     last_train: float | None = None
-    tokens_per_s: float | None = None
+    #: The last log interval's rate (TensorBoard only); the run's own rate is the clock's.
+    interval_tokens_per_s: float | None = None
     #: Training tokens seen by all ranks together (the global batch may change on resume).
     tokens: int = 0
     batch_rng: torch.Generator = field(default_factory=torch.Generator)
+    clock: PhaseClock = field(default_factory=PhaseClock)
 
 
 def training_state(
@@ -49,7 +51,8 @@ def training_state(
         "optimizer": opt.state_dict(),
         "step": st.step,
         "best_val": st.best_val,
-        "wall_s": st.wall_s,
+        "wall_s": st.clock.total,
+        "clock": st.clock.state(),
         "last_val": st.last_val,
         "last_train": st.last_train,
         "batch_rng": st.batch_rng.get_state(),
@@ -83,7 +86,7 @@ def restore(
     opt.load_state_dict(ck["optimizer"])
     st.step = int(ck["step"])
     st.best_val = float(ck["best_val"])
-    st.wall_s = float(ck["wall_s"])
+    st.clock = PhaseClock.restore(ck.get("clock"), float(ck["wall_s"]))
     st.last_val = ck.get("last_val")
     st.last_train = ck.get("last_train")
     st.batch_rng.set_state(ck["batch_rng"])

@@ -2,45 +2,38 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 
+from posenc_cli.engine.clock import PhaseClock
+
 
 class Throughput:
-    """Mean training loss and tokens/s over the steps since the last ``take``, counting only
-    the time spent in training steps (validation and checkpoints are ``paused`` out)."""
+    """Mean training loss and tokens/s over the steps since the last ``take``: the last log
+    interval's figures, for TensorBoard. The time is the clock's ``steps`` phase, so a
+    validation or a checkpoint in the interval does not count as training."""
 
-    def __init__(self, tokens_per_step: int) -> None:
+    def __init__(self, tokens_per_step: int, clock: PhaseClock) -> None:
         self.tokens_per_step = tokens_per_step
+        self.clock = clock
         self.steps = 0
-        self.loss_sum = None
-        self.t0 = time.perf_counter()
-        self.excluded = 0.0
+        self.loss_sum: torch.Tensor | None = None
+        self.since = clock.elapsed("steps")
 
     def add(self, loss: torch.Tensor) -> None:
         self.steps += 1
+        self.clock.timed_tokens += self.tokens_per_step
         self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
 
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.excluded += time.perf_counter() - start
-
     def take(self) -> tuple[float, float]:
-        elapsed = time.perf_counter() - self.t0 - self.excluded
         loss = float(self.loss_sum.item()) / self.steps if self.loss_sum is not None else math.nan
-        rate = self.tokens_per_step * self.steps / max(elapsed, 1e-9)
+        now = self.clock.elapsed("steps")  # after .item(): the device has finished the steps
+        rate = self.tokens_per_step * self.steps / max(now - self.since, 1e-9)
         self.steps = 0
         self.loss_sum = None
-        self.t0 = time.perf_counter()
-        self.excluded = 0.0
+        self.since = now
         return loss, rate
 
 

@@ -65,10 +65,12 @@ class CorpusStream:
         return validation_loss(model, self.data, self.cfg, rt)
 
     def describe(self) -> dict[str, Any]:
+        t = self.cfg.train
         return {
             "data": str(self.cfg.data.name),
             "vocab_size": self.vocab_size,
             "tokenizer": str(self.data.tokenizer_path),
+            "val_targets": int(t.eval_batches * t.batch_size * t.context_length),
         }
 
 

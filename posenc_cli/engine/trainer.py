@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import signal
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -140,30 +139,27 @@ class Trainer:
     def _loop(self, progress: ProgressFactory) -> None:
         t = self.cfg.train
         st = self.state
-        meter = Throughput(self._tokens_per_rank * self.rt.world_size)
+        meter = Throughput(self._tokens_per_rank * self.rt.world_size, st.clock)
         self.model.train()
-        label = run_label(self.cfg)
-        with progress(t.steps, st.step, label) as bar, StopFlag() as stop:
-            clock = time.perf_counter()
+        with progress(t.steps, st.step, run_label(self.cfg)) as bar, StopFlag() as stop:
             while st.step < t.steps:
-                step = st.step + 1
-                lr = lr_at(step, t.lr, t.min_lr, t.warmup_steps, t.steps)
-                for g in self.opt.param_groups:
-                    g["lr"] = lr
-                x, y, pos = self._batch(step)
-                loss, grad_norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip, pos)
-                st.step = step
-                st.tokens += meter.tokens_per_step
-                meter.add(loss)
-                if step % t.log_every == 0 or step == t.steps:
-                    self._log_train(meter, lr, float(grad_norm))
-                bar.update(step, st.last_train, st.tokens_per_s)
-                with meter.paused():
+                with st.clock.timing("steps"):
+                    step = st.step + 1
+                    lr = lr_at(step, t.lr, t.min_lr, t.warmup_steps, t.steps)
+                    for g in self.opt.param_groups:
+                        g["lr"] = lr
+                    x, y, pos = self._batch(step)
+                    loss, norm = train_step(self.model, self.opt, x, y, self.rt, t.grad_clip, pos)
+                    st.step = step
+                    st.tokens += meter.tokens_per_step
+                    meter.add(loss)
+                    if step % t.log_every == 0 or step == t.steps:
+                        self._log_train(meter, lr, float(norm))
+                bar.update(step, st.last_train, st.clock.tokens_per_s)
+                with st.clock.timing("validation"):
                     self._periodic(step, bar)
-                st.wall_s += time.perf_counter() - clock
-                clock = time.perf_counter()
                 if step % t.checkpoint_every == 0 or step == t.steps:
-                    with meter.paused():
+                    with st.clock.timing("checkpoints"):
                         self.save()
                 if (signum := self._stop_signal(stop)) is not None:
                     self._stop_cleanly(signum)
@@ -189,18 +185,18 @@ class Trainer:
             except Exception:  # out of memory, a failing validation stream, ...
                 self.save()  # the steps trained so far stay resumable
                 raise
-            bar.update(step, self.state.last_train, self.state.tokens_per_s, val_loss=val)
+            bar.update(step, self.state.last_train, self.state.clock.tokens_per_s, val_loss=val)
 
     def _log_train(self, meter: Throughput, lr: float, grad_norm: float) -> None:
         st = self.state
-        loss, st.tokens_per_s = meter.take()
+        loss, st.interval_tokens_per_s = meter.take()
         st.last_train = self.rt.comm.mean(loss)  # the loss of the whole global batch
         self._check_finite(st.last_train)
         w = self.open_writer()
         w.add_scalar("train/loss", st.last_train, st.step)
         w.add_scalar("train/lr", lr, st.step)
         w.add_scalar("train/grad_norm", grad_norm, st.step)
-        w.add_scalar("train/tokens_per_s", st.tokens_per_s, st.step)
+        w.add_scalar("train/tokens_per_s_last_interval", st.interval_tokens_per_s, st.step)
 
     def validate(self) -> float:
         """Validation loss now; a new best is saved as checkpoints/best.pt."""
@@ -276,12 +272,11 @@ class Trainer:
             "final_val_loss": st.last_val,
             "final_train_loss": st.last_train,
             "best_val_loss": st.best_val if math.isfinite(st.best_val) else None,
-            "tokens_per_s": st.tokens_per_s,
             "n_params": int(self.lm.num_parameters()),
             "train_tokens": st.tokens,
             "world_size": world,
             "global_batch_size": int(cfg.train.batch_size) * world,
-            "wall_time_s": round(st.wall_s, 2),
+            **st.clock.record(),
             "device": self.rt.device.type,
             "precision": self.rt.precision,
             "model": OmegaConf.to_container(cfg.model),

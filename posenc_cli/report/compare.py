@@ -36,7 +36,9 @@ CAPTION = (
     "perplexity, mean ± std over n seeds, or [95 % bootstrap interval over units] for one run "
     "(lower is better); lowest per column in bold — whether two rows differ is in the paired "
     "tables, not in whether these intervals overlap; n/a = not applicable (e.g. beyond a "
-    "learned position table)"
+    "learned position table); tokens/s = the mean over each run's training steps, measured "
+    "under whatever load that run had, so it ranks nothing (`posenc bench` compares speed; "
+    "n/a: a run that recorded only its last interval's rate)"
 )
 TAIL_CAPTION = (
     f"{TAIL}: the same targets at every length, each scored as the end of a window of that "
@@ -68,12 +70,12 @@ def cells(group: Group, tail: bool = False) -> tuple[list[str], list[list[tuple[
         header += ["val loss", "tokens/s"]
         columns += [
             ([r.val_loss for r in group.rows], min, 3, True),
-            ([r.tokens_per_s for r in group.rows], max, 0, False),
+            ([r.tokens_per_s for r in group.rows], None, 0, False),
         ]
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
     for i, (stats, pick, digits, spread) in enumerate(columns):
         means = [s.mean for s in stats if s is not None]
-        best = pick(means) if len(means) > 1 else None
+        best = pick(means) if pick is not None and len(means) > 1 else None
         for row, r, s in zip(body, group.rows, stats, strict=True):
             ci = r.ci.get(group.lengths[i]) if i < len(group.lengths) and not tail else None
             is_best = s is not None and s.mean == best

@@ -1,9 +1,10 @@
 """`posenc compare` for every evaluation whose result says how it compares: one table per
 metrics.json key, encodings by evaluation length, mean ± std over seeds.
 
-A task puts ``"compare": {"metric": NAME, "title": TEXT, "percent": true}`` into its result;
-the table shows ``result[NAME]`` by length, best (highest) per column in bold. The report
-names no task: it reads what each result says of itself.
+A task puts ``"compare": {"metric": NAME, "title": TEXT, "caption": TEXT, "percent": true}``
+into its result; the table shows ``result[NAME]`` by length under its caption (what the number
+is). Nothing is marked best: these tables carry no paired interval, so they rank nothing. The
+report names no task: it reads what each result says of itself.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from posenc_cli.report.table import markdown_table, rich_table
 class ResultTable:
     key: str
     title: str
+    caption: str
     percent: bool
     lengths: list[int]
     rows: list[tuple[str, int, dict[int, Stat | None]]] = field(default_factory=list)
@@ -48,7 +50,13 @@ def result_tables(runs: list[Run]) -> list[ResultTable]:
         spec = _spec(group[0], key) or {}
         values = [r.metrics[key][spec["metric"]] for r in group]
         lengths = sorted({int(n) for v in values for n in v if str(n).isdigit()})
-        table = ResultTable(key, str(spec.get("title", key)), bool(spec.get("percent")), lengths)
+        table = ResultTable(
+            key,
+            str(spec.get("title", key)),
+            str(spec.get("caption", "")),
+            bool(spec.get("percent")),
+            lengths,
+        )
         by_label: dict[str, list[dict[str, Any]]] = {}
         for run, v in zip(group, values, strict=True):
             by_label.setdefault(labels[id(run)], []).append(v)
@@ -65,8 +73,6 @@ def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     body = [[(label, False), (str(n), False)] for label, n, _ in t.rows]
     for length in t.lengths:
         stats = [stats[length] for _, _, stats in t.rows]
-        means = [s.mean for s in stats if s is not None]
-        best = max(means) if len(means) > 1 and max(means) > min(means) else None
         for row, s in zip(body, stats, strict=True):
             digits = 1 if t.percent else 3
             text = (
@@ -75,22 +81,21 @@ def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
                 else f"{scale * s.mean:.{digits}f}"
                 + (f" ± {scale * s.std:.{digits}f}" if s.std is not None else "")
             )
-            row.append((text, s is not None and s.mean == best))
+            row.append((text, False))
     return ["encoding", "n", *map(str, t.lengths)], body
 
 
-def markdown(t: ResultTable) -> str:
+def caption(t: ResultTable) -> str:
+    """What the table's numbers are, then how to read its cells."""
+    what = f"{t.caption.rstrip('.')}; " if t.caption else ""
     return (
-        "\n".join(
-            [
-                markdown_table(t.title, *cells(t)),
-                "",
-                "_mean ± std over n seeds; best per column in bold; n/a = "
-                "not applicable at that length._",
-            ]
-        )
-        + "\n"
+        f"{what}mean ± std over n seeds; no row is marked best: this table has no paired "
+        "interval; n/a = not applicable at that length"
     )
+
+
+def markdown(t: ResultTable) -> str:
+    return f"{markdown_table(t.title, *cells(t))}\n\n_{caption(t)}._\n"
 
 
 def report_results(tables: list[ResultTable], out_dir: Path, console: Any) -> list[Path]:
@@ -98,6 +103,7 @@ def report_results(tables: list[ResultTable], out_dir: Path, console: Any) -> li
     paths = []
     for t in tables:
         console.print(rich_table(t.title, *cells(t)))
+        console.print(caption(t), style="dim", soft_wrap=True)
         path = out_dir / f"{t.key}.md"
         try:
             out_dir.mkdir(parents=True, exist_ok=True)

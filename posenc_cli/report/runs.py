@@ -279,7 +279,8 @@ def _fill_rows(group: Group, labels: dict[int, str], notes: list[str]) -> None:
                 runs,
                 ppl,
                 Stat.of([r.metrics.get("final_val_loss") for r in runs]),
-                Stat.of([r.metrics.get("tokens_per_s") for r in runs]),
+                # the mean over training steps; older runs kept only the last interval's rate
+                Stat.of([r.metrics.get("tokens_per_s") for r in runs if "time_s" in r.metrics]),
                 _intervals(runs, group),
             )
         )

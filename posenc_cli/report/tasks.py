@@ -136,6 +136,14 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
     return body
 
 
+CAPTION = (
+    "exact match: every answer token right (greedy = teacher-forced argmax), on the same fixed "
+    "test instances for every run; mean ± std over n seeds; * = a size inside the training "
+    "range; highest per column in bold — whether two rows differ is in the paired tables; n/a = "
+    "not applicable (positions beyond a learned table)"
+)
+
+
 def markdown(groups: list[TaskGroup], paired: Sequence[PairedTable] = ()) -> str:
     """The overview across tasks (when there are several), one table per task, then the
     paired differences to the baseline."""
@@ -144,13 +152,7 @@ def markdown(groups: list[TaskGroup], paired: Sequence[PairedTable] = ()) -> str
     parts += [markdown_table(title(g), header(g), table_rows(g)) for g in groups]
     parts += [markdown_table(t.title, *paired_cells(t)) for t in paired]
     parts += [f"_{LEGEND}._"] if paired else []
-    caption = (
-        "_exact match: every answer token right (greedy = teacher-forced argmax), on "
-        "the same fixed test instances for every run; mean ± std over n seeds; "
-        "* = a size inside the training range; best per column in bold; n/a = not "
-        "applicable (positions beyond a learned table)._"
-    )
-    return "\n\n".join([*parts, caption]) + "\n"
+    return "\n\n".join([*parts, f"_{CAPTION}._"]) + "\n"
 
 
 def render(g: TaskGroup) -> Any:
@@ -199,9 +201,11 @@ def report_tasks(
 
     for g in groups:
         console.print(render(g))
+    console.print(CAPTION, style="dim", soft_wrap=True)
     if len(groups) > 1:
         for side in task_overview.SIDES:
             console.print(task_overview.render(groups, side))
+        console.print(task_overview.CAPTION.strip("_"), style="dim", soft_wrap=True)
     for t in paired:
         console.print(rich_table(t.title, *paired_cells(t)))
     if paired:

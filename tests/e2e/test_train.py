@@ -14,7 +14,13 @@ from tests.helpers.configs import TINY
 
 pytestmark = pytest.mark.slow
 
-TAGS = {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s", "val/loss"}
+TAGS = {
+    "train/loss",
+    "train/lr",
+    "train/grad_norm",
+    "train/tokens_per_s_last_interval",
+    "val/loss",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +39,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: P
         cache_dir,
     )
     assert res.returncode == 0, res.stderr + res.stdout
+    (work / "summary.txt").write_text(res.stdout)
     return work / "runs" / "first"
 
 
@@ -54,6 +61,22 @@ def test_train_writes_a_complete_run_directory(trained: Path) -> None:
     ):
         assert key in metrics
     assert metrics["encoding"] == "rope" and metrics["train_length"] == 16
+
+
+def test_one_wall_time_and_a_mean_rate_everywhere(trained: Path) -> None:
+    """tokens/s is the tokens trained over the seconds of the training steps; the wall time is
+    the sum of the phases, and the summary prints the figures metrics.json holds."""
+    metrics = json.loads((trained / "metrics.json").read_text())
+    parts = metrics["time_s"]
+    assert {"setup", "steps", "validation", "checkpoints", "evaluation"} <= set(parts)
+    assert all(v >= 0 for v in parts.values()) and parts["evaluation"] > 0
+    assert metrics["wall_time_s"] == pytest.approx(sum(parts.values()), abs=0.02)
+    tokens, steps = metrics["train_tokens"], parts["steps"]  # steps is rounded to 0.01 s
+    assert tokens / (steps + 0.005) <= metrics["tokens_per_s"] <= tokens / max(steps - 0.005, 1e-3)
+    summary = (trained.parent.parent / "summary.txt").read_text()
+    assert f"{metrics['wall_time_s']:,.1f} s" in summary
+    assert f"{metrics['tokens_per_s']:,.0f}" in summary
+    assert "val perplexity" not in summary  # the evaluation's perplexity at L is the one shown
 
 
 def test_event_file_holds_the_documented_tags(trained: Path) -> None:

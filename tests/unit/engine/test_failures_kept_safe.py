@@ -15,9 +15,10 @@ import torch
 
 from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.clock import PhaseClock
+from posenc_cli.engine.meter import Throughput
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.signals import InterruptNow
-from posenc_cli.engine.trainer import Throughput
 from tests.helpers.trainer import tiny_trainer
 
 
@@ -61,14 +62,18 @@ def test_corrupt_metrics_are_kept_aside_and_merges_keep_every_key(tmp_path: Path
 
 
 def test_throughput_counts_only_training_time() -> None:
-    meter = Throughput(tokens_per_step=100)
+    clock = PhaseClock()
+    meter = Throughput(tokens_per_step=100, clock=clock)
     for _ in range(4):
-        meter.add(torch.tensor(2.0))
-        with meter.paused():
+        with clock.timing("steps"):
+            meter.add(torch.tensor(2.0))
+        with clock.timing("validation"):
             time.sleep(0.05)
     loss, rate = meter.take()
     assert loss == 2.0
-    assert rate > 4 * 100 / 0.05  # the 0.2 s of pauses would cap it at 2,000 tokens/s
+    assert rate > 4 * 100 / 0.05  # the 0.2 s of validation would cap it at 2,000 tokens/s
+    assert clock.timed_tokens == 400 and clock.seconds["validation"] >= 0.2
+    assert clock.tokens_per_s == pytest.approx(400 / clock.seconds["steps"])
 
 
 def test_a_signal_outside_the_loop_says_what_was_kept() -> None:

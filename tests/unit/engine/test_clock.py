@@ -1,0 +1,80 @@
+"""The run's clock: seconds by phase, the mean tokens/s over training steps, carried across a
+resume, and an older checkpoint's total kept without inventing a breakdown."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+
+from posenc_cli.engine import checkpoint
+from posenc_cli.engine.clock import PhaseClock
+from tests.helpers.trainer import tiny_trainer
+
+
+@contextlib.contextmanager
+def silent(total: int, start: int, label: str):  # noqa: ANN201 - the trainer's progress factory
+    class Bar:
+        def update(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    yield Bar()
+
+
+def test_phases_add_up_and_the_rate_counts_only_steps() -> None:
+    clock = PhaseClock()
+    with clock.timing("steps"):
+        time.sleep(0.02)
+        clock.timed_tokens += 1000
+        assert clock.elapsed("steps") >= 0.02  # the running block counts before it ends
+    with clock.timing("validation"):
+        time.sleep(0.04)
+    clock.add("evaluation", 1.5)
+    assert clock.total == pytest.approx(sum(clock.seconds.values()))
+    assert clock.tokens_per_s == pytest.approx(1000 / clock.seconds["steps"])
+    record = clock.record()
+    assert record["wall_time_s"] == round(clock.total, 2)
+    assert "unattributed" not in record["time_s"]  # shown only when an old checkpoint had it
+    assert PhaseClock().tokens_per_s is None
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        None,  # a checkpoint from before phases were kept
+        {"seconds": {"steps": -1.0}, "timed_tokens": 10},
+        {"seconds": {"steps": 1.0, "coffee": 2.0}, "timed_tokens": 10},
+        {"seconds": {"steps": 1.0}, "timed_tokens": True},
+        {"seconds": {"steps": float("nan")}, "timed_tokens": 10},
+        "not a dict",
+    ],
+)
+def test_an_unusable_saved_clock_keeps_only_the_total(saved: object) -> None:
+    clock = PhaseClock.restore(saved, 12.5)
+    assert clock.total == 12.5 and clock.seconds["unattributed"] == 12.5
+    assert clock.timed_tokens == 0 and clock.tokens_per_s is None
+
+
+def test_the_clock_survives_a_resume(tmp_path: Path, corpus: Path, cache_dir: Path) -> None:
+    run = tmp_path / "run"
+    first = tiny_trainer(run, corpus, "train.steps=4", "train.checkpoint_every=2")
+    first.cfg.train.steps = 2
+    first.fit(silent)
+    first.close()
+    saved = first.state.clock
+    assert saved.timed_tokens == 2 * first._tokens_per_rank
+    second = tiny_trainer(run, corpus, "train.steps=4", "train.checkpoint_every=2")
+    second.resume()
+    restored = second.state.clock
+    assert restored.timed_tokens == saved.timed_tokens
+    assert restored.seconds["steps"] == pytest.approx(saved.seconds["steps"])
+    second.fit(silent)
+    second.close()
+    clock = second.state.clock
+    assert clock.timed_tokens == second.state.tokens == 4 * second._tokens_per_rank
+    assert clock.seconds["steps"] > saved.seconds["steps"]
+    ck = checkpoint.load(run / "checkpoints" / "last.pt")
+    assert ck["clock"]["timed_tokens"] == clock.timed_tokens
+    assert ck["wall_s"] == pytest.approx(PhaseClock.restore(ck["clock"], 0).total)
