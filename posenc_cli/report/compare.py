@@ -36,9 +36,12 @@ CAPTION = (
     "perplexity, mean ± std over n seeds, or [95 % bootstrap interval over units] for one run "
     "(lower is better); lowest per column in bold — whether two rows differ is in the paired "
     "tables, not in whether these intervals overlap; n/a = not applicable (e.g. beyond a "
-    "learned position table); tokens/s = the mean over each run's training steps, measured "
-    "under whatever load that run had, so it ranks nothing (`posenc bench` compares speed; "
-    "n/a: a run that recorded only its last interval's rate)"
+    "learned position table)"
+)
+SPEED_CAPTION = (
+    "; tokens/s = the mean over each run's training steps, measured under whatever load that run "
+    "had, so it ranks nothing (`posenc bench` compares speed); n/a: a run that recorded only its "
+    "last interval's rate"
 )
 TAIL_CAPTION = (
     f"{TAIL}: the same targets at every length, each scored as the end of a window of that "
@@ -67,11 +70,11 @@ def cells(group: Group, tail: bool = False) -> tuple[list[str], list[list[tuple[
     ppl = [tail_ppl(r, group.lengths) if tail else r.ppl for r in group.rows]
     columns = [([p[n] for p in ppl], min, None, True) for n in group.lengths]
     if not tail:
-        header += ["val loss", "tokens/s"]
-        columns += [
-            ([r.val_loss for r in group.rows], min, 3, True),
-            ([r.tokens_per_s for r in group.rows], None, 0, False),
-        ]
+        header.append("val loss")
+        columns.append(([r.val_loss for r in group.rows], min, 3, True))
+    if not tail and shows_speed(group):
+        header.append("tokens/s")
+        columns.append(([r.tokens_per_s for r in group.rows], None, 0, False))
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in group.rows]
     for i, (stats, pick, digits, spread) in enumerate(columns):
         means = [s.mean for s in stats if s is not None]
@@ -81,6 +84,15 @@ def cells(group: Group, tail: bool = False) -> tuple[list[str], list[list[tuple[
             is_best = s is not None and s.mean == best
             row.append((_cell(s, len(r.runs), digits, spread) + _interval(ci, s), is_best))
     return header, body
+
+
+def shows_speed(group: Group) -> bool:
+    """Whether any run of the group recorded its mean tokens/s (a column of n/a says nothing)."""
+    return any(r.tokens_per_s is not None for r in group.rows)
+
+
+def caption(groups: list[Group]) -> str:
+    return CAPTION + (SPEED_CAPTION if any(shows_speed(g) for g in groups) else "")
 
 
 def tail_ppl(row: Row, lengths: list[int]) -> dict[int, Stat | None]:
@@ -116,7 +128,7 @@ def markdown(groups: list[Group], paired: Sequence[PairedTable] = ()) -> str:
     then the paired ratios, each with its legend."""
     parts = [markdown_table(_title(g).capitalize(), *cells(g)) for g in groups]
     common = describe(groups[0].settings, split_keys(groups)[0])
-    parts.append(f"_{CAPTION}._  \n_Settings: {common}._")
+    parts.append(f"_{caption(groups)}._  \n_Settings: {common}._")
     tails = [g for g in groups if has_tail(g)]
     parts += [markdown_table(_title(g, True).capitalize(), *cells(g, True)) for g in tails]
     parts += [f"_{TAIL_CAPTION}._"] if tails else []
@@ -227,7 +239,7 @@ def _show(shown: Console, groups: list[Group], paired: list[PairedTable]) -> Non
     shown.print(f"settings: {common}", style="dim", soft_wrap=True)
     for g in groups:
         shown.print(render(g))
-    shown.print(CAPTION, style="dim", soft_wrap=True)
+    shown.print(caption(groups), style="dim", soft_wrap=True)
     tails = [g for g in groups if has_tail(g)]
     for g in tails:
         shown.print(render(g, tail=True))
