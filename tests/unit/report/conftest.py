@@ -39,6 +39,7 @@ def _fake_metrics(
         "n_params": 1901696,
         "train_tokens": 2048000,
         "wall_time_s": 210.0,
+        "time_s": {"setup": 5.0, "steps": 190.0, "validation": 10.0, "checkpoints": 5.0},
         "device": "cpu",
         "precision": "fp32",
         "model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": None},

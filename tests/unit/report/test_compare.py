@@ -21,7 +21,19 @@ def test_best_per_column(groups: list[Group]) -> None:
     assert cells["rope"][2].startswith("**61.00 ± 1.00**")
     assert cells["alibi"][3].startswith("**61.00 ± 1.00 (n=3)**")
     assert cells["learned"][5] == "n/a"
-    assert cells["alibi"][-1].startswith("**") and not cells["rope"][-1].startswith("**")
+    assert sum(row[-2].startswith("**") for row in cells.values()) >= 1  # lowest val loss
+    assert table[0].endswith("| val loss | tokens/s |")
+    assert not any(row[-1].startswith("**") for row in cells.values())  # speed ranks nothing
+
+
+def test_no_speed_column_without_a_mean_rate(groups: list[Group]) -> None:
+    for g in groups:
+        for row in g.rows:
+            for run in row.runs:
+                run.metrics.pop("time_s")
+            row.tokens_per_s = None
+    text = markdown(groups)
+    assert "tokens/s" not in text.split("\n\n")[1] and "ranks nothing" not in text
 
 
 def test_files_written(sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
