@@ -13,6 +13,7 @@ from rich.table import Table
 
 from posenc_cli.common.console import console
 from posenc_cli.config.groups import config_dir
+from posenc_cli.config.resolvers import readable
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.evals.base import registry, task_of
 
@@ -76,15 +77,30 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def print_encodings() -> None:
-    """One line per YAML in configs/encoding/: a new file appears here with no code change."""
+    """One line per YAML in configs/encoding/: a new file appears here with no code change. A
+    value derived from another key is shown as its formula with its value at the default
+    training length (CoPE's max_position: "L + 1 (129 at L = 128)")."""
+    length = OmegaConf.load(config_dir() / "train" / "quick.yaml").context_length
     table = Table(title="positional encodings (posenc train encoding=NAME)")
     for col in ("name", "description", "parameters"):
         table.add_column(col)
     for path in sorted((config_dir() / "encoding").glob("*.yaml")):
-        cfg = OmegaConf.to_container(OmegaConf.load(path))  # ${…} shown as written
-        params = ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in META_KEYS)
-        table.add_row(path.stem, escape(str(cfg.get("description", ""))), escape(params or "-"))
+        enc = OmegaConf.load(path)
+        context = OmegaConf.create({"train": {"context_length": length}, "encoding": enc})
+        params = ", ".join(
+            f"{k}={_shown(context.encoding, k, length)}" for k in enc if k not in META_KEYS
+        )
+        desc = str(enc.get("description", ""))
+        table.add_row(path.stem, escape(desc), escape(params or "-"))
     console.print(table)
+
+
+def _shown(enc: DictConfig, key: str, length: int) -> str:
+    """The value as written, or a derived one as its formula and its value at ``length``."""
+    if not OmegaConf.is_interpolation(enc, key):
+        return str(OmegaConf.to_container(enc)[key])
+    formula = readable(str(OmegaConf.to_container(enc)[key]))
+    return f"{formula} ({enc[key]} at L = {length})"
 
 
 def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:

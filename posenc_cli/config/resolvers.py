@@ -6,7 +6,13 @@ config (the command, each rank, `posenc eval` of a saved run) resolves them alik
 
 from __future__ import annotations
 
+import re
+
 from omegaconf import OmegaConf
+
+#: How a value derived from another key reads in a listing: the training length is "L".
+_NAMES = {"train.context_length": "L"}
+_INNERMOST = re.compile(r"\$\{([^${}]*)\}")
 
 
 def _add(*terms: int) -> int:
@@ -25,3 +31,18 @@ def register() -> None:
         OmegaConf.register_new_resolver("posenc.add", _add)
     if not OmegaConf.has_resolver("posenc.folder_name"):
         OmegaConf.register_new_resolver("posenc.folder_name", _folder_name)
+
+
+def readable(expression: str) -> str:
+    """A ${…} expression as a person reads it: ${posenc.add:${train.context_length},1} is
+    "L + 1"; a plain reference is its key (or its short name)."""
+
+    def one(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        if inner.startswith("posenc.add:"):
+            return " + ".join(t.strip() for t in inner.split(":", 1)[1].split(","))
+        return _NAMES.get(inner, inner)
+
+    while (text := _INNERMOST.sub(one, expression)) != expression:
+        expression = text
+    return expression

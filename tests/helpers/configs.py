@@ -18,7 +18,6 @@ TINY = [
     "data.vocab_size=300",
     "eval.tokens=256",
     "eval.factors=[1,2]",
-    "eval.retrieval.factors=[2]",  # passkey retrieval (on by default) at one length only
 ]
 
 

@@ -14,6 +14,7 @@ import typer
 
 from posenc_cli.cli.app import app
 from posenc_cli.config.compose import compose
+from posenc_cli.config.groups import GROUPS
 from posenc_cli.config.overrides import expand_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,3 +149,14 @@ def test_readme_command_parses_and_composes(args, tmp_path, monkeypatch) -> None
     for job in jobs:
         compose(job, with_hydra=True)  # a bad key raises the PosencError a reader would see
     assert set(tmp_path.iterdir()) == given  # composing creates nothing
+
+
+def test_the_readme_lists_every_config_group() -> None:
+    """The README's sentence naming the groups, against the folders of configs/ (hydra/ holds
+    Hydra's logging setup, not a group a user chooses) and the groups `posenc --help` lists."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"Config groups live in `configs/`:([^.]*)\.", text)
+    assert sentence, "README.md no longer names the config groups"
+    named = re.findall(r"`(\w+)`", sentence.group(1))
+    folders = {p.name for p in (REPO / "configs").iterdir() if p.is_dir()} - {"hydra"}
+    assert sorted(named) == sorted(folders) == sorted(GROUPS)

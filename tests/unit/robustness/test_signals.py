@@ -45,7 +45,13 @@ def export_midway(point: str, step: int, folder: Path) -> None:
 CASES = [
     (["export-cs336", "RUN", "out"], "posenc_cli.common.faults.pause", export_midway),
     (
-        ["eval", "RUN", "eval.tokens=64", "eval.factors=[1,2]"],
+        [
+            "eval",
+            "RUN",
+            "eval.tokens=64",
+            "eval.factors=[1,2]",
+            "eval.tasks=[extrapolation,retrieval]",
+        ],
         "posenc_cli.evals.tasks.retrieval.Retrieval.run",
         sigterm,
     ),
