@@ -13,6 +13,7 @@ from posenc_cli.config.extension import base_length
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
 from posenc_cli.evals.keys import TAIL, protocol
+from posenc_cli.evals.length_views import add_length_scalar, log_length_views
 
 if TYPE_CHECKING:
     from torch import nn
@@ -70,15 +71,18 @@ class Extrapolation(EvalTask):
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
         """ppl and loss with global_step = length (runs overlay), eval.mode's under ``key/``
         and the tail protocol's under ``key/tail/``, with what context beyond the training
-        length changes; loss by bucket start."""
+        length changes; the same as a figure and a table (evals/length_views.py); loss by
+        bucket start."""
         tail = result.get(TAIL) or {}
         for prefix, part in ((key, result), (f"{key}/{TAIL}", tail)):
             for length, ppl in (part.get("ppl") or {}).items():
                 if ppl is not None:
-                    writer.add_scalar(f"{prefix}/ppl", ppl, int(length))
-                    writer.add_scalar(f"{prefix}/loss", part["loss"][length], int(length))
+                    add_length_scalar(writer, f"{prefix}/ppl", ppl, int(length))
+                    add_length_scalar(writer, f"{prefix}/loss", part["loss"][length], int(length))
         for length, gain in (tail.get("beyond_train_length") or {}).items():
-            writer.add_scalar(f"{key}/{TAIL}/loss_change_beyond_L", gain["difference"], int(length))
+            tag = f"{key}/{TAIL}/loss_change_beyond_L"
+            add_length_scalar(writer, tag, gain["difference"], int(length))
+        log_length_views(writer, key, result, int(cfg.train.steps))
         curve = result["loss_by_position"]
         if curve is not None:
             for start, loss in zip(curve["bucket_edges"][:-1], curve["loss"], strict=True):
