@@ -3,8 +3,9 @@ scalars, and scalars that say what their x axis is.
 
 Why: a scalar card draws the five lengths as if they were training steps, labels the axis
 "Step", and smooths them by default (at 0.6 a RoPE run's 101.31 at 16x shows as 90.52).
-Nothing on the Images tab's figure or the Text tab's table is smoothed, and each scalar of a
-length carries a description (the card's info) naming its axis and how to turn smoothing off.
+Nothing on the Images tab's figure or the Text tab's table is smoothed. Each scalar of a length
+also carries a description naming its axis and how to turn smoothing off (TensorBoard shows it
+in the Scalars tab when started with --load_fast=false; its default loader drops it).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 
 AXIS_NOTE = (
     "x axis: the evaluation length in tokens, not a training step. These are a few points, "
-    "not a curve over training: set Smoothing to 0 in the settings to read them as measured, "
-    "or open the figure in the Images tab and the table in the Text tab."
+    "not a curve over training: in Settings set Smoothing to 0 and untick 'Ignore outliers in "
+    "chart scaling' to read them as measured, or open the figure in the Images tab and the "
+    "table in the Text tab."
 )
 
 
