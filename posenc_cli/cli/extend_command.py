@@ -45,12 +45,35 @@ def extend(
         for job in jobs:
             if job.cfg is not None:
                 preflight(job.cfg)
+        _print_pair_regions(run_dir)
         if root is not None:
             print(f"posenc extend: {len(jobs)} jobs in {root}", flush=True)
         for job in jobs:
             _run(run_dir, job)
         if root is not None:
             print(f"posenc extend: compare them with: posenc compare {run_dir} {root}")
+
+
+def _print_pair_regions(run_dir: Path) -> None:
+    """For a RoPE-family parent, which pairs the methods treat alike (encodings/rope_regions.py):
+    whether this model can separate the methods at all."""
+    # deferred: torch (rope.py) only once the jobs are planned and checked
+    from posenc_cli.config.rundir import load_run_config
+    from posenc_cli.encodings.rope import rotary_frequencies
+    from posenc_cli.encodings.rope_regions import describe, pair_regions
+
+    parent = load_run_config(run_dir)
+    enc = parent.encoding
+    if not enc.get("rotary", False):
+        return
+    inv, _ = rotary_frequencies(
+        int(parent.model.d_model) // int(parent.model.n_heads),
+        float(enc.theta),
+        float(enc.get("rotary_fraction", 1.0)),
+        float(enc.get("p", 1.0)),
+    )
+    for line in describe(pair_regions(inv.tolist(), int(parent.train.context_length))):
+        print(f"posenc extend: {line}", flush=True)
 
 
 def _run(run_dir: Path, job: Job) -> None:

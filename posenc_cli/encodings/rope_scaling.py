@@ -19,14 +19,7 @@ from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.names import ROPE_SCALING_METHODS as METHODS
-
-#: YaRN's ramp bounds in rotations per original context (Peng et al. 2023, §3.2: α = 1, β = 32;
-#: transformers' beta_slow and beta_fast).
-YARN_ALPHA = 1.0
-YARN_BETA = 32.0
-#: Llama 3.1's low- and high-frequency factors (Meta's reference rope scaling).
-LLAMA3_LOW = 1.0
-LLAMA3_HIGH = 4.0
+from posenc_cli.encodings.rope_regions import LLAMA3_HIGH, LLAMA3_LOW, YARN_ALPHA, YARN_BETA
 
 
 def position_interpolation(inv_freq: Tensor, factor: float) -> Tensor:

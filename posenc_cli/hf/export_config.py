@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.encodings.rope_scaling import LLAMA3_HIGH, LLAMA3_LOW, YARN_ALPHA, YARN_BETA
+from posenc_cli.encodings.rope_regions import LLAMA3_HIGH, LLAMA3_LOW, YARN_ALPHA, YARN_BETA
 
 #: --rope-scaling values.
 METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")

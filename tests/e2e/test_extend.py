@@ -79,7 +79,10 @@ def test_every_method_extends_and_is_evaluated_at_the_parents_lengths(
     work: Path, parent: str, method: str
 ) -> None:
     child = f"{parent}-{method}"
-    posenc(["extend", parent, f"extend.method={method}", *EXTEND, f"hydra.run.dir={child}"], work)
+    out = posenc(
+        ["extend", parent, f"extend.method={method}", *EXTEND, f"hydra.run.dir={child}"], work
+    )
+    assert ("posenc extend: RoPE pairs at L = 16:" in out) == (parent == "rope")
     m = metrics(work / child)
     p = metrics(work / parent)
     ext = m["extend"]
