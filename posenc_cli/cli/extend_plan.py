@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
+from posenc_cli.config.effect_checks import check_extension_schedule
 from posenc_cli.config.extension import child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of
 from posenc_cli.config.rundir import load_run_config, planned_run_dir
@@ -93,6 +94,7 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
     method = str(ext.method)
     steps = int(ext.steps)
     if steps > 0:
+        check_extension_schedule(ext, overrides)
         cfg, planned = plan_extension(run_dir, overrides, requested)
         return Job(method, steps, tuple(overrides), cfg, planned)
     if method == "none":

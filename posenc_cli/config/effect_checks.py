@@ -34,13 +34,24 @@ def check_effects(cfg: DictConfig, overrides: list[str]) -> None:
 def check_new_run(cfg: DictConfig, overrides: list[str]) -> None:
     """A warmup the user gives ends within the run (the default one is honoured as it is: a
     short run then ramps towards train.lr for all its steps, as its config says)."""
-    t = cfg.train
-    if given(overrides, "train.warmup_steps") and int(t.warmup_steps) > int(t.steps):
+    _warmup_within(cfg.train, "train", overrides)
+
+
+def check_extension_schedule(ext: DictConfig, overrides: list[str]) -> None:
+    """`posenc extend` follows train's rule for its own schedule (extend.warmup_steps against
+    extend.steps): a warmup longer than the fine-tuning would hold it at a fraction of
+    extend.lr throughout."""
+    _warmup_within(ext, "extend", overrides)
+
+
+def _warmup_within(section: DictConfig, name: str, overrides: list[str]) -> None:
+    warmup, steps = int(section.warmup_steps), int(section.steps)
+    if given(overrides, f"{name}.warmup_steps") and warmup > steps:
+        rate = "train.lr" if name == "train" else "extend.lr"
         raise PosencError(
-            f"train.warmup_steps={t.warmup_steps} is longer than the run "
-            f"(train.steps={t.steps}), so the learning rate would never reach train.lr",
-            f"use train.warmup_steps <= {t.steps}, e.g. "
-            f"train.warmup_steps={max(int(t.steps) // 20, 0)}",
+            f"{name}.warmup_steps={warmup} is longer than the run ({name}.steps={steps}), "
+            f"so the learning rate would never reach {rate}",
+            f"use {name}.warmup_steps <= {steps}, e.g. {name}.warmup_steps={max(steps // 20, 0)}",
         )
 
 

@@ -43,6 +43,12 @@ def parent(tmp_path: Path, encoding: str) -> Path:
         ("rope", ["extend.parent=elsewhere"], "`posenc extend` cannot set extend.parent"),
         ("rope", ["eval.rope_factor=2"], "`posenc extend` cannot set eval.rope_factor"),
         ("rope", ["extend.steps=0"], "extend.steps=0 with extend.method=none is the parent"),
+        (
+            "rope",
+            ["extend.steps=10", "extend.warmup_steps=50"],
+            "extend.warmup_steps=50 is longer than the run (extend.steps=10), so the learning "
+            "rate would never reach extend.lr — use extend.warmup_steps <= 10",
+        ),
     ],
 )
 def test_one_line_and_nothing_created(
