@@ -27,8 +27,11 @@ def export_hf(
         ),
     ] = "none",
     factor: Annotated[
-        float, typer.Option("--factor", help="The extension factor S of --rope-scaling")
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            "--factor", help="The extension factor S of --rope-scaling", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Write a posenc RoPE run as a Hugging Face checkpoint (Llama; Phi-3 for partial rotary)
     that transformers, vLLM and lm-evaluation-harness load."""

@@ -9,6 +9,7 @@ to OUT once complete, so OUT is either absent or whole.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -36,8 +37,12 @@ FILES = (
 )
 
 
-def export_hf(run_dir: Path, out: Path, method: str = "none", factor: float = 1.0) -> list[Path]:
-    """Check the run, write FILES into a new folder ``out``; returns their paths."""
+def export_hf(
+    run_dir: Path, out: Path, method: str = "none", factor: float | None = None
+) -> list[Path]:
+    """Check the options and the run, write FILES into a new folder ``out``; returns their
+    paths. ``factor`` None: not given (1, or what an extension run was fine-tuned with)."""
+    factor = _given_factor(method, factor)
     cfg = load_run_config(run_dir)
     _check_exportable(cfg, run_dir)
     if out.exists() or out.is_symlink():
@@ -88,6 +93,21 @@ def run_scaling(
             "export a run with encoding.yarn_ramp=hf, or without --rope-scaling yarn",
         )
     return method, factor, length
+
+
+def _given_factor(method: str, factor: float | None) -> float:
+    """The factor to write; never silently ignored: one without a method, or one that is not
+    a finite number, is refused before anything is read."""
+    if factor is None:
+        return 1.0
+    if not math.isfinite(factor):
+        raise PosencError(f"--factor {factor} is not a finite number", "give e.g. --factor 4")
+    if method == "none":
+        raise PosencError(
+            f"--factor {factor:g} has no effect without --rope-scaling",
+            "add --rope-scaling yarn (or pi, ntk, dynamic_ntk, llama3), or leave --factor out",
+        )
+    return factor
 
 
 def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:

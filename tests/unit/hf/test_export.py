@@ -144,6 +144,9 @@ def test_yarn_is_written_as_transformers_rope_scaling(
         ),
         ([], ["--rope-scaling", "pi", "--factor", "1"], "does not extend"),
         ([], ["--rope-scaling", "rerope"], "unknown --rope-scaling"),
+        ([], ["--factor", "4"], "--factor 4 has no effect without --rope-scaling"),
+        ([], ["--rope-scaling", "yarn", "--factor", "nan"], "--factor nan is not a finite"),
+        ([], ["--rope-scaling", "yarn", "--factor", "inf"], "--factor inf is not a finite"),
     ],
 )
 def test_unexportable_runs_are_one_line_and_write_nothing(
