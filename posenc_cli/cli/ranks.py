@@ -39,8 +39,8 @@ OVERSUBSCRIBE = "POSENC_OVERSUBSCRIBE"
 
 
 def check_nproc(cfg: DictConfig) -> bool:
-    """train.nproc fits this machine and this way of starting posenc (before anything is
-    created); returns whether the run uses CUDA."""
+    """train.nproc and train.threads fit this machine and this way of starting posenc (before
+    anything is created); returns whether the run uses CUDA."""
     # deferred: torch only once ranks start; config errors come before it
     import torch
 
@@ -57,10 +57,18 @@ def check_nproc(cfg: DictConfig) -> bool:
             f"use train.nproc <= {torch.cuda.device_count()} (one process per GPU), or device=cpu",
         )
     cores = usable_cores()
-    if n > 1 and not cuda and n > cores and os.environ.get(OVERSUBSCRIBE) != "1":
+    shared = os.environ.get(OVERSUBSCRIBE) == "1"
+    if n > 1 and not cuda and n > cores and not shared:
         raise PosencError(
             f"train.nproc={n} but this machine has {cores} usable CPU core(s)",
             f"use train.nproc <= {cores}, or set {OVERSUBSCRIBE}=1 to share cores between ranks",
+        )
+    threads = cfg.train.threads
+    if threads is not None and int(threads) > cores and not shared:
+        raise PosencError(
+            f"train.threads={threads} but this machine has {cores} usable CPU core(s)",
+            f"use train.threads <= {cores} (null: all of them), or set {OVERSUBSCRIBE}=1 to "
+            "run more threads than cores",
         )
     return cuda
 

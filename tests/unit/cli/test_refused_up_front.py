@@ -89,3 +89,11 @@ def test_an_uncreatable_sweep_folder_is_one_line(
         tmp_path,
         monkeypatch,
     )
+
+
+def test_more_threads_than_cores_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POSENC_OVERSUBSCRIBE", raising=False)
+    line = one_line_exit_2(["train", "train.threads=1000"], tmp_path, monkeypatch)
+    assert "train.threads=1000 but this machine has" in line and "use train.threads <=" in line
