@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.hf.fields import Fields
 
 #: model_type values whose decoder is Llama's.
 FAMILIES = ("llama", "mistral", "qwen2")
@@ -32,81 +33,81 @@ def read_config(folder: Path) -> dict[str, Any]:
         raise PosencError(
             f"{path} cannot be read ({exc})", "restore the model's config.json"
         ) from None
+    except RecursionError:  # thousands of nested brackets: no config.json nests that deep
+        raise PosencError(
+            f"{path} nests deeper than any model config", "restore the model's config.json"
+        ) from None
     if not isinstance(config, dict):
         raise PosencError(f"{path} is not a JSON object", "restore the model's config.json")
     return config
 
 
 def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
-    """posenc config keys and values for the checkpoint ``config`` describes."""
-    _check_family(config, where)
-    d_model = _positive(config, "hidden_size")
-    heads = _positive(config, "num_attention_heads")
-    if d_model % heads or config.get("head_dim") not in (None, d_model // heads):
+    """posenc config keys and values for the checkpoint ``config`` describes, every field
+    read with its type and range (hf/fields.py)."""
+    f = Fields(config, where / "config.json", "restore the model's config.json")
+    _check_family(f, where)
+    d_model = f.integer("hidden_size")
+    heads = f.integer("num_attention_heads")
+    head_dim = f.optional_integer("head_dim")
+    if d_model % heads or head_dim not in (None, d_model // heads):
         raise PosencError(
-            f"{where}: head_dim={config.get('head_dim')} is not hidden_size/num_attention_heads",
-            REFUSED,
+            f"{where}: head_dim={head_dim} is not hidden_size/num_attention_heads", REFUSED
         )
-    vocab = _positive(config, "vocab_size")
+    kv_heads = (
+        f.integer("num_key_value_heads", heads) if f.data.get("num_key_value_heads") else heads
+    )
+    if heads % kv_heads:
+        raise f.refuse("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads={heads}")
     return {
-        "encoding.theta": rope_theta(config, where),
+        "encoding.theta": rope_theta(f, where),
         "model.d_model": d_model,
-        "model.n_layers": _positive(config, "num_hidden_layers"),
+        "model.n_layers": f.integer("num_hidden_layers"),
         "model.n_heads": heads,
-        "model.n_kv_heads": int(config.get("num_key_value_heads") or heads),
-        "model.d_ff": _positive(config, "intermediate_size"),
-        "model.rms_norm_eps": float(config.get("rms_norm_eps", 1e-6)),
-        "model.tie_embeddings": bool(config.get("tie_word_embeddings", False)),
-        "train.context_length": _positive(config, "max_position_embeddings"),
-        "data.vocab_size": max(vocab, 257),
+        "model.n_kv_heads": kv_heads,
+        "model.d_ff": f.integer("intermediate_size"),
+        "model.rms_norm_eps": f.number("rms_norm_eps", 1e-6, positive=True),
+        "model.tie_embeddings": f.flag("tie_word_embeddings", False),
+        "train.context_length": f.integer("max_position_embeddings"),
+        "data.vocab_size": max(f.integer("vocab_size"), 257),
     }
 
 
-def rope_theta(config: dict[str, Any], where: Path) -> float:
+def rope_theta(f: Fields, where: Path) -> float:
     """The base θ of plain RoPE; a checkpoint trained with scaled or partial rotary is refused
     (posenc evaluates the extension methods itself, on the plain frequencies)."""
-    rope = config.get("rope_parameters") or {}
-    scaling = config.get("rope_scaling") or {}
-    kind = rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    rope = f.section("rope_parameters")
+    scaling = f.section("rope_scaling")
+    kind = rope.text("rope_type") or scaling.text("rope_type") or scaling.text("type") or "default"
     if kind != "default":
         raise PosencError(
             f"{where} was trained with rope_type '{kind}'",
             "import a checkpoint with plain RoPE (rope_type default); posenc applies "
             "scaling at evaluation: eval.rope_scaling=…",
         )
-    fraction = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
-    if float(fraction) != 1.0:
+    fraction = rope.number("partial_rotary_factor", f.number("partial_rotary_factor", 1.0))
+    if fraction != 1.0:
         raise PosencError(
             f"{where} rotates part of each head (partial_rotary_factor={fraction})",
             "import a Llama checkpoint that rotates every dimension",
         )
-    return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    return rope.number("rope_theta", f.number("rope_theta", 10000.0, positive=True), positive=True)
 
 
-def _check_family(config: dict[str, Any], where: Path) -> None:
-    kind = config.get("model_type")
+def _check_family(f: Fields, where: Path) -> None:
+    kind = f.text("model_type")
     if kind not in FAMILIES:
         raise PosencError(
             f"{where} is a '{kind}' model, not a Llama-family one",
             "import a checkpoint of model_type " + ", ".join(FAMILIES),
         )
+    window = f.data.get("sliding_window")
     lacking = {
-        "hidden_act": config.get("hidden_act", "silu") != "silu",
-        "attention_bias": bool(config.get("attention_bias", False)),
-        "mlp_bias": bool(config.get("mlp_bias", False)),
-        "sliding_window": bool(config.get("use_sliding_window", kind == "mistral"))
-        and config.get("sliding_window") is not None,
+        "hidden_act": f.text("hidden_act", "silu") != "silu",
+        "attention_bias": f.flag("attention_bias", False),
+        "mlp_bias": f.flag("mlp_bias", False),
+        "sliding_window": f.flag("use_sliding_window", kind == "mistral") and window is not None,
     }
     for key, differs in lacking.items():
         if differs:
-            raise PosencError(f"{where} uses {key}={config.get(key)}", REFUSED)
-
-
-def _positive(config: dict[str, Any], key: str) -> int:
-    value = config.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PosencError(
-            f"config.json's {key}={value!r} is not a positive integer",
-            "restore the model's config.json",
-        )
-    return value
+            raise PosencError(f"{where} uses {key}={f.data.get(key)}", REFUSED)

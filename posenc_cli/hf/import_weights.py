@@ -19,23 +19,17 @@ from posenc_cli.hf.layout import LAYER_NAMES, OUTER_NAMES, ROTATED, to_pairs
 
 #: Weights in a pickle, which are never loaded.
 PICKLES = ("*.bin", "*.pt", "*.pth", "*.ckpt")
+#: The safetensors dtypes of weights posenc reads (as float32).
+FLOATING = ("F16", "BF16", "F32", "F64")
 #: Buffers some checkpoints carry that posenc recomputes.
 RECOMPUTED = ("rotary_emb.inv_freq",)
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of ``folder`` (the shards its index names, if it has one)."""
+    """The safetensors files of ``folder`` (the shards its index names, if it has one), each a
+    regular file inside ``folder``."""
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            names = sorted(
-                set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise PosencError(f"{index} cannot be read", "restore the checkpoint's index") from None
-        files = [folder / n for n in names]
-    else:
-        files = sorted(folder.glob("*.safetensors"))
+    files = _shards(folder, index) if index.is_file() else sorted(folder.glob("*.safetensors"))
     if not files:
         pickles = sorted(p.name for pattern in PICKLES for p in folder.glob(pattern))
         if pickles:
@@ -45,11 +39,34 @@ def weight_files(folder: Path) -> list[Path]:
                 "convert them to safetensors (save_pretrained(..., safe_serialization=True))",
             )
         raise PosencError(f"{folder} has no model.safetensors", "point at a model folder")
+    for path in files:
+        if not path.is_file():  # a FIFO or a device would block the import or never end
+            raise PosencError(f"{path} is not a regular file", "restore the checkpoint's weights")
     return files
 
 
+def _shards(folder: Path, index: Path) -> list[Path]:
+    """The files an index's weight_map names: plain file names in ``folder``, never a path
+    that leads elsewhere (``../x``, ``/etc/x``)."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise PosencError(f"{index} cannot be read", "restore the checkpoint's index") from None
+    if not isinstance(weight_map, dict):
+        raise PosencError(f"{index}: weight_map is not an object", "restore the checkpoint's index")
+    names = set(weight_map.values())
+    for name in sorted(names, key=str):
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise PosencError(
+                f"{index}: weight_map names {name!r:.60}, not a file of the model folder",
+                "restore the checkpoint's index",
+            )
+    return [folder / n for n in sorted(names)]
+
+
 def read_safetensors(files: list[Path]) -> dict[str, Tensor]:
-    """Every tensor of the files as float32, a damaged or missing file as one line."""
+    """Every tensor of the files as float32; a damaged or missing file, or a tensor that is
+    not floating point (an integer or boolean weight is no model's), as one line."""
     # deferred: safetensors is the optional [hf] extra
     from safetensors import SafetensorError, safe_open
 
@@ -58,6 +75,12 @@ def read_safetensors(files: list[Path]) -> dict[str, Tensor]:
         try:
             with safe_open(str(path), framework="pt") as fh:
                 for name in fh.keys():
+                    dtype = fh.get_slice(name).get_dtype()
+                    if dtype not in FLOATING:
+                        raise PosencError(
+                            f"{path}: {name} is stored as {dtype}, not floating point",
+                            "import a checkpoint whose weights are F16, BF16, F32 or F64",
+                        )
                     state[name] = fh.get_tensor(name).float()
         except (OSError, SafetensorError) as exc:
             raise PosencError(

@@ -23,6 +23,7 @@ from posenc_cli.config.overrides import given, key_of
 from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.engine.checkpoint import save_atomic
+from posenc_cli.engine.memory import FLOAT, available_bytes, gib, n_params
 from posenc_cli.engine.metrics import imported_metrics, merge_metrics
 from posenc_cli.hf.export import require_safetensors
 from posenc_cli.hf.import_config import read_config, settings
@@ -40,7 +41,7 @@ def import_hf(
     folder = model_folder(name, allow_download, revision)
     config = read_config(folder)
     derived = settings(config, folder)
-    vocab = int(config["vocab_size"])
+    vocab = int(config["vocab_size"])  # an integer >= 1: settings() checked it
     cfg = compose(
         [
             "encoding=rope",
@@ -50,6 +51,7 @@ def import_hf(
         with_hydra=True,
     )
     tok = _tokenizer(folder, vocab)
+    _check_import_memory(cfg, vocab, folder)
     m = cfg.model
     state = posenc_state(
         read_safetensors(weight_files(folder)),
@@ -86,13 +88,28 @@ def _tokenizer(folder: Path, model_vocab: int) -> Tokenizer:
             "save the model's fast tokenizer there (AutoTokenizer...save_pretrained)",
         )
     tok = load_tokenizer(path)
-    if tok.get_vocab_size() > model_vocab:
+    largest = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
+    if tok.get_vocab_size() > model_vocab or largest >= model_vocab:
         raise PosencError(
-            f"{path} has {tok.get_vocab_size()} tokens but the model only {model_vocab}",
+            f"{path} has {tok.get_vocab_size()} tokens up to id {largest}, but the model's "
+            f"embedding has {model_vocab} rows",
             "give the tokenizer this model was trained with",
         )
     eot_id(tok)
     return tok
+
+
+def _check_import_memory(cfg: DictConfig, vocab: int, folder: Path) -> None:
+    """The weights config.json describes, read whole three times over (the file's tensors,
+    posenc's layout, the model), must fit before the first byte is read."""
+    need = 3 * FLOAT * n_params(cfg, vocab)
+    available = available_bytes()
+    if need > available:
+        raise PosencError(
+            f"{folder / 'config.json'} describes a model of {n_params(cfg, vocab):,} parameters: "
+            f"importing it needs about {gib(need)} but {gib(available)} of memory is available",
+            "import a smaller checkpoint, or free memory on this machine",
+        )
 
 
 def _load_model(
