@@ -32,6 +32,14 @@ def export_hf(
             "--factor", help="The extension factor S of --rope-scaling", show_default=False
         ),
     ] = None,
+    in_use: Annotated[
+        bool,
+        typer.Option(
+            "--in-use",
+            help="Export the last checkpoint of a run another posenc process still trains "
+            "(its step is printed)",
+        ),
+    ] = False,
 ) -> None:
     """Write a posenc RoPE run as a Hugging Face checkpoint (Llama; Phi-3 for partial rotary)
     that transformers, vLLM and lm-evaluation-harness load."""
@@ -39,7 +47,7 @@ def export_hf(
         # deferred, as in import_hf: `posenc --help` stays torch- and Hugging Face-free
         from posenc_cli.hf.export import export_hf as run_export
 
-        for path in run_export(run_dir, out, rope_scaling, factor):
+        for path in run_export(run_dir, out, rope_scaling, factor, in_use):
             print(f"wrote {path}", flush=True)
 
 

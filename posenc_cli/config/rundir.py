@@ -136,6 +136,22 @@ def lock_run_dir(run_dir: Path) -> None:
     _held.append((os.path.abspath(run_dir / LOCK), fh))
 
 
+def run_in_use(run_dir: Path) -> bool:
+    """Whether another process holds the run's lock now; creates and writes nothing, so it
+    also answers for a run this user may only read."""
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False  # no lock file: no posenc process ever held it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also releases the shared lock just taken
+    return False
+
+
 def unlock_run_dir(run_dir: Path) -> None:
     """Release this process's lock on ``run_dir`` (a sweep worker runs many jobs: a finished
     job's run must be free for `posenc eval` while the sweep goes on)."""

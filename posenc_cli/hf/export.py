@@ -18,15 +18,17 @@ from typing import Any
 from omegaconf import DictConfig
 
 from posenc_cli.common.atomic import write_folder_atomic, write_json_atomic
+from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.extension import is_extension
-from posenc_cli.config.rundir import load_run_config, make_dirs
+from posenc_cli.config.rundir import load_run_config, make_dirs, run_in_use
 from posenc_cli.data.corpus import EOT
 from posenc_cli.encodings.rope import rotary_frequencies
 from posenc_cli.engine import checkpoint
 from posenc_cli.hf.export_config import Shape, hf_config
 from posenc_cli.hf.layout import llama_state, phi3_state
+from posenc_cli.model import build_model
 
 FILES = (
     "config.json",
@@ -38,23 +40,34 @@ FILES = (
 
 
 def export_hf(
-    run_dir: Path, out: Path, method: str = "none", factor: float | None = None
+    run_dir: Path,
+    out: Path,
+    method: str = "none",
+    factor: float | None = None,
+    in_use: bool = False,
 ) -> list[Path]:
     """Check the options and the run, write FILES into a new folder ``out``; returns their
-    paths. ``factor`` None: not given (1, or what an extension run was fine-tuned with)."""
+    paths. ``factor`` None: not given (1, or what an extension run was fine-tuned with);
+    ``in_use``: export the last checkpoint of a run another process still trains."""
     factor = _given_factor(method, factor)
     cfg = load_run_config(run_dir)
     _check_exportable(cfg, run_dir)
     if out.exists() or out.is_symlink():
         raise PosencError(f"'{out}' already exists", "choose a new folder for the export")
-    state = checkpoint.load(run_dir / "checkpoints" / "last.pt")["model"]
+    busy = run_in_use(run_dir)
+    if busy and not in_use:
+        raise PosencError(
+            f"'{run_dir}' is in use by another posenc process (still training?), so its last "
+            "checkpoint may be an intermediate step",
+            "wait for it to finish, or export that checkpoint anyway with --in-use",
+        )
+    ck = checkpoint.load(run_dir / "checkpoints" / "last.pt")
+    state = ck["model"]
+    _check_weights_fit(cfg, state, run_dir)
+    if busy:
+        console.print(f"note: '{run_dir}' is still in use; exporting its step {ck['step']}")
     tok_path = run_dir / "tokenizer.json"
-    if not tok_path.is_file():
-        raise PosencError(f"{run_dir} has no tokenizer.json", "export a run posenc trained")
-    vocab = json.loads(tok_path.read_text(encoding="utf-8")).get("added_tokens", [])
-    eot = next((t["id"] for t in vocab if t.get("content") == EOT), None)
-    if eot is None:
-        raise PosencError(f"{tok_path} has no {EOT} token", "export a run posenc trained")
+    eot = _end_of_text(tok_path)
     method, factor, length = run_scaling(cfg, run_dir, method, factor)
     shape = replace(_shape(cfg, state, int(eot)), train_length=length)
     config = hf_config(shape, method, factor)
@@ -108,6 +121,41 @@ def _given_factor(method: str, factor: float | None) -> float:
             "add --rope-scaling yarn (or pi, ntk, dynamic_ntk, llama3), or leave --factor out",
         )
     return factor
+
+
+def _end_of_text(tok_path: Path) -> int:
+    """The id of the run's end-of-text token from its tokenizer.json, a file the run may have
+    received: a regular file (never a link followed elsewhere) holding a JSON object."""
+    fix = "export a run posenc trained, with its own tokenizer.json"
+    if tok_path.is_symlink() or not tok_path.is_file():
+        raise PosencError(f"{tok_path} is missing, a link or not a regular file", fix)
+    try:
+        tokenizer = json.loads(tok_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        raise PosencError(f"{tok_path} is not valid JSON", fix) from None
+    added = tokenizer.get("added_tokens") if isinstance(tokenizer, dict) else None
+    ids = [
+        t["id"]
+        for t in (added if isinstance(added, list) else [])
+        if isinstance(t, dict) and t.get("content") == EOT and isinstance(t.get("id"), int)
+    ]
+    if not ids:
+        raise PosencError(f"{tok_path} has no {EOT} token", fix)
+    return int(ids[0])
+
+
+def _check_weights_fit(cfg: DictConfig, state: dict[str, Any], run_dir: Path) -> None:
+    """The checkpoint's weights are those of the model the run's config describes, so the
+    exported config.json describes the exported weights (transformers would refuse them)."""
+    try:
+        vocab = int(state["lm_head.weight"].shape[0])
+        build_model(cfg, vocab).load_state_dict(state, strict=True)
+    except (KeyError, AttributeError, IndexError, TypeError, RuntimeError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        raise PosencError(
+            f"{run_dir}'s checkpoint does not match its .hydra/config.yaml ({first})",
+            "export a run whose saved config is the one it trained with",
+        ) from None
 
 
 def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:
