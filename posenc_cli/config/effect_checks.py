@@ -12,6 +12,8 @@ the longest length) is the extrapolation task's own (evals/tasks/extrapolation.p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
@@ -67,12 +69,39 @@ def _check_data_source(cfg: DictConfig, overrides: list[str]) -> None:
                     f"data.{key} is set but data={d.name} reads {reads}, not a file",
                     f"add data=text to use the file, or drop data.{key}",
                 )
-    if str(d.kind) != "hf":
+    if str(d.kind) == "hf":
+        _check_local_source(d)
+    else:
         for key in HF_KEYS:
             if given(overrides, f"data.{key}"):
                 raise PosencError(
                     f"data.{key} is set but data={d.name} does not read a `datasets` source",
                     f"add data=hf to use it, or drop data.{key}",
+                )
+
+
+#: `datasets` builders that read the files data.data_files names (no hub dataset of that name).
+FILE_BUILDERS = ("parquet", "json", "csv", "text", "arrow")
+
+
+def _check_local_source(d: DictConfig) -> None:
+    """A builder reads only the files it is given (without data.data_files, `datasets` would
+    read whatever such files lie in the current folder), and local files have no hub subset
+    or revision to honour."""
+    name = str(d.dataset)
+    builder = name in FILE_BUILDERS
+    if builder and d.get("data_files") is None:
+        raise PosencError(
+            f"data.dataset={name} reads the files data.data_files names, and none are given",
+            f"give them, e.g. data.data_files=corpus.{name}, or '[a.{name},b.{name}]'",
+        )
+    if builder or Path(name).expanduser().is_dir():
+        for key in ("subset", "revision"):
+            if d.get(key) is not None:
+                raise PosencError(
+                    f"data.{key}={d.get(key)} is set but data.dataset={name} reads local files, "
+                    f"which have no hub {key}",
+                    f"drop data.{key}",
                 )
 
 

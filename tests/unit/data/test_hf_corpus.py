@@ -120,6 +120,12 @@ def test_without_datasets_installed_the_error_names_the_extra(
         (["data.dataset=parquet"], "data.dataset is set but data=sotu does not read a `datasets`"),
         (["data=text", "data.path=a.txt", "data.train_tokens=9"], "data.train_tokens is set but"),
         (["data=hf", "data.dataset=parquet", "data.path=a.txt"], "reads a `datasets` source"),
+        (["data=hf", "data.dataset=parquet"], "data.dataset=parquet reads the files data.data_"),
+        (
+            ["data=hf", "data.dataset=json", "data.data_files=a.json", "data.subset=en"],
+            "data.subset=en is set but data.dataset=json reads local files",
+        ),
+        (["data=hf", "data.dataset=.", "data.revision=main"], "data.revision=main is set but"),
     ],
 )
 def test_a_source_key_of_another_data_kind_is_refused(
