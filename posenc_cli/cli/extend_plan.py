@@ -18,7 +18,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.effect_checks import check_extension_schedule
 from posenc_cli.config.extension import child_config, extended_length
-from posenc_cli.config.overrides import expand_sweep, given, key_of
+from posenc_cli.config.overrides import expand_sweep, given, key_of, quote
 from posenc_cli.config.rundir import load_run_config, planned_run_dir
 from posenc_cli.engine.extension import parent_checkpoint
 
@@ -80,11 +80,38 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
             continue
         steps = int(given.get("extend.steps", requested.extend.steps))
         where = [o for o in combo if key_of(o) != "hydra.run.dir"]
-        where.append(f"hydra.run.dir={root / f'{method}-{steps}'}")
+        where.append(f"hydra.run.dir={quote(str(root / _folder(method, steps, given, combos)))}")
         job = _job(run_dir, where, compose(where, with_hydra=True), grid=True)
         if job is not None:
             jobs.append(job)
+    _check_distinct(jobs)
     return jobs, root
+
+
+def _folder(method: str, steps: int, given: dict[str, str], combos: list[list[str]]) -> str:
+    """`<method>-<steps>`, then `-<key>=<value>` for every other key the grid varies
+    (extend.factor=2,4 gives yarn-400-factor=2 and yarn-400-factor=4)."""
+    values: dict[str, set[str]] = {}
+    for combo in combos:
+        for o in combo:
+            values.setdefault(key_of(o), set()).add(o.split("=", 1)[1])
+    fixed = {"extend.method", "extend.steps", "hydra.run.dir"}
+    varied = sorted(k for k, v in values.items() if len(v) > 1 and k not in fixed)
+    return f"{method}-{steps}" + "".join(f"-{k.split('.')[-1]}={given[k]}" for k in varied)
+
+
+def _check_distinct(jobs: list[Job]) -> None:
+    """No two jobs of a grid write one folder: checked before the first job starts."""
+    seen: dict[Path, Job] = {}
+    for job in jobs:
+        if job.planned is None:
+            continue
+        if job.planned in seen:
+            raise PosencError(
+                f"two jobs of this grid would write {job.planned}",
+                "sweep fewer keys at once, or give each combination its own hydra.run.dir",
+            )
+        seen[job.planned] = job
 
 
 def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool) -> Job | None:

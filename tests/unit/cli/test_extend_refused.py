@@ -135,3 +135,17 @@ def test_the_study_sweeps_every_method_at_0_100_and_400_steps() -> None:
         "extend.steps=100",
         "extend.steps=400",
     }
+
+
+def test_a_grid_over_other_keys_gives_each_job_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    jobs, _ = plan_jobs(run, ["extend.method=yarn", "extend.factor=2,4", "hydra.run.dir=grid"])
+    assert [j.planned for j in jobs] == [
+        Path("grid") / "yarn-400-factor=2",
+        Path("grid") / "yarn-400-factor=4",
+    ]
+    assert [j.cfg.train.context_length for j in jobs] == [256, 512]  # the parent: 128
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
