@@ -1,9 +1,12 @@
-"""What the training loop measures between log lines, and where a non-main rank logs to."""
+"""What the training loop measures between log lines, what it reports progress to, and where
+a non-main rank logs to."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 import torch
 
@@ -35,6 +38,21 @@ class Throughput:
         self.loss_sum = None
         self.since = now
         return loss, rate
+
+
+class Progress(Protocol):
+    """What the trainer reports to (the CLI's progress bar, or nothing)."""
+
+    def update(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_s: float | None,
+        val_loss: float | None = None,
+    ) -> None: ...
+
+
+ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
 
 
 class NullWriter:

@@ -1,8 +1,9 @@
 """SIGINT/SIGTERM handling for a whole command, so a stop always says what was kept.
 
 In the training loop a signal sets a flag the loop reads, so it ends on a checkpoint
-(``StopFlag``); elsewhere (the final evaluation) it stops at once with one line that says what
-was kept (``InterruptNow``).
+(``StopFlag``); during a validation it ends the validation at once and the loop then ends on a
+checkpoint (``StopValidation``); elsewhere (the final evaluation) it stops at once with one
+line that says what was kept (``InterruptNow``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,22 @@ class StopFlag(_Handlers):
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
+
+
+class SignalledDuringValidation(Exception):
+    """Raised inside a validation by ``StopValidation``: the trainer saves and stops."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+class StopValidation(_Handlers):
+    """A signal during a validation ends it at once (a validation of thousands of batches
+    would otherwise hold a stop for minutes); the trainer then saves the steps trained."""
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        raise SignalledDuringValidation(signum)
 
 
 class InterruptNow(_Handlers):

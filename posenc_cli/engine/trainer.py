@@ -10,12 +10,12 @@ combined across ranks first, so all ranks take the same branch at the same step.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -30,29 +30,26 @@ from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.checkpoint import TrainState
 from posenc_cli.engine.distributed import data_parallel
-from posenc_cli.engine.meter import NullWriter, SilentProgress, Throughput
+from posenc_cli.engine.meter import (
+    NullWriter,
+    Progress,
+    ProgressFactory,
+    SilentProgress,
+    Throughput,
+)
 from posenc_cli.engine.positions import random_positions
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
-from posenc_cli.engine.signals import StopFlag, exit_code, signal_name
+from posenc_cli.engine.signals import (
+    SignalledDuringValidation,
+    StopFlag,
+    StopValidation,
+    exit_code,
+    signal_name,
+)
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.streams import make_stream
 from posenc_cli.model import TransformerLM, build_model
-
-
-class Progress(Protocol):
-    """What the trainer reports to (the CLI's progress bar, or nothing)."""
-
-    def update(
-        self,
-        step: int,
-        loss: float | None,
-        tokens_per_s: float | None,
-        val_loss: float | None = None,
-    ) -> None: ...
-
-
-ProgressFactory = Callable[[int, int, str], AbstractContextManager[Progress]]
 
 
 class Trainer:
@@ -181,11 +178,19 @@ class Trainer:
         t = self.cfg.train
         if step % t.eval_every == 0 or step == t.steps:
             try:
-                val = self.validate()
+                with self._validation_signals():
+                    val = self.validate()
+            except SignalledDuringValidation as stop:
+                self._stop_cleanly(stop.signum)
             except Exception:  # out of memory, a failing validation stream, ...
                 self.save()  # the steps trained so far stay resumable
                 raise
             bar.update(step, self.state.last_train, self.state.clock.tokens_per_s, val_loss=val)
+
+    def _validation_signals(self) -> AbstractContextManager[object]:
+        """One process stops a validation at the signal; several ranks finish it together
+        (one rank leaving a collective would leave the others waiting) and stop after it."""
+        return StopValidation() if self.rt.world_size == 1 else contextlib.nullcontext()
 
     def _log_train(self, meter: Throughput, lr: float, grad_norm: float) -> None:
         st = self.state

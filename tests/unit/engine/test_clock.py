@@ -4,11 +4,14 @@ resume, and an older checkpoint's total kept without inventing a breakdown."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from posenc_cli.common.errors import Interrupted
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.clock import PhaseClock
 from tests.helpers.trainer import tiny_trainer
@@ -78,3 +81,26 @@ def test_the_clock_survives_a_resume(tmp_path: Path, corpus: Path, cache_dir: Pa
     ck = checkpoint.load(run / "checkpoints" / "last.pt")
     assert ck["clock"]["timed_tokens"] == clock.timed_tokens
     assert ck["wall_s"] == pytest.approx(PhaseClock.restore(ck["clock"], 0).total)
+
+
+def test_a_signal_during_a_long_validation_stops_it_at_once_and_saves(
+    tmp_path: Path, corpus: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A validation of thousands of batches would hold SIGTERM for minutes: the signal ends it
+    within a batch, the steps trained are saved and the stop says how to resume."""
+    trainer = tiny_trainer(tmp_path / "run", corpus, "train.eval_every=2", "train.steps=4")
+
+    def endless_validation(model: object, rt: object) -> float:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(3000):  # 30 s of "batches" unless the signal ends it
+            time.sleep(0.01)
+        return 0.0
+
+    monkeypatch.setattr(trainer.stream, "validation_loss", endless_validation)
+    started = time.perf_counter()
+    with pytest.raises(Interrupted) as stopped:
+        trainer.fit(silent)
+    assert time.perf_counter() - started < 10
+    assert stopped.value.code == 143 and "after step 2" in str(stopped.value)
+    assert checkpoint.load(tmp_path / "run" / "checkpoints" / "last.pt")["step"] == 2
+    trainer.close()
