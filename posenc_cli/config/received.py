@@ -16,7 +16,10 @@ folder name. So a saved config is resolved here, once, against itself alone:
   nobody meant, silently, while the error tells the user which key of which file to fix;
 * data.cache_dir is dropped unread (the reader's own cache is used, see config/rundir.py).
 
-What comes out holds plain values only, so no later access can resolve anything.
+What comes out holds plain values only, so no later access can resolve anything. Before any
+of that, the file is read as untrusted bytes (``load_received``): a regular file of bounded
+size whose YAML uses at most a few aliases, so a nested-alias "billion laughs" document is
+refused in one line instead of expanding in memory.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -34,6 +38,24 @@ _NODE = r"\$\{\.*[A-Za-z_]\w*(?:\.\w+)*\}"
 _ARG = rf"(?:{_NODE}|-?\d+)"
 ALLOWED = re.compile(rf"{_NODE}|\$\{{posenc\.add:{_ARG}(?:,{_ARG})*\}}")
 DROPPED = (("data", "cache_dir"),)
+#: A saved config is a few kilobytes and posenc writes no YAML alias.
+MAX_BYTES = 1 << 20
+MAX_ALIASES = 16
+
+
+def load_received(path: Path) -> Any:
+    """The YAML file at ``path`` as OmegaConf data, after checking it is a regular file of at
+    most MAX_BYTES whose YAML holds at most MAX_ALIASES aliases; ValueError says why not (the
+    callers turn any failure into their own one line)."""
+    if path.is_symlink() or not path.is_file():
+        raise ValueError("not a regular file")
+    if path.stat().st_size > MAX_BYTES:
+        raise ValueError(f"larger than {MAX_BYTES:,} bytes")
+    text = path.read_text(encoding="utf-8")
+    aliases = sum(isinstance(token, yaml.AliasToken) for token in yaml.scan(text))
+    if aliases > MAX_ALIASES:
+        raise ValueError(f"{aliases} YAML aliases, more than posenc reads")
+    return OmegaConf.create(text)
 
 
 def resolve_received(cfg: DictConfig, source: Path) -> DictConfig:

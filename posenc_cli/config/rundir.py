@@ -26,7 +26,7 @@ from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
-from posenc_cli.config.received import resolve_received
+from posenc_cli.config.received import load_received, resolve_received
 from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
 from posenc_cli.encodings.names import META_KEYS
 
@@ -209,11 +209,11 @@ def load_run_config(run_dir: Path) -> DictConfig:
             "pass the directory a `posenc train` run created",
         )
     try:
-        cfg = OmegaConf.load(saved)
+        cfg = load_received(saved)
     except Exception as exc:  # a damaged or hostile YAML file: parse errors of many kinds
+        why = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
         raise PosencError(
-            f"'{saved}' cannot be read ({type(exc).__name__})",
-            "restore the run's .hydra/config.yaml",
+            f"'{saved}' cannot be read ({why[:80]})", "restore the run's .hydra/config.yaml"
         ) from None
     cfg = resolve_received(cfg, saved) if isinstance(cfg, DictConfig) else None
     if (

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
+from posenc_cli.config.received import load_received
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.evals.base import view_task
 from posenc_cli.report.extension_rows import own_rows, row_suffix
@@ -172,15 +173,13 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
 
 
 def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
-    """The run's ``group`` parameters (encoding.theta, task.reversed …): its saved
-    .hydra/config.yaml over the defaults of configs/<group>/<name>.yaml, so a parameter added
-    since the run was made takes its YAML default and older and newer runs of the same
-    settings are seeds of one row. An absent or damaged saved config gives the defaults."""
+    """The run's ``group`` parameters: its saved config over configs/<group>/<name>.yaml, so a
+    parameter added since the run was made takes its default (a damaged file gives them all)."""
     saved = run_dir / ".hydra" / "config.yaml"
     section: Any = {}
     if saved.is_file():
         try:
-            section = OmegaConf.to_container(OmegaConf.load(saved).get(group) or {}, resolve=False)
+            section = OmegaConf.to_container(load_received(saved).get(group) or {}, resolve=False)
         except Exception:  # a damaged optional file must not stop the comparison
             section = {}
     if not isinstance(section, dict):

@@ -88,3 +88,31 @@ def test_the_built_encoding_knows_its_config_name() -> None:
     enc = build_encoding(cfg.encoding, 32, 4, 1)
     with pytest.raises(PosencError, match="encoding 'learned' is defined for at most 8"):
         enc.check_length(9)
+
+
+BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+    )
+    + "encoding: {name: rope}\ndata: {name: sotu}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (BOMB, "72 YAML aliases, more than posenc reads"),
+        ("encoding: {name: rope}\n" + "#" * (2 << 20) + "\n", "larger than 1,048,576 bytes"),
+    ],
+    ids=["alias-bomb", "oversized"],
+)
+def test_a_hostile_saved_config_is_refused_before_it_is_expanded(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text(text)
+    with pytest.raises(PosencError, match=f"cannot be read \\({says}") as refused:
+        load_run_config(run)
+    assert "restore the run's .hydra/config.yaml" in str(refused.value)
