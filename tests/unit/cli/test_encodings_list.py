@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.console import console
 from posenc_cli.config.resolvers import readable
 
 
@@ -23,8 +24,9 @@ def test_a_derived_value_reads_as_its_formula(expression: str, reads: str) -> No
     assert readable(expression) == reads
 
 
-def test_cope_shows_l_plus_one_and_no_raw_interpolation() -> None:
-    result = CliRunner().invoke(app, ["encodings"], env={"COLUMNS": "250"})
+def test_cope_shows_l_plus_one_and_no_raw_interpolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console, "width", 250)  # one line per encoding, whatever the terminal
+    result = CliRunner().invoke(app, ["encodings"])
     assert result.exit_code == 0, result.output
     assert "max_position=L + 1 (129 at L = 128)" in result.output
     assert "${" not in result.output
