@@ -46,8 +46,10 @@ def training_state(
     model: nn.Module, opt: torch.optim.Optimizer, st: TrainState, world_size: int, cfg: DictConfig
 ) -> dict[str, Any]:
     """What checkpoints/last.pt holds: enough to continue exactly where training stopped."""
+    weights = model.state_dict()
     return {
-        "model": model.state_dict(),
+        "model": weights,
+        "weights_sha256": state_digest(weights),
         "optimizer": opt.state_dict(),
         "step": st.step,
         "best_val": st.best_val,
@@ -65,8 +67,10 @@ def training_state(
 
 def best_state(model: nn.Module, step: int, val_loss: float, cfg: DictConfig) -> dict[str, Any]:
     """What checkpoints/best.pt holds: the weights of the lowest validation loss."""
+    weights = model.state_dict()
     return {
-        "model": model.state_dict(),
+        "model": weights,
+        "weights_sha256": state_digest(weights),
         "step": step,
         "val_loss": val_loss,
         "config": OmegaConf.to_container(cfg),
@@ -138,7 +142,26 @@ def load(path: Path, fix: str = "resume from another run or start a new one") ->
         raise PosencError(
             f"checkpoint '{path}' records step {step!r}, not a whole number >= 0", fix
         )
+    _check_digest(state, path, fix)
     return state
+
+
+def _check_digest(state: dict[str, Any], path: Path, fix: str) -> None:
+    """The weights are those the digest recorded at save time describes (checkpoints from
+    before posenc recorded one are read as they are)."""
+    recorded = state.get("weights_sha256")
+    if recorded is None:
+        return
+    try:
+        same = recorded == state_digest(state["model"])
+    except (AttributeError, TypeError, RuntimeError):  # not a state dict of tensors
+        same = False
+    if not same:
+        raise PosencError(
+            f"checkpoint '{path}' holds weights other than those it recorded when it was saved "
+            "(changed since?)",
+            fix,
+        )
 
 
 def remove_partial_saves(folder: Path) -> None:
