@@ -7,6 +7,7 @@ written the same way: into a hidden sibling folder renamed into place once compl
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -46,8 +47,10 @@ def write_folder_atomic(out: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a new hidden sibling folder of ``out``, then rename it to
     ``out`` (absent, or an empty folder): ``out`` is either whole or as it was, and a failed
     or interrupted write can simply be run again. A sibling left by a process killed with
-    SIGKILL (``.OUT.partial<pid>``) is hidden and never mistaken for the export."""
+    SIGKILL (``.OUT.partial<pid>``) is hidden, never mistaken for the export, and removed by the
+    next write to ``out`` once no process of that pid is alive."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_partials(out)
     tmp = out.with_name(f".{out.name}.partial{os.getpid()}")
     if tmp.is_symlink() or tmp.is_file():
         tmp.unlink()
@@ -60,6 +63,29 @@ def write_folder_atomic(out: Path, write: Callable[[Path], None]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     fsync_dir(out.parent)
+
+
+def _remove_dead_partials(out: Path) -> None:
+    """Hidden siblings of ``out`` that killed writers left (their pid no longer runs)."""
+    prefix = f".{out.name}.partial"
+    for left in out.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = left.name[len(prefix) :]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        if left.is_symlink() or left.is_file():
+            left.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid
+        return True
+    return True
 
 
 def fsync_dir(folder: Path) -> None:
