@@ -77,3 +77,19 @@ def test_every_encoding_yaml_is_in_a_study(repo: Path) -> None:
     assert {"rope", "alibi", "t5"} <= set(modern)
     assert sorted(set(modern) | set(SEED_ENCODINGS)) == every
     assert len(modern) == len(set(modern))
+
+
+def test_the_gpu_task_study_is_kazemnejad_sized_and_composes() -> None:
+    """6 layers x 256 trained on sizes 1-20, tested to 40, the five encodings of the paper's
+    ordering on copy, reverse and sort, three seeds: 45 jobs, one per task composed here."""
+    cfg = compose(["experiment=length_generalization_gpu"], with_hydra=True)
+    params = {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
+    jobs = expand_sweep([], params)
+    assert len(jobs) == 45
+    for job in [jobs[0], jobs[len(jobs) // 2], jobs[-1]]:
+        one = compose(["experiment=length_generalization_gpu", *job])
+        assert (one.model.d_model, one.model.n_layers) == (256, 6)
+        assert list(one.task.train_lengths) == [1, 20] and max(one.task.test_lengths) == 40
+    assert swept("length_generalization_gpu") == sorted(
+        ["none", "t5", "alibi", "rope", "sinusoidal"] * 9
+    )
