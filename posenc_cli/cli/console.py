@@ -15,7 +15,7 @@ from posenc_cli.common.console import console
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.resolvers import readable
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.evals.base import registry, task_of
+from posenc_cli.evals.base import registry, task_of, view_task
 
 
 def print_run_summary(metrics: dict[str, Any], run_dir: Path) -> None:
@@ -54,7 +54,7 @@ def _validation_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     sample = metrics.get("val_targets")
     label = "final val loss" + (f" ({sample:,} held-out targets)" if sample else "")
     rows = [(label, _fmt(val))]
-    evaluated = (metrics.get("extrapolation") or {}).get("ppl") or {}
+    evaluated = (metrics.get(view_task("by_length")) or {}).get("ppl") or {}
     if evaluated.get(str(metrics.get("train_length"))) is None:
         rows.append(("val perplexity", _fmt(math.exp(val) if val is not None else None, 2)))
     return rows

@@ -5,8 +5,7 @@ The command's own checks, the run directory and Hydra's files are made once, by 
 the user started (train.nproc) or by rank 0 (torchrun), before any rank trains. Every rank then
 runs the same job as one process would (cli/jobs.py) with its ``Comm``. A rank that fails ends
 with a ``RankFailure`` that the elastic error file carries to the launcher, which stops the
-other ranks; the user sees the failure that caused the others as the error line, then one
-short line per other rank saying how it ended.
+other ranks; the user sees the failure that caused the others, then one line per other rank.
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ class EvalConfig:
     """The keys of every evaluation, then each task's own section (eval.<task>.*): typed here
     for extrapolation, free-form for the others, whose classes check them."""
 
-    tasks: list[str] = key(factory=lambda: ["extrapolation", "retrieval"], name=True, nonempty=True)
+    tasks: list[str] = key(factory=lambda: ["extrapolation"], name=True, nonempty=True)
     at_end: bool = True
     extrapolation: ExtrapolationConfig = field(default_factory=ExtrapolationConfig)
     factors: list[int] = older_name("factors")

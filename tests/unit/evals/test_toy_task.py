@@ -75,7 +75,7 @@ def test_a_task_from_tests_runs_logs_and_prints(
     }
     with console.capture() as captured:
         print_eval_result(tmp_path, cfg, "mean_token", out["mean_token"])
-        print_run_summary(metrics, tmp_path, 1.0)
+        print_run_summary(metrics, tmp_path)
     text = captured.get()
     assert f"mean token x scale = {expected:.3f}" in text
     assert "mean token x scale" in text.split("posenc run")[1] and "ppl by length" in text
