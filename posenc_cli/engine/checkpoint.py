@@ -36,6 +36,9 @@ class TrainState:
     last_train: float | None = None
     #: The last log interval's rate (TensorBoard only); the run's own rate is the clock's.
     interval_tokens_per_s: float | None = None
+    #: Steps trained since the last log line and their summed loss, so a run resumed between
+    #: two log lines averages the same steps at the next one as an uninterrupted run.
+    pending: tuple[int, float] = (0, 0.0)
     #: Training tokens seen by all ranks together (the global batch may change on resume).
     tokens: int = 0
     batch_rng: torch.Generator = field(default_factory=torch.Generator)
@@ -57,6 +60,7 @@ def training_state(
         "clock": st.clock.state(),
         "last_val": st.last_val,
         "last_train": st.last_train,
+        "pending_loss": list(st.pending),
         "batch_rng": st.batch_rng.get_state(),
         "torch_rng": torch.get_rng_state(),
         "world_size": world_size,
@@ -93,11 +97,28 @@ def restore(
     st.clock = PhaseClock.restore(ck.get("clock"), float(ck["wall_s"]))
     st.last_val = ck.get("last_val")
     st.last_train = ck.get("last_train")
+    st.pending = _pending(ck.get("pending_loss"))
     st.batch_rng.set_state(ck["batch_rng"])
     torch.set_rng_state(ck["torch_rng"])
     saved_world = int(ck.get("world_size", 1))
     st.tokens = int(ck.get("tokens", st.step * saved_world * tokens_per_rank))
     return saved_world
+
+
+def _pending(saved: Any) -> tuple[int, float]:
+    """A checkpoint's steps since the last log line and their loss sum; (0, 0.0) for one from
+    before posenc kept them or a malformed entry."""
+    if (
+        isinstance(saved, list)
+        and len(saved) == 2
+        and isinstance(saved[0], int)
+        and not isinstance(saved[0], bool)
+        and saved[0] >= 0
+        and isinstance(saved[1], (int, float))
+        and math.isfinite(saved[1])
+    ):
+        return saved[0], float(saved[1])
+    return 0, 0.0
 
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:

@@ -18,12 +18,20 @@ class Throughput:
     interval's figures, for TensorBoard. The time is the clock's ``steps`` phase, so a
     validation or a checkpoint in the interval does not count as training."""
 
-    def __init__(self, tokens_per_step: int, clock: PhaseClock) -> None:
+    def __init__(
+        self, tokens_per_step: int, clock: PhaseClock, pending: tuple[int, float] = (0, 0.0)
+    ) -> None:
+        """``pending``: steps trained before a resume since the last log line, and their
+        summed loss (their time is in the clock already)."""
         self.tokens_per_step = tokens_per_step
         self.clock = clock
-        self.steps = 0
-        self.loss_sum: torch.Tensor | None = None
+        self.steps, carried = pending
+        self.loss_sum: torch.Tensor | float | None = carried if self.steps else None
         self.since = clock.elapsed("steps")
+
+    def pending(self) -> tuple[int, float]:
+        """What a checkpoint keeps of the interval so far (one .item() on the device)."""
+        return self.steps, float(self.loss_sum) if self.loss_sum is not None else 0.0
 
     def add(self, loss: torch.Tensor) -> None:
         self.steps += 1
@@ -31,7 +39,7 @@ class Throughput:
         self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
 
     def take(self) -> tuple[float, float]:
-        loss = float(self.loss_sum.item()) / self.steps if self.loss_sum is not None else math.nan
+        loss = float(self.loss_sum) / self.steps if self.loss_sum is not None else math.nan
         now = self.clock.elapsed("steps")  # after .item(): the device has finished the steps
         rate = self.tokens_per_step * self.steps / max(now - self.since, 1e-9)
         self.steps = 0

@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
 from posenc_cli.config.overrides import key_of
@@ -52,3 +53,15 @@ def resume_config(
 def _short(value: Any) -> Any:
     """A group's config shown by its name (encoding=alibi), other values as they are."""
     return value.get("name", value) if isinstance(value, DictConfig) else value
+
+
+def note_new_world(saved: int, now: int, batch: int) -> None:
+    """A run resumed on another number of processes continues its model and optimizer, but
+    its global batch, and so the windows drawn from here on, change: say so."""
+    if saved != now:
+        console.print(
+            f"note: resuming a run trained with {saved} process(es) on {now}: the "
+            f"model and optimizer state continue as saved; the global batch is "
+            f"now {batch * now} windows (was {batch * saved}), so the windows "
+            "drawn from here on differ from an uninterrupted run"
+        )

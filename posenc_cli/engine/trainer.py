@@ -23,7 +23,6 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common import faults
-from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.config.task_checks import run_label
 from posenc_cli.data.cache import TokenData
@@ -38,6 +37,7 @@ from posenc_cli.engine.meter import (
     Throughput,
 )
 from posenc_cli.engine.positions import random_positions
+from posenc_cli.engine.resume import note_new_world
 from posenc_cli.engine.runtime import Runtime, compile_failures, compile_model
 from posenc_cli.engine.schedule import lr_at
 from posenc_cli.engine.signals import (
@@ -68,6 +68,7 @@ class Trainer:
         self.state = TrainState()
         self.state.batch_rng.manual_seed(cfg.seed)
         self.writer: SummaryWriter | None = None
+        self.meter: Throughput | None = None
 
     @property
     def lm(self) -> TransformerLM:
@@ -88,7 +89,7 @@ class Trainer:
             saved_world = checkpoint.restore(
                 ck, self.lm, self.opt, self.state, self._tokens_per_rank
             )
-            self._note_new_world(saved_world)
+            note_new_world(saved_world, self.rt.world_size, int(self.cfg.train.batch_size))
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise PosencError(
@@ -100,17 +101,6 @@ class Trainer:
     @property
     def _tokens_per_rank(self) -> int:
         return int(self.cfg.train.batch_size * self.cfg.train.context_length)
-
-    def _note_new_world(self, saved: int) -> None:
-        now = self.rt.world_size
-        if saved != now:
-            batch = int(self.cfg.train.batch_size)
-            console.print(
-                f"note: resuming a run trained with {saved} process(es) on {now}: the "
-                f"model and optimizer state continue as saved; the global batch is "
-                f"now {batch * now} windows (was {batch * saved}), so the windows "
-                "drawn from here on differ from an uninterrupted run"
-            )
 
     def open_writer(self) -> SummaryWriter:
         """The run's TensorBoard writer; on resume it drops points past the checkpoint."""
@@ -136,7 +126,9 @@ class Trainer:
     def _loop(self, progress: ProgressFactory) -> None:
         t = self.cfg.train
         st = self.state
-        meter = Throughput(self._tokens_per_rank * self.rt.world_size, st.clock)
+        meter = self.meter = Throughput(
+            self._tokens_per_rank * self.rt.world_size, st.clock, st.pending
+        )
         self.model.train()
         with progress(t.steps, st.step, run_label(self.cfg)) as bar, StopFlag() as stop:
             while st.step < t.steps:
@@ -221,6 +213,8 @@ class Trainer:
         """checkpoints/last.pt, never of a model whose weights are no longer finite."""
         if not all(torch.isfinite(p).all() for p in self.lm.parameters()):
             self._diverged("the weights are no longer finite")
+        if self.meter is not None:
+            self.state.pending = self.meter.pending()
         state = checkpoint.training_state(
             self.lm, self.opt, self.state, self.rt.world_size, self.cfg
         )

@@ -104,3 +104,34 @@ def test_a_signal_during_a_long_validation_stops_it_at_once_and_saves(
     assert stopped.value.code == 143 and "after step 2" in str(stopped.value)
     assert checkpoint.load(tmp_path / "run" / "checkpoints" / "last.pt")["step"] == 2
     trainer.close()
+
+
+def test_a_run_stopped_between_log_lines_resumes_to_the_same_final_loss(
+    tmp_path: Path, corpus: Path, cache_dir: Path
+) -> None:
+    """Stopped after step 2 of a 4-step log interval: the resumed run's final train loss is the
+    mean of the same four steps an uninterrupted run averages (one process, one thread)."""
+    args = ("train.steps=4", "train.log_every=4", "train.eval_every=4", "train.precision=fp32")
+    whole = tiny_trainer(tmp_path / "whole", corpus, *args)
+    whole.fit(silent)
+    whole.close()
+
+    @contextlib.contextmanager
+    def stop_at_2(total: int, start: int, label: str):  # noqa: ANN202 - a progress factory
+        class Bar:
+            def update(self, step: int, *rest: object, **kw: object) -> None:
+                if step == 2:
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+        yield Bar()
+
+    cut = tiny_trainer(tmp_path / "cut", corpus, *args)
+    with pytest.raises(Interrupted):
+        cut.fit(stop_at_2)
+    cut.close()
+    assert checkpoint.load(tmp_path / "cut" / "checkpoints" / "last.pt")["pending_loss"][0] == 2
+    resumed = tiny_trainer(tmp_path / "cut", corpus, *args)
+    resumed.resume()
+    resumed.fit(silent)
+    resumed.close()
+    assert resumed.state.last_train == whole.state.last_train
