@@ -19,7 +19,7 @@ from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.effect_checks import check_extension_schedule
 from posenc_cli.config.extension import child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of, quote
-from posenc_cli.config.rundir import load_run_config, planned_run_dir
+from posenc_cli.config.rundir import load_run_config, planned_run_dir, run_in_use
 from posenc_cli.engine.extension import parent_checkpoint
 
 #: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
@@ -65,6 +65,12 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     """Every job, checked; and the grid's folder (None for one job)."""
 
     _check_overrides(args)  # before composing, whose checks would name the wrong problem
+    if run_in_use(run_dir):
+        raise PosencError(
+            f"'{run_dir}' is in use by another posenc process (still training?), so its last "
+            "checkpoint may not be its final one",
+            "wait for it to finish, then extend it",
+        )
     requested = compose(expand_sweep(args)[0], with_hydra=True)  # the experiment's sweep
     params = requested.hydra.sweeper.get("params") or {}
     combos = expand_sweep(args, {str(k): str(v) for k, v in params.items()})

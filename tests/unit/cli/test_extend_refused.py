@@ -15,6 +15,7 @@ from posenc_cli.cli.app import app
 from posenc_cli.cli.extend_plan import plan_jobs
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import expand_sweep
+from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
 from posenc_cli.engine.extension import ANOTHER
 from posenc_cli.model import build_model
 
@@ -148,4 +149,20 @@ def test_a_grid_over_other_keys_gives_each_job_its_own_folder(
         Path("grid") / "yarn-400-factor=4",
     ]
     assert [j.cfg.train.context_length for j in jobs] == [256, 512]  # the parent: 128
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def test_a_parent_still_in_use_is_refused_before_anything_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    lock_run_dir(run)  # as the process training it holds it
+    try:
+        result = CliRunner().invoke(app, ["extend", "parent", "hydra.run.dir=child"])
+    finally:
+        unlock_run_dir(run)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'parent' is in use by another posenc process" in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
