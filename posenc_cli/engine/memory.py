@@ -115,17 +115,34 @@ def gpu_available_bytes() -> int:
     return int(torch.cuda.mem_get_info()[0])
 
 
-def check_fits(needs: list[Need], available: int, where: str, ranks: int = 1) -> None:
+#: What a `posenc extend` run can lower instead of each key its training estimate names (it
+#: takes its model and its training and evaluation settings from the parent).
+EXTENSION_KEYS = {
+    "model.d_model": "the parent's model (extend it on a machine with more memory)",
+    "train.batch_size": "extend.batch_size or extend.factor",
+    "train.eval_batches": "extend.factor",
+    "eval.factors": "extend.factor",
+}
+
+
+def check_fits(
+    needs: list[Need],
+    available: int,
+    where: str,
+    ranks: int = 1,
+    instead: dict[str, str] | None = None,
+) -> None:
     """One line naming the first key whose estimate (per rank, times ``ranks`` sharing
-    ``available``) does not fit."""
+    ``available``) does not fit; ``instead`` names what the command accepts in its place."""
     for need in needs:
         total = need.bytes * ranks
         if total > available:
             per_rank = f" per rank, {ranks} ranks" if ranks > 1 else ""
+            lower = (instead or {}).get(need.key, f"{need.key} (or the model's size)")
             raise PosencError(
                 f"{need.key}: {need.what} needs at least {gib(need.bytes)}{per_rank} but "
                 f"{gib(available)} of {where} is available",
-                f"lower {need.key} (or the model's size) until it fits",
+                f"lower {lower} until it fits",
             )
 
 
@@ -137,10 +154,12 @@ def check_training_memory(cfg: Any, cuda: bool) -> None:
     """Host memory for every rank on CPU; each GPU's own memory (one rank per GPU) on CUDA."""
     vocab = int(cfg.data.vocab_size)
     needs = training_needs(cfg, vocab)
+    ext = cfg.get("extend")
+    instead = EXTENSION_KEYS if ext is not None and ext.get("parent") is not None else None
     if cuda:
-        check_fits(needs, gpu_available_bytes(), "GPU memory")
+        check_fits(needs, gpu_available_bytes(), "GPU memory", instead=instead)
     else:
-        check_fits(needs, available_bytes(), "memory", ranks=int(cfg.train.nproc))
+        check_fits(needs, available_bytes(), "memory", int(cfg.train.nproc), instead)
 
 
 def check_inspect_memory(cfg: Any) -> None:

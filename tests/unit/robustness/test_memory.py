@@ -97,3 +97,22 @@ def test_a_run_that_fails_after_training_steps_leaves_a_resumable_checkpoint(
     assert said.startswith(line) and "Traceback" not in result.output
     saved = checkpoint.load(workdir / "run" / "checkpoints" / "last.pt")
     assert saved["step"] == 10
+
+
+@pytest.mark.parametrize(
+    ("key", "lower"),
+    [
+        ("train.batch_size", "extend.batch_size or extend.factor"),
+        ("eval.factors", "extend.factor"),
+        ("model.d_model", "the parent's model"),
+    ],
+)
+def test_an_extension_that_cannot_fit_names_what_extend_accepts(key: str, lower: str) -> None:
+    """`posenc extend` takes the model and train.* from the parent: its advice names its own
+    keys, never train.batch_size, which it refuses."""
+    from posenc_cli.common.errors import PosencError
+    from posenc_cli.engine.memory import EXTENSION_KEYS, Need, check_fits
+
+    with pytest.raises(PosencError) as refused:
+        check_fits([Need(key, "it", 2**40)], 2**30, "memory", instead=EXTENSION_KEYS)
+    assert f"lower {lower}" in str(refused.value) and "train.batch_size (" not in str(refused.value)
