@@ -52,8 +52,12 @@ class HfCorpus:
         self.val_limit: int | None = VAL_TOKENS
 
     def _documents(self, validation: bool) -> Iterator[str]:
+        """The source is opened now (texts), its documents read as the iterator is consumed."""
+        return self._side(texts(self.cfg), validation)
+
+    def _side(self, docs: Iterator[str], validation: bool) -> Iterator[str]:
         found = False
-        for doc in texts(self.cfg):
+        for doc in docs:
             found = True
             if is_validation(doc, self.nth) == validation:
                 yield doc
@@ -74,16 +78,12 @@ class HfCorpus:
         return texts(self.cfg)
 
     def tokenizer_segments(self) -> Iterator[str]:
-        """The first training documents, enough for the tokenizer (see the module doc)."""
+        """The first training documents, enough for the tokenizer (see the module doc); the
+        source is opened now, in the caller's thread."""
         budget = TOKENIZER_MAX_CHARS
         if self.train_limit is not None:
             budget = min(budget, TOKENIZER_CHARS_PER_TOKEN * self.train_limit)
-        taken = 0
-        for doc in self.train_segments():
-            yield doc
-            taken += len(doc)
-            if taken >= budget:
-                return
+        return _first_chars(self.train_segments(), budget)
 
     def fingerprint(self, cache_dir: Path) -> str:
         """Every setting that chooses the text, the bounds, and the bytes of local files."""
@@ -106,6 +106,16 @@ class HfCorpus:
         for pattern in map(str, patterns):
             found += sorted(Path(p) for p in glob.glob(str(Path(pattern).expanduser())))
         return [p for p in found if p.is_file()]
+
+
+def _first_chars(docs: Iterator[str], budget: int) -> Iterator[str]:
+    """Documents until their characters reach ``budget`` (the one that reaches it included)."""
+    taken = 0
+    for doc in docs:
+        yield doc
+        taken += len(doc)
+        if taken >= budget:
+            return
 
 
 def _plain(value: Any) -> Any:

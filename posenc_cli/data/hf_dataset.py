@@ -9,6 +9,11 @@ out of reach with nothing cached, no such split or field) is one line.
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,8 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 
 BATCH_ROWS = 256
+HUB_TIMEOUT = "POSENC_HUB_TIMEOUT"
+DEFAULT_HUB_SECONDS = 120.0
 
 
 def _datasets() -> Any:
@@ -60,7 +67,9 @@ def _open(data_cfg: Any) -> Any:
 
 
 def texts(data_cfg: Any) -> Iterator[str]:
-    """Every non-empty text of data.text_field, in the source's order."""
+    """Every non-empty text of data.text_field, in the source's order. The source is opened
+    here, in the caller's thread, where the deadline of ``_guarded`` holds (the tokenizer
+    trainer consumes the returned iterator from a thread of its own)."""
     field = str(data_cfg.text_field)
     rows = _guarded(data_cfg, lambda: _open(data_cfg))
     columns = rows.column_names
@@ -68,6 +77,10 @@ def texts(data_cfg: Any) -> Iterator[str]:
         raise _no_field(data_cfg, columns)
     if columns is not None:
         rows = rows.select_columns([field])
+    return _texts_of(data_cfg, rows, field)
+
+
+def _texts_of(data_cfg: Any, rows: Any, field: str) -> Iterator[str]:
     batches = rows.iter(batch_size=BATCH_ROWS)
     while (batch := _guarded(data_cfg, lambda: next(batches, None))) is not None:
         if field not in batch:
@@ -91,12 +104,56 @@ def _no_field(data_cfg: Any, columns: list[str]) -> PosencError:
     )
 
 
-def _guarded(data_cfg: Any, step: Any) -> Any:
-    """``step()``, with what `datasets` and the hub raise as one line."""
+def hub_seconds() -> float:
+    """How long one step of reading a source (opening it, one batch of rows) may take:
+    $POSENC_HUB_TIMEOUT seconds, 120 by default. A hub that accepts connections and never
+    answers would otherwise hold `posenc train` silently for as long as its retries last."""
     try:
-        return step()
+        seconds = float(os.environ.get(HUB_TIMEOUT, DEFAULT_HUB_SECONDS))
+    except ValueError:
+        seconds = DEFAULT_HUB_SECONDS
+    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_HUB_SECONDS
+
+
+class HubDeadline(BaseException):
+    """Raised by _deadline's alarm. Not a TimeoutError: the HTTP stack turns that (it is
+    socket.timeout) into a read timeout the hub client retries; a BaseException passes every
+    ``except Exception`` on its way out, as KeyboardInterrupt does."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """HubDeadline inside the block after ``seconds`` (the main thread only: elsewhere a
+    process cannot take a signal, and the block runs unbounded as before)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise HubDeadline(f"no answer within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _guarded(data_cfg: Any, step: Any) -> Any:
+    """``step()`` within hub_seconds(), with what `datasets` and the hub raise as one line."""
+    try:
+        with _deadline(hub_seconds()):
+            return step()
     except PosencError:
         raise
+    except HubDeadline as late:
+        raise PosencError(
+            f"dataset '{data_cfg.dataset}': the hub gave {late}",
+            f"check the network and try again, set {HUB_TIMEOUT}=SECONDS to wait longer, or "
+            "give local files (data.dataset=parquet data.data_files=…)",
+        ) from None
     except (ConnectionError, TimeoutError) as exc:
         raise _unreachable(data_cfg, exc) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
