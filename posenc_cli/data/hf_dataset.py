@@ -21,6 +21,9 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 
 BATCH_ROWS = 256
+#: The longest document read: the tokenizer trainer cannot hold a single string much longer
+#: (a 60 MB row ended the process from native code), and no text of a corpus needs one.
+MAX_DOCUMENT_CHARS = 16 * 2**20
 HUB_TIMEOUT = "POSENC_HUB_TIMEOUT"
 DEFAULT_HUB_SECONDS = 120.0
 
@@ -82,12 +85,20 @@ def texts(data_cfg: Any) -> Iterator[str]:
 
 def _texts_of(data_cfg: Any, rows: Any, field: str) -> Iterator[str]:
     batches = rows.iter(batch_size=BATCH_ROWS)
+    row = 0
     while (batch := _guarded(data_cfg, lambda: next(batches, None))) is not None:
         if field not in batch:
             raise _no_field(data_cfg, list(batch))
         for text in batch[field]:
+            row += 1
             if text is None:
                 continue
+            if isinstance(text, str) and len(text) > MAX_DOCUMENT_CHARS:
+                raise PosencError(
+                    f"dataset '{data_cfg.dataset}': row {row} holds {len(text):,} characters in "
+                    f"'{field}', more than the {MAX_DOCUMENT_CHARS:,} one document may have",
+                    "split such documents into smaller ones, or leave them out of the source",
+                )
             if not isinstance(text, str):
                 raise PosencError(
                     f"data.text_field '{field}' holds {type(text).__name__}, not text",

@@ -11,6 +11,7 @@ import pytest
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
+from posenc_cli.data import hf_dataset
 from posenc_cli.data.corpus import EOT
 from posenc_cli.data.prepare import prepare
 from posenc_cli.data.progress import PrepProgress
@@ -146,3 +147,14 @@ def test_preparation_progress_counts_documents_ids_and_bytes(
         shown.add(3, 40, 7)
     assert (shown.docs, shown.ids, shown.bytes) == (5, 40, 11)  # "é" is 2 bytes
     assert "prepared data: train: 5 documents, 40 ids" in capsys.readouterr().out
+
+
+def test_a_document_too_long_to_read_is_one_line_naming_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound holds whatever the source: a row longer than MAX_DOCUMENT_CHARS (made small
+    here) is refused before the tokenizer sees it, naming the row."""
+    monkeypatch.setattr(hf_dataset, "MAX_DOCUMENT_CHARS", 1000)
+    docs = [*DOCS[:3], "long " * 300, *DOCS[3:]]
+    with pytest.raises(PosencError, match=r"row 4 holds 1,500 characters in 'text', more than"):
+        prepared(source(tmp_path, "parquet", docs))
