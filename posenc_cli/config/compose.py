@@ -115,10 +115,35 @@ def validate(cfg: DictConfig) -> None:
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", "") or ""
         raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
+    _check_resolved_types(plain, typed)
     check_rules(typed)
     check_sections(plain)
     fold_older_names(cfg.eval)
     _check_data_path(cfg)
+
+
+def _check_resolved_types(plain: DictConfig, typed: DictConfig, prefix: str = "") -> None:
+    """A ``${…}`` must resolve to a value of its key's type itself: the schema's check converts
+    ``${oc.env:X,3}``'s string "3" for an int key, but the run reads the config as composed,
+    where it stays a string (seed="3" would reach torch.manual_seed)."""
+    for key in plain:
+        name = f"{prefix}{key}"
+        if key not in typed:
+            continue
+        node = plain._get_node(key)
+        if node is None or node._is_missing():
+            continue  # a mandatory ??? left unset: check_keys_present names it
+        if isinstance(node, DictConfig):
+            if isinstance(typed._get_node(key), DictConfig):
+                _check_resolved_types(node, typed[key], f"{name}.")
+        elif node._is_interpolation():
+            got, want = plain[key], typed[key]
+            if type(got) is not type(want) and not (isinstance(want, float) and type(got) is int):
+                raise PosencError(
+                    f"{name}={node._value()} resolves to {got!r} ({type(got).__name__}), not "
+                    f"{type(want).__name__}",
+                    f"give a plain value, e.g. {name}={want!r}",
+                )
 
 
 def _unresolvable_key(cfg: DictConfig, prefix: str = "") -> str | None:

@@ -42,6 +42,10 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
             ["train", "task=copy", "task.train_lengths=[1,${oc.env:NOPE}]"],
             "cannot resolve 'task.train_lengths'",
         ),
+        (
+            ["train", "seed=${oc.env:NOPE,3}"],
+            "seed=${oc.env:NOPE,3} resolves to '3' (str), not int — give a plain value",
+        ),
         (["train", "data=text", "data.path=my=file.txt"], "cannot parse override 'data.path=my="),
         (["train", "data=text", "data.path=dätä.txt"], "cannot parse override 'data.path=d"),
         (
