@@ -70,7 +70,7 @@ def _remove_dead_partials(out: Path) -> None:
     prefix = f".{out.name}.partial"
     for left in out.parent.glob(f"{glob.escape(prefix)}*"):
         pid = left.name[len(prefix) :]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or process_alive(int(pid)):
             continue
         if left.is_symlink() or left.is_file():
             left.unlink(missing_ok=True)
@@ -78,7 +78,8 @@ def _remove_dead_partials(out: Path) -> None:
             shutil.rmtree(left, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of that pid runs (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from posenc_cli.common.atomic import process_alive
 from posenc_cli.common.console import console
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
@@ -159,7 +160,7 @@ def fresh_tmp_dir(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f"{target.name}.tmp*"):
         pid = stale.name.rsplit(".tmp", 1)[1]
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not process_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -168,16 +169,6 @@ def fresh_tmp_dir(target: Path) -> Iterator[Path]:
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def publish(tmp: Path, target: Path, meta: dict[str, Any]) -> None:
