@@ -137,8 +137,11 @@ def lock_run_dir(run_dir: Path) -> None:
 
 
 def run_in_use(run_dir: Path) -> bool:
-    """Whether another process holds the run's lock now; creates and writes nothing, so it
-    also answers for a run this user may only read."""
+    """Whether another process holds the run's lock now (this process's own lock, held since it
+    trained the run, does not count); creates and writes nothing, so it also answers for a run
+    this user may only read."""
+    if os.path.abspath(run_dir / LOCK) in {held for held, _ in _held}:
+        return False
     try:
         fd = os.open(run_dir / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:

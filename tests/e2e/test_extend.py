@@ -18,6 +18,7 @@ import torch
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.config.rundir import unlock_run_dir
 from tests.helpers.cli import CLI, run_cli, wait_for
 from tests.helpers.configs import TINY
 
@@ -51,6 +52,7 @@ def work(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path
             ],
             work,
         )
+        unlock_run_dir(work / enc)  # trained: free, as when `posenc train` exits
     return work
 
 

@@ -15,9 +15,9 @@ from posenc_cli.cli.app import app
 from posenc_cli.cli.extend_plan import plan_jobs
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import expand_sweep
-from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
 from posenc_cli.engine.extension import ANOTHER
 from posenc_cli.model import build_model
+from tests.helpers.locks import locked_elsewhere
 
 
 @functools.cache
@@ -157,11 +157,8 @@ def test_a_parent_still_in_use_is_refused_before_anything_is_created(
 ) -> None:
     run = trained_parent(tmp_path, "rope")
     monkeypatch.chdir(tmp_path)
-    lock_run_dir(run)  # as the process training it holds it
-    try:
+    with locked_elsewhere(run):  # as the process training it holds it
         result = CliRunner().invoke(app, ["extend", "parent", "hydra.run.dir=child"])
-    finally:
-        unlock_run_dir(run)
     assert result.exit_code == 2, (result.output, result.exception)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "'parent' is in use by another posenc process" in lines[0]

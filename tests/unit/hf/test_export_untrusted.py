@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
 from posenc_cli.config.rundir import lock_run_dir, run_in_use, unlock_run_dir
+from tests.helpers.locks import locked_elsewhere
 
 pytest.importorskip("safetensors")
 
@@ -60,8 +61,10 @@ def test_a_run_in_use_is_exported_only_when_asked_and_says_its_step(
 ) -> None:
     run = make_run()
     assert not run_in_use(run)
-    lock_run_dir(run)  # as a training process holds it
-    try:
+    lock_run_dir(run)
+    assert not run_in_use(run)  # this process's own lock is not another's
+    unlock_run_dir(run)
+    with locked_elsewhere(run):  # as a training process holds it
         assert run_in_use(run)
         refused = CliRunner().invoke(app, ["export-hf", str(run), str(tmp_path / "hf")])
         assert refused.exit_code == 2 and "is in use by another posenc process" in refused.output
@@ -70,6 +73,4 @@ def test_a_run_in_use_is_exported_only_when_asked_and_says_its_step(
         assert asked.exit_code == 0, asked.output
         assert "still in use; exporting its step 3" in asked.output
         assert (tmp_path / "hf" / "model.safetensors").is_file()
-    finally:
-        unlock_run_dir(run)
     assert not run_in_use(run)
