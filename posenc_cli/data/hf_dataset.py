@@ -119,11 +119,19 @@ def hub_seconds() -> float:
     """How long one step of reading a source (opening it, one batch of rows) may take:
     $POSENC_HUB_TIMEOUT seconds, 120 by default. A hub that accepts connections and never
     answers would otherwise hold `posenc train` silently for as long as its retries last."""
+    given = os.environ.get(HUB_TIMEOUT)
+    if given is None:
+        return DEFAULT_HUB_SECONDS
     try:
-        seconds = float(os.environ.get(HUB_TIMEOUT, DEFAULT_HUB_SECONDS))
+        seconds = float(given)
     except ValueError:
-        seconds = DEFAULT_HUB_SECONDS
-    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_HUB_SECONDS
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise PosencError(
+            f"{HUB_TIMEOUT}={given!r} is not a number of seconds above 0",
+            f"give e.g. {HUB_TIMEOUT}=120, or unset it for the default",
+        )
+    return seconds
 
 
 class HubDeadline(BaseException):

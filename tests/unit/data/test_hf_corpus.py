@@ -158,3 +158,12 @@ def test_a_document_too_long_to_read_is_one_line_naming_its_row(
     docs = [*DOCS[:3], "long " * 300, *DOCS[3:]]
     with pytest.raises(PosencError, match=r"row 4 holds 1,500 characters in 'text', more than"):
         prepared(source(tmp_path, "parquet", docs))
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "inf", "nan"])
+def test_a_bad_hub_timeout_is_one_line(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POSENC_HUB_TIMEOUT", value)
+    with pytest.raises(PosencError, match=r"POSENC_HUB_TIMEOUT=.* is not a number of seconds"):
+        prepared(source(tmp_path, "parquet"))
