@@ -70,7 +70,7 @@ def test_one_wall_time_and_a_mean_rate_everywhere(trained: Path) -> None:
     parts = metrics["time_s"]
     assert {"setup", "steps", "validation", "checkpoints", "evaluation"} <= set(parts)
     assert all(v >= 0 for v in parts.values()) and parts["evaluation"] > 0
-    assert metrics["wall_time_s"] == pytest.approx(sum(parts.values()), abs=0.02)
+    assert metrics["wall_time_s"] == round(sum(parts.values()), 2)
     tokens, steps = metrics["train_tokens"], parts["steps"]  # steps is rounded to 0.01 s
     assert tokens / (steps + 0.005) <= metrics["tokens_per_s"] <= tokens / max(steps - 0.005, 1e-3)
     summary = (trained.parent.parent / "summary.txt").read_text()
