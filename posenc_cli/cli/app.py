@@ -69,14 +69,12 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
         cfg = compose(overrides, with_hydra=True)
         if cfg.resume:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
-        from posenc_cli.cli.launch import launch
+        from posenc_cli.cli.launch import run_once
         from posenc_cli.cli.preflight import preflight
-        from posenc_cli.config.overrides import quote
         from posenc_cli.config.rundir import claim_new_run_dir
 
         preflight(cfg, overrides=overrides)
-        run_dir = claim_new_run_dir(cfg, overrides)
-        launch([*overrides, f"hydra.run.dir={quote(str(run_dir))}"], _train_job)
+        run_once(cfg, overrides, claim_new_run_dir(cfg, overrides), _train_job)
 
 
 @app.command()

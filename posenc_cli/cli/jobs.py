@@ -19,7 +19,7 @@ from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import is_extension
-from posenc_cli.config.task_checks import is_task, prepare_task
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.distributed import Comm, rank0_first
@@ -39,7 +39,6 @@ def run_training(
     ``comm``: this process is one rank of several."""
     started = time.perf_counter()
     rt = make_runtime(cfg, comm)
-    prepare_task(cfg)
     data = None
     if not is_task(cfg):  # a synthetic task makes its instances on the fly
         data = _prepare_in_turn(cfg, rt.comm)

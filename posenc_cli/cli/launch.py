@@ -1,32 +1,75 @@
-"""Hand validated overrides to Hydra's own runner, so run directories, .hydra/ files, sweeps
-and launcher plugins behave exactly as Hydra documents them."""
+"""Run composed configs: once for `posenc train`, through Hydra's multirun for a sweep.
+
+`posenc train` runs the config it composed and checked, and saves that config: Hydra's own
+runner would compose the overrides a second time and lose what the checks derived (a task's
+training length), so the run directory would not record the run. A sweep goes through Hydra's
+multirun so its launcher plugins (joblib, submitit for SLURM) apply; every job is checked by
+the same function as a single run and must equal the config its plan composed.
+"""
 
 from __future__ import annotations
 
-import sys
+import logging.config
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import hydra
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import validate
 from posenc_cli.config.groups import config_dir
+from posenc_cli.config.rundir import save_run_config
+
+Job = Callable[[DictConfig, Path], Any]
 
 
-def launch(
-    overrides: list[str], job: Callable[[DictConfig, Path], Any], multirun: bool = False
-) -> None:
-    """Run ``job(cfg, run_dir)`` once (or once per sweep combination) inside Hydra."""
+def run_once(cfg: DictConfig, overrides: list[str], run_dir: Path, job: Job) -> Any:
+    """``job(config, run_dir)`` on ``cfg`` (composed with its hydra section), saved first.
+    The job gets the absolute path, as from Hydra's runner: what it prints to resume or
+    evaluate the run works from any folder."""
+    logging.config.dictConfig(OmegaConf.to_container(cfg.hydra.job_logging, resolve=True))
+    save_run_config(run_dir, cfg, [o for o in overrides if not _is_hydra_key(o)])
+    return job(_without_hydra(cfg), run_dir.absolute())
 
-    @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
-    def _task(cfg: DictConfig) -> Any:
-        return job(cfg, Path(HydraConfig.get().runtime.output_dir))
 
-    saved = sys.argv
-    sys.argv = ["posenc", *(["--multirun"] if multirun else []), *overrides]
+def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) -> None:
+    """Every combination of the sweep through Hydra's launcher; each job's config checked,
+    compared with ``planned`` and saved as it runs."""
+    expected = [_as_plain(_without_hydra(c)) for c in planned]
+
+    def task(cfg: DictConfig) -> Any:
+        hydra = HydraConfig.get()
+        run_dir = Path(hydra.runtime.output_dir)
+        validate(cfg)
+        if _as_plain(cfg) not in expected:
+            raise PosencError(
+                f"sweep job {run_dir.name} composed a config its plan did not",
+                "report this as a bug, with the sweep command",
+            )
+        save_run_config(run_dir, cfg, list(hydra.overrides.task))
+        return job(cfg, run_dir)
+
+    GlobalHydra.instance().clear()
     try:
-        _task()
+        with initialize_config_dir(str(config_dir()), job_name="posenc", version_base="1.3"):
+            hydra_app = GlobalHydra.instance().hydra
+            assert hydra_app is not None
+            hydra_app.multirun(config_name="config", task_function=task, overrides=overrides)
     finally:
-        sys.argv = saved
+        GlobalHydra.instance().clear()
+
+
+def _without_hydra(cfg: DictConfig) -> DictConfig:
+    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+
+
+def _as_plain(cfg: DictConfig) -> Any:
+    return OmegaConf.to_container(cfg, resolve=False)
+
+
+def _is_hydra_key(override: str) -> bool:
+    return override.lstrip("+~").startswith(("hydra.", "hydra/"))

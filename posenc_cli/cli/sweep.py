@@ -37,20 +37,20 @@ FAILED_FILE = "FAILED.txt"
 def run_sweep(overrides: list[str]) -> None:
     """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
     overrides = [task_key_for_any_task(o) for o in overrides]
-    base, jobs = plan(overrides)  # a bad key is one line before torch is imported
+    base, jobs, planned = plan(overrides)  # a bad key is one line before torch is imported
     # deferred: a sweep's one-line config errors come before torch
-    from posenc_cli.cli.launch import launch
+    from posenc_cli.cli.launch import run_sweep_jobs
     from posenc_cli.cli.preflight import preflight
 
-    for job in jobs:
-        preflight(compose(job), data_fit=False)
+    for cfg in planned:
+        preflight(cfg, data_fit=False)
     root = claim_sweep_dir(base, overrides)
     print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
     (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))
-    launch(
+    run_sweep_jobs(
         [*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
+        planned,
         sweep_job,
-        multirun=True,
     )
     done, failed = summarize(root)
     print(
@@ -64,8 +64,9 @@ def run_sweep(overrides: list[str]) -> None:
         raise SystemExit(1)
 
 
-def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
-    """The base config and the override list of every job, each one composed and validated."""
+def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]], list[DictConfig]]:
+    """The base config, the override list of every job and its config, composed and
+    validated once: the configs the jobs must equal."""
     check_group_choices(overrides)
     if given(overrides, "hydra.sweep.subdir") or given(overrides, "hydra.job.chdir"):
         raise PosencError(
@@ -83,12 +84,13 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]]]:
         )
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
+    planned = []
     for job in jobs:
         try:
-            compose(job)
+            planned.append(compose(job))
         except PosencError as exc:
             raise PosencError(f"sweep job [{' '.join(job)}]: {exc.what}", exc.fix) from None
-    return base, jobs
+    return base, jobs, planned
 
 
 def task_key_for_any_task(override: str) -> str:

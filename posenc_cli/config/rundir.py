@@ -21,16 +21,18 @@ from typing import IO, Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import LOCK_FILE, RunDir
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import load_received, resolve_received
 from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
+from posenc_cli.config.task_checks import prepare_task
 from posenc_cli.encodings.names import META_KEYS
 
-LOCK = ".posenc.lock"
 _held: list[tuple[str, IO[str]]] = []
 
 
@@ -68,7 +70,7 @@ def claim_new_run_dir(cfg: DictConfig, overrides: list[str]) -> Path:
     if given(overrides, "hydra.run.dir"):
         make_dirs(run_dir)
         lock_run_dir(run_dir)
-        if any(p.name != LOCK for p in run_dir.iterdir()):
+        if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
             raise PosencError(
                 f"run directory '{run_dir}' was just taken by another command",
                 "choose a new hydra.run.dir",
@@ -113,12 +115,12 @@ def lock_run_dir(run_dir: Path) -> None:
     refused, and the lock file itself is never followed."""
     refuse_links(run_dir)
     try:
-        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise PosencError(
             f"cannot lock the run directory '{run_dir}' "
             f"({exc.strerror or exc}; a link or an unwritable folder?)",
-            f"remove {run_dir / LOCK} if it is a link, or fix permissions",
+            f"remove {run_dir / LOCK_FILE} if it is a link, or fix permissions",
         ) from None
     fh = os.fdopen(fd, "r+", encoding="utf-8")
     try:
@@ -133,17 +135,17 @@ def lock_run_dir(run_dir: Path) -> None:
     fh.truncate()
     fh.write(str(os.getpid()))
     fh.flush()
-    _held.append((os.path.abspath(run_dir / LOCK), fh))
+    _held.append((os.path.abspath(run_dir / LOCK_FILE), fh))
 
 
 def run_in_use(run_dir: Path) -> bool:
     """Whether another process holds the run's lock now (this process's own lock, held since it
     trained the run, does not count); creates and writes nothing, so it also answers for a run
     this user may only read."""
-    if os.path.abspath(run_dir / LOCK) in {held for held, _ in _held}:
+    if os.path.abspath(run_dir / LOCK_FILE) in {held for held, _ in _held}:
         return False
     try:
-        fd = os.open(run_dir / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return False  # no lock file: no posenc process ever held it
     try:
@@ -158,7 +160,7 @@ def run_in_use(run_dir: Path) -> bool:
 def unlock_run_dir(run_dir: Path) -> None:
     """Release this process's lock on ``run_dir`` (a sweep worker runs many jobs: a finished
     job's run must be free for `posenc eval` while the sweep goes on)."""
-    target = os.path.abspath(run_dir / LOCK)
+    target = os.path.abspath(run_dir / LOCK_FILE)
     for held in [h for h in _held if h[0] == target]:
         _held.remove(held)
         held[1].close()
@@ -205,7 +207,7 @@ def check_writable(run_dir: Path) -> None:
 def load_run_config(run_dir: Path) -> DictConfig:
     """The run's saved config with its encoding rebuilt from posenc's own YAML and the data
     cache in the user's place (see the module docstring)."""
-    saved = run_dir / ".hydra" / "config.yaml"
+    saved = RunDir(run_dir).config_file
     if not saved.is_file():
         raise PosencError(
             f"'{run_dir}' is not a posenc run directory (no .hydra/config.yaml)",
@@ -235,7 +237,18 @@ def load_run_config(run_dir: Path) -> DictConfig:
         "cache_dir"
     ]
     cfg.resume = None
+    prepare_task(cfg)  # older task runs saved the default length, not the one they trained at
     return cfg
+
+
+def save_run_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
+    """The one writer of a run's .hydra/config.yaml and overrides.yaml, for runs trained,
+    swept, extended and imported alike: the config exactly as it runs (interpolations as
+    written, Hydra's own section left out) and the overrides that made it."""
+    layout = RunDir(run_dir)
+    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    write_text_atomic(layout.config_file, OmegaConf.to_yaml(plain))
+    write_text_atomic(layout.overrides_file, OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
 
 
 def trusted_encoding(saved: DictConfig) -> DictConfig:

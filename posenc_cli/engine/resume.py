@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import origin_of
 from posenc_cli.config.compose import validate
 from posenc_cli.config.overrides import key_of
 from posenc_cli.config.rundir import load_run_config
@@ -27,10 +28,10 @@ def resume_config(
     """The run's own config; the overrides may change only RESUME_MAY_CHANGE, and only the
     keys they name."""
     cfg = load_run_config(run_dir)
-    if read_metrics(run_dir).get("imported"):
+    origin = origin_of(read_metrics(run_dir))
+    if origin:
         raise PosencError(
-            f"{run_dir} was imported from a CS336 checkpoint and has no posenc "
-            "training state to continue",
+            f"{run_dir} was imported from {origin} and has no posenc training state to continue",
             f"evaluate it with `posenc eval {run_dir}`, or train a new run",
         )
     validate(cfg)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from posenc_cli.config.rundir import LOCK
+from posenc_cli.common.run_layout import LOCK_FILE as LOCK
 
 HOLDER = """
 import fcntl, os, sys, time

@@ -136,3 +136,14 @@ def test_report_and_cli_name_no_evaluation_task() -> None:
         and any(node.value == n or node.value.startswith(f"{n}_") for n in names)
     ]
     assert not found, found
+
+
+def test_no_module_assigns_sys_argv() -> None:
+    """Commands call what they run with the config they composed; none re-enters a program
+    through its argument list (what `posenc train` once did to reach Hydra's runner)."""
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    text = ast.unparse(target)
+                    assert text != "sys.argv", f"{name} assigns sys.argv"

@@ -69,7 +69,7 @@ def test_random_overrides_never_show_a_traceback(
 ) -> None:
     """Valid configs stop before training (launch and data are stubbed): only the CLI's
     parsing and validation are under test."""
-    monkeypatch.setattr("posenc_cli.cli.launch.launch", lambda *a, **k: None)
+    monkeypatch.setattr("posenc_cli.cli.launch.run_once", lambda *a, **k: None)
     prepared = SimpleNamespace(tokenizer_path=tmp_path / "tokenizer.json")
     monkeypatch.setattr("posenc_cli.cli.preflight.prepare", lambda *a, **k: prepared)
     monkeypatch.setattr("posenc_cli.cli.preflight.check_data_fits", lambda *a, **k: None)

@@ -14,7 +14,7 @@ from posenc_cli.config.overrides import expand_sweep
 def test_the_two_studies_plan_every_encoding_once() -> None:
     swept = []
     for study in ("extrapolation", "extrapolation_modern"):
-        base, jobs = plan([f"experiment={study}"])
+        base, jobs, _ = plan([f"experiment={study}"])
         swept += [j for job in jobs for j in job if j.startswith("encoding=")]
         params = {str(k): str(v) for k, v in base.hydra.sweeper.params.items()}
         assert len(expand_sweep(["seed=0,1,2"], params)) == 3 * len(jobs)
@@ -50,7 +50,7 @@ def test_a_sweep_refuses_several_tasks_per_job_and_names_the_installed_launchers
         "no Hydra launcher 'ray' is installed — installed: basic, "
         "joblib, submitit_local, submitit_slurm"
     )
-    base, jobs = plan(
+    base, jobs, _ = plan(
         [
             "seed=0,1",
             "hydra/launcher=submitit_slurm",

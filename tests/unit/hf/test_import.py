@@ -140,6 +140,14 @@ def test_posenc_eval_scores_the_imported_model_with_and_without_scaling(
     assert yarn["ppl"][str(2 * TRAIN_LENGTH)] != plain["ppl"][str(2 * TRAIN_LENGTH)]
 
 
+def test_resuming_an_imported_model_names_where_it_came_from(llama: Path, tmp_path: Path) -> None:
+    run = imported(llama, tmp_path / "run")
+    unlock_run_dir(run)
+    code, out = invoke("resume", str(run))
+    assert code == 2 and "imported from a Hugging Face model" in out, out
+    assert len(out.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_posenc_inspect_draws_the_imported_model(llama: Path, tmp_path: Path) -> None:
     run = imported(llama, tmp_path / "run")

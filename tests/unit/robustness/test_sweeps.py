@@ -37,13 +37,13 @@ def test_a_sweep_over_data_path_plans_one_job_per_file(tmp_path: Path) -> None:
     b = tmp_path / "b.txt"
     for f in (a, b):
         f.write_text("text\n")
-    base, jobs = plan([*TINY, "data=text", f"data.path={a},{b}"])
+    base, jobs, _ = plan([*TINY, "data=text", f"data.path={a},{b}"])
     assert str(base.data.path) == str(a)
     assert [j[-1] for j in jobs] == [f"data.path={a}", f"data.path={b}"]
 
 
 def test_a_fixed_key_given_twice_is_the_last_value_as_in_train() -> None:
-    base, jobs = plan([*TINY, "train.steps=8", "seed=0,1"])
+    base, jobs, _ = plan([*TINY, "train.steps=8", "seed=0,1"])
     assert int(base.train.steps) == 8 and [j[-1] for j in jobs] == ["seed=0", "seed=1"]
 
 

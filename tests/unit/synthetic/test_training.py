@@ -160,6 +160,8 @@ def test_the_cli_writes_results_and_tensorboard(tmp_path: Path) -> None:
     res = metrics["length_generalization"]
     assert res["task"] == "copy" and set(res["exact_match"]) == {"4", "8"}
     assert "extrapolation" not in metrics and metrics["task"] == "copy"
+    saved = OmegaConf.load(run / ".hydra" / "config.yaml")  # what ran, not the default 128
+    assert saved.train.context_length == metrics["train_length"] != 128
     acc = EventAccumulator(str(run))
     acc.Reload()
     assert [e.step for e in acc.Scalars("task/exact_match")] == [4, 8]
