@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from posenc_cli.cli.arguments import OVERRIDES
+from posenc_cli.cli.arguments import IN_USE, OVERRIDES
 from posenc_cli.cli.errors import user_errors
 
 
@@ -45,10 +45,11 @@ def import_cs336(
 def export_cs336(
     run_dir: Path = typer.Argument(..., help="A posenc run trained with rope"),
     out: Path = typer.Argument(..., help="A new folder for the files"),
+    in_use: bool = IN_USE,
 ) -> None:
     """Write a posenc RoPE run as a CS336 checkpoint, vocab and merges (text and pickles)."""
     with user_errors():
         from posenc_cli.cs336.exporter import export_cs336 as run_export
 
-        for path in run_export(run_dir, out):
+        for path in run_export(run_dir, out, in_use):
             print(f"wrote {path}", flush=True)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from posenc_cli.cli.arguments import OVERRIDES
+from posenc_cli.cli.arguments import IN_USE, OVERRIDES
 from posenc_cli.cli.errors import user_errors
 
 
@@ -32,14 +32,7 @@ def export_hf(
             "--factor", help="The extension factor S of --rope-scaling", show_default=False
         ),
     ] = None,
-    in_use: Annotated[
-        bool,
-        typer.Option(
-            "--in-use",
-            help="Export the last checkpoint of a run another posenc process still trains "
-            "(its step is printed)",
-        ),
-    ] = False,
+    in_use: bool = IN_USE,
 ) -> None:
     """Write a posenc RoPE run as a Hugging Face checkpoint (Llama; Phi-3 for partial rotary)
     that transformers, vLLM and lm-evaluation-harness load."""

@@ -105,14 +105,3 @@ def check_embedding(vocab: dict[str, int], rows: int, path: Path) -> None:
             f"the token {token!r} has the id {top}, beyond the embedding's {rows} rows",
             "give the vocab and merges this model was trained with",
         )
-
-
-def check_finite(state: dict[str, Any], path: Path) -> None:
-    """No NaN or infinite weight (they would evaluate to a perplexity that means nothing)."""
-    for name, tensor in state.items():
-        if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
-            _bad(
-                path,
-                f"the weights {name} hold NaN or infinite values",
-                "import a checkpoint saved before training diverged",
-            )

@@ -19,18 +19,12 @@ import torch
 from omegaconf import DictConfig
 
 from posenc_cli.common import faults
-from posenc_cli.common.atomic import (
-    write_atomic,
-    write_folder_atomic,
-    write_json_atomic,
-    write_text_atomic,
-)
+from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
-from posenc_cli.config.rundir import load_run_config
 from posenc_cli.cs336.bpe_files import tokenizer_files
 from posenc_cli.cs336.gpt2_bytes import to_bytes, token_bytes
-from posenc_cli.engine import checkpoint
+from posenc_cli.interchange.export_source import open_run, write_export
 
 FILES = (
     "checkpoint.pt",
@@ -42,31 +36,24 @@ FILES = (
 )
 
 
-def export_cs336(run_dir: Path, out: Path) -> list[Path]:
-    """Write FILES into ``out`` (which must be new or empty); returns their paths."""
-    cfg = load_run_config(run_dir)
+def export_cs336(run_dir: Path, out: Path, in_use: bool = False) -> list[Path]:
+    """Write FILES into ``out`` (which must be new or empty); returns their paths.
+    ``in_use``: export the last checkpoint of a run another process still trains."""
+    source = open_run(run_dir, out, in_use, lambda cfg: _check_rope(cfg, run_dir))
+    ck = source.checkpoint
+    vocab, merges = tokenizer_files(json.loads(source.tokenizer.read_text(encoding="utf-8")))
+    model = model_config(source.cfg, ck["model"])
+    state = {"model": ck["model"], "iteration": int(ck.get("step", 0))}
+    write_export(out, lambda tmp: _write_files(tmp, state, vocab, merges, model))
+    return [out / f for f in FILES]
+
+
+def _check_rope(cfg: DictConfig, run_dir: Path) -> None:
     if str(cfg.encoding.name) != "rope":
         raise PosencError(
             f"{run_dir} uses encoding '{cfg.encoding.name}'; CS336's model is RoPE",
             "export a run trained with encoding=rope",
         )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise PosencError(f"'{out}' already exists", "choose a new folder for the export")
-    ck = checkpoint.load(run_dir / "checkpoints" / "last.pt")
-    tok_path = run_dir / "tokenizer.json"
-    if not tok_path.is_file():
-        raise PosencError(f"{run_dir} has no tokenizer.json", "export a run posenc trained")
-    vocab, merges = tokenizer_files(json.loads(tok_path.read_text(encoding="utf-8")))
-    model = model_config(cfg, ck["model"])
-    state = {"model": ck["model"], "iteration": int(ck.get("step", 0))}
-    try:
-        write_folder_atomic(out, lambda tmp: _write_files(tmp, state, vocab, merges, model))
-    except OSError as exc:
-        raise PosencError(
-            f"cannot write the export '{out}': {exc.strerror or exc}",
-            "choose a writable folder with free space (nothing was left behind)",
-        ) from None
-    return [out / f for f in FILES]
 
 
 def _write_files(

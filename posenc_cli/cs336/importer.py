@@ -1,8 +1,7 @@
 """`posenc import-cs336`: a CS336 model and tokenizer written as a posenc run directory.
 
-The run directory holds what `posenc train` writes — .hydra/config.yaml, tokenizer.json,
-checkpoints/last.pt and best.pt, metrics.json — so `posenc eval` and `posenc compare` treat it
-like any other run; metrics.json marks it imported, with the source files' sha256.
+Everything is read and checked before the run directory is created; interchange/ writes it as
+every imported run is written, with the source files' sha256 in metrics.json.
 """
 
 from __future__ import annotations
@@ -10,18 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
 from posenc_cli.config.rundir import claim_new_run_dir
-from posenc_cli.cs336.bpe_checks import check_embedding, check_finite
+from posenc_cli.cs336.bpe_checks import check_embedding
 from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.state import Weights, load_weights
-from posenc_cli.engine.checkpoint import save_atomic
-from posenc_cli.engine.metrics import imported_metrics, merge_metrics
+from posenc_cli.engine.metrics import imported_metrics
+from posenc_cli.interchange.imported_run import write_imported_run
+from posenc_cli.interchange.weights import check_finite, load_exactly
 from posenc_cli.model import TransformerLM, build_model
 
 #: What the weights cannot tell and the user must say, with an example.
@@ -53,19 +53,18 @@ def import_cs336(
             "give the vocab and merges this model was trained with",
         )
     check_embedding(tok.get_vocab(), weights.vocab_size, vocab)
-    model = _load_model(cfg, weights)
-    run_dir = claim_new_run_dir(cfg, overrides)
-    _write_run(run_dir, cfg, overrides, weights, model, tok)
-    merge_metrics(
-        run_dir,
-        _metrics(
-            cfg,
-            weights,
-            model,
-            tok.get_vocab_size(),
-            {"checkpoint": checkpoint, "vocab": vocab, "merges": merges},
-        ),
+    model = build_model(cfg, weights.vocab_size)
+    load_exactly(
+        model,
+        weights.state,
+        "the state dict does not match a CS336 TransformerLM with these settings",
+        "check model.n_heads and that the model is the assignment's",
     )
+    sources = {"checkpoint": checkpoint, "vocab": vocab, "merges": merges}
+    metrics = _metrics(cfg, weights, model, tok.get_vocab_size(), sources)
+    run_dir = claim_new_run_dir(cfg, overrides)
+    step = weights.iteration or 0
+    write_imported_run(run_dir, cfg, overrides, model, step, lambda p: tok.save(str(p)), metrics)
     return run_dir
 
 
@@ -76,59 +75,6 @@ def _dimension_overrides(w: Weights) -> list[str]:
         f"model.d_ff={w.d_ff}",
         f"data.vocab_size={max(w.vocab_size, 257)}",
     ]
-
-
-def _load_model(cfg: DictConfig, weights: Weights) -> TransformerLM:
-    """posenc's model with the weights, refusing anything but an exact match (one line)."""
-    model = build_model(cfg, weights.vocab_size)
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(weights.state))
-    unexpected = sorted(set(weights.state) - set(expected))
-    shapes = sorted(
-        f"{k} {tuple(weights.state[k].shape)} vs {tuple(v.shape)}"
-        for k, v in expected.items()
-        if k in weights.state and weights.state[k].shape != v.shape
-    )
-    if missing or unexpected or shapes:
-        parts = [
-            f"{what}: {', '.join(keys[:6])}{' …' if len(keys) > 6 else ''}"
-            for what, keys in (
-                ("missing", missing),
-                ("unexpected", unexpected),
-                ("mis-shaped", shapes),
-            )
-            if keys
-        ]
-        raise PosencError(
-            f"the state dict does not match a CS336 TransformerLM with these "
-            f"settings ({'; '.join(parts)})",
-            "check model.n_heads and that the model is the assignment's",
-        )
-    model.load_state_dict({k: v.float() for k, v in weights.state.items()})
-    return model
-
-
-def _write_run(
-    run_dir: Path,
-    cfg: DictConfig,
-    overrides: list[str],
-    weights: Weights,
-    model: TransformerLM,
-    tok: Any,
-) -> None:
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    (run_dir / ".hydra").mkdir(exist_ok=True)
-    OmegaConf.save(plain, run_dir / ".hydra" / "config.yaml")
-    OmegaConf.save(OmegaConf.create(list(overrides)), run_dir / ".hydra" / "overrides.yaml")
-    tok.save(str(run_dir / "tokenizer.json"))
-    state = {
-        "model": model.state_dict(),
-        "step": weights.iteration or 0,
-        "imported": True,
-        "config": OmegaConf.to_container(plain),
-    }
-    save_atomic(state, run_dir / "checkpoints" / "last.pt")
-    save_atomic({**state, "val_loss": None}, run_dir / "checkpoints" / "best.pt")
 
 
 def _metrics(

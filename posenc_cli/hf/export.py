@@ -17,17 +17,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from posenc_cli.common.atomic import write_folder_atomic, write_json_atomic
-from posenc_cli.common.console import console
+from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.extension import is_extension
-from posenc_cli.config.rundir import load_run_config, make_dirs, run_in_use
 from posenc_cli.data.corpus import EOT
 from posenc_cli.encodings.rope import rotary_frequencies
-from posenc_cli.engine import checkpoint
 from posenc_cli.hf.export_config import Shape, hf_config
 from posenc_cli.hf.layout import llama_state, phi3_state
+from posenc_cli.interchange.export_source import open_run, write_export
 from posenc_cli.model import build_model
 
 FILES = (
@@ -50,24 +48,10 @@ def export_hf(
     paths. ``factor`` None: not given (1, or what an extension run was fine-tuned with);
     ``in_use``: export the last checkpoint of a run another process still trains."""
     factor = _given_factor(method, factor)
-    cfg = load_run_config(run_dir)
-    _check_exportable(cfg, run_dir)
-    if out.exists() or out.is_symlink():
-        raise PosencError(f"'{out}' already exists", "choose a new folder for the export")
-    busy = run_in_use(run_dir)
-    if busy and not in_use:
-        raise PosencError(
-            f"'{run_dir}' is in use by another posenc process (still training?), so its last "
-            "checkpoint may be an intermediate step",
-            "wait for it to finish, or export that checkpoint anyway with --in-use",
-        )
-    ck = checkpoint.load(run_dir / "checkpoints" / "last.pt")
-    state = ck["model"]
+    source = open_run(run_dir, out, in_use, lambda cfg: _check_exportable(cfg, run_dir))
+    cfg, state = source.cfg, source.checkpoint["model"]
     _check_weights_fit(cfg, state, run_dir)
-    if busy:
-        console.print(f"note: '{run_dir}' is still in use; exporting its step {ck['step']}")
-    tok_path = run_dir / "tokenizer.json"
-    eot = _end_of_text(tok_path)
+    eot = _end_of_text(source.tokenizer)
     method, factor, length = run_scaling(cfg, run_dir, method, factor)
     shape = replace(_shape(cfg, state, int(eot)), train_length=length)
     config = hf_config(shape, method, factor)
@@ -75,8 +59,7 @@ def export_hf(
     if config["model_type"] == "phi3":
         tensors = phi3_state(tensors, shape.n_layers)
     require_safetensors()
-    make_dirs(out.parent)  # a parent posenc cannot create is one line, not a traceback
-    write_folder_atomic(out, lambda tmp: _write_files(tmp, config, tensors, tok_path))
+    write_export(out, lambda tmp: _write_files(tmp, config, tensors, source.tokenizer))
     return [out / f for f in FILES]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
@@ -116,11 +115,3 @@ def posenc_state(
     if tied and "token_embeddings.weight" in out:
         out["lm_head.weight"] = out["token_embeddings.weight"]
     return out
-
-
-def check_finite(state: dict[str, Tensor], where: Path) -> None:
-    bad = sorted(k for k, v in state.items() if not torch.isfinite(v).all())
-    if bad:
-        raise PosencError(
-            f"{where}: {bad[0]} has NaN or infinite values", "import a checkpoint that trained"
-        )

@@ -1,34 +1,34 @@
 """`posenc import-hf DIR_OR_HUB_ID`: a Llama-family checkpoint written as a posenc run directory.
 
-The run directory holds what `posenc train` writes — .hydra/config.yaml, the model's own
-tokenizer.json, checkpoints/last.pt and best.pt, metrics.json (marked imported) — so
-`posenc eval` (every protocol, every eval.rope_scaling method) and `posenc inspect` take it
-like any other run. Everything is read and checked before the run directory is created.
+Everything is read and checked before the run directory is created; interchange/ writes it as
+every imported run is written (the model's own tokenizer.json), so `posenc eval` (every
+protocol, every eval.rope_scaling method) and `posenc inspect` take it like any other run.
 """
 
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tokenizers import Tokenizer
-from torch import Tensor
 
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given, key_of
-from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
+from posenc_cli.config.rundir import claim_new_run_dir
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
-from posenc_cli.engine.checkpoint import save_atomic
 from posenc_cli.engine.memory import FLOAT, available_bytes, gib, n_params
-from posenc_cli.engine.metrics import imported_metrics, merge_metrics
+from posenc_cli.engine.metrics import imported_metrics
 from posenc_cli.hf.export import require_safetensors
 from posenc_cli.hf.import_config import read_config, settings
-from posenc_cli.hf.import_weights import check_finite, posenc_state, read_safetensors, weight_files
+from posenc_cli.hf.import_weights import posenc_state, read_safetensors, weight_files
 from posenc_cli.hf.source import model_folder
+from posenc_cli.interchange.imported_run import write_imported_run
+from posenc_cli.interchange.weights import check_finite, load_exactly
 from posenc_cli.model import TransformerLM, build_model
 
 
@@ -60,13 +60,17 @@ def import_hf(
         bool(m.tie_embeddings),
     )
     check_finite(state, folder)
-    model = _load_model(cfg, vocab, state, folder)
+    model = build_model(cfg, vocab)
+    load_exactly(
+        model,
+        state,
+        f"{folder}: config.json and the weights disagree",
+        "use the config.json saved with these weights",
+    )
+    metrics = _metrics(cfg, model, tok, name, folder)
     run_dir = claim_new_run_dir(cfg, overrides)
-    try:
-        _write_run(run_dir, cfg, overrides, model, folder / "tokenizer.json")
-        merge_metrics(run_dir, _metrics(cfg, model, tok, name, folder))
-    finally:
-        unlock_run_dir(run_dir)  # done: the run is free for `posenc eval` at once
+    copy = partial(shutil.copyfile, folder / "tokenizer.json")
+    write_imported_run(run_dir, cfg, overrides, model, 0, copy, metrics)
     return run_dir
 
 
@@ -110,49 +114,6 @@ def _check_import_memory(cfg: DictConfig, vocab: int, folder: Path) -> None:
             f"importing it needs about {gib(need)} but {gib(available)} of memory is available",
             "import a smaller checkpoint, or free memory on this machine",
         )
-
-
-def _load_model(
-    cfg: DictConfig, vocab: int, state: dict[str, Tensor], folder: Path
-) -> TransformerLM:
-    """posenc's model with the weights, refusing anything but an exact match (one line)."""
-    model = build_model(cfg, vocab)
-    expected = model.state_dict()
-    problems = [
-        *(f"missing {k}" for k in sorted(set(expected) - set(state))),
-        *(f"unexpected {k}" for k in sorted(set(state) - set(expected))),
-        *(
-            f"{k} is {tuple(state[k].shape)}, config.json says {tuple(v.shape)}"
-            for k, v in expected.items()
-            if k in state and state[k].shape != v.shape
-        ),
-    ]
-    if problems:
-        more = f" and {len(problems) - 2} more" if len(problems) > 2 else ""
-        raise PosencError(
-            f"{folder}: config.json and the weights disagree ({'; '.join(problems[:2])}{more})",
-            "use the config.json saved with these weights",
-        )
-    model.load_state_dict(state)
-    return model
-
-
-def _write_run(
-    run_dir: Path, cfg: DictConfig, overrides: list[str], model: TransformerLM, tok_path: Path
-) -> None:
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    (run_dir / ".hydra").mkdir(exist_ok=True)
-    OmegaConf.save(plain, run_dir / ".hydra" / "config.yaml")
-    OmegaConf.save(OmegaConf.create(list(overrides)), run_dir / ".hydra" / "overrides.yaml")
-    shutil.copyfile(tok_path, run_dir / "tokenizer.json")
-    state = {
-        "model": model.state_dict(),
-        "step": 0,
-        "imported": True,
-        "config": OmegaConf.to_container(plain),
-    }
-    save_atomic(state, run_dir / "checkpoints" / "last.pt")
-    save_atomic({**state, "val_loss": None}, run_dir / "checkpoints" / "best.pt")
 
 
 def _metrics(

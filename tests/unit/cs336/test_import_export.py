@@ -16,6 +16,7 @@ from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.gpt2_bytes import to_token
 from posenc_cli.engine import checkpoint
 from posenc_cli.model import build_model
+from tests.helpers.locks import locked_elsewhere
 
 TEXT = (
     "the cat sat on the mat. the dog sat on the log!<|endoftext|>A cat, a dog and 42 mats "
@@ -150,6 +151,25 @@ def test_export_then_import_gives_identical_weights(
     assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (
         tmp_path / "b" / "tokenizer.json"
     ).read_bytes()
+
+
+def test_an_imported_run_is_released_digested_and_exported_only_when_free(
+    tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What every bridge shares (interchange/): the imported run is free at once, its
+    checkpoints carry their weights' digest, and an export of a run another process holds
+    is refused unless asked for, then names its step."""
+    vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
+    ck = save_checkpoint(tmp_path, cs336["random_state"](), "bare")
+    assert import_cs336((ck, vocab, merges), "a", tmp_path, monkeypatch).exit_code == 0
+    run = tmp_path / "a"
+    assert "weights_sha256" in checkpoint.load(run / "checkpoints" / "best.pt")
+    with locked_elsewhere(run):  # the import released it: another process can take it
+        refused = invoke(["export-cs336", "a", "out"], tmp_path, monkeypatch)
+        assert refused.exit_code == 2 and "is in use by another posenc process" in refused.output
+        assert not (tmp_path / "out").exists()
+        asked = invoke(["export-cs336", "a", "out", "--in-use"], tmp_path, monkeypatch)
+        assert asked.exit_code == 0 and "exporting its step" in asked.output, asked.output
 
 
 def _drop_n_heads(args: list[str]) -> list[str]:

@@ -15,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.run_layout import LOCK_FILE
+from posenc_cli.data.content_hash import MEMO
 
 #: Where the working folder of a refused command keeps its earlier run.
 EARLIER = Path("outputs") / "earlier"
@@ -22,11 +24,13 @@ EARLIER = Path("outputs") / "earlier"
 
 def files_under(root: Path) -> dict[str, bytes]:
     """Every file and folder below ``root`` with its bytes (folders as empty bytes), but a
-    run's lock file: a command on a run takes it first, and a run keeps it (never deleted)."""
+    run's lock file (a command on a run takes it first, and a run keeps it) and the data
+    cache's memo of file hashes: a hash is remembered only once its file is 2 s old
+    (data/content_hash.py), so whether a command adds one depends on the clock, not on it."""
     return {
         str(p.relative_to(root)): p.read_bytes() if p.is_file() else b""
         for p in sorted(root.rglob("*"))
-        if p.name != ".posenc.lock"
+        if p.name not in (LOCK_FILE, MEMO)
     }
 
 
