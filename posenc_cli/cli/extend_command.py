@@ -12,11 +12,8 @@ import typer
 from omegaconf import OmegaConf
 
 from posenc_cli.cli.errors import user_errors
-from posenc_cli.common.atomic import write_text_atomic
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
     from posenc_cli.cli.extend_plan import Job
 
 
@@ -82,7 +79,7 @@ def _run(run_dir: Path, job: Job) -> None:
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.console import print_eval_result, print_run_summary
     from posenc_cli.cli.ranks import run_job
-    from posenc_cli.config.rundir import claim_new_run_dir, unlock_run_dir
+    from posenc_cli.config.rundir import claim_new_run_dir, save_run_config, unlock_run_dir
     from posenc_cli.evals.run import evaluate_run
 
     if job.cfg is None:
@@ -93,17 +90,8 @@ def _run(run_dir: Path, job: Job) -> None:
         return
     where = OmegaConf.create({"hydra": {"run": {"dir": str(job.planned)}}})
     child = claim_new_run_dir(where, list(job.overrides))
-    _save_config(child, job.cfg, list(job.overrides))
+    save_run_config(child, job.cfg, list(job.overrides))
     metrics = run_job(job.cfg, child)
     unlock_run_dir(child)  # free for `posenc eval` while a grid goes on
     if metrics is not None:
         print_run_summary(metrics, child)
-
-
-def _save_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> None:
-    """.hydra/config.yaml and overrides.yaml, as `posenc train` leaves them."""
-
-    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg))
-    write_text_atomic(
-        run_dir / ".hydra" / "overrides.yaml", OmegaConf.to_yaml(OmegaConf.create(overrides))
-    )

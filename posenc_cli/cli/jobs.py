@@ -18,6 +18,7 @@ from posenc_cli.cli.progress import TrainProgress
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.extension import is_extension
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData
@@ -83,7 +84,7 @@ def _prepare_in_turn(cfg: DictConfig, comm: Comm) -> TokenData:
 
 def _keep_tokenizer(run_dir: Path, data: TokenData, is_main: bool) -> None:
     """The run keeps a copy of its tokenizer; a resumed run must see the same one."""
-    own = run_dir / "tokenizer.json"
+    own = RunDir(run_dir).tokenizer_file
     if own.is_file():
         if own.read_bytes() != data.tokenizer_path.read_bytes():
             raise PosencError(
@@ -119,7 +120,7 @@ def _evaluate(trainer: Trainer, data: TokenData | None) -> None:
 
 def _resume(trainer: Trainer) -> bool:
     """Restore the last checkpoint; a run stopped before its first one starts afresh."""
-    if not (trainer.ckpt_dir / "last.pt").exists() and not read_metrics(trainer.run_dir):
+    if not trainer.layout.checkpoint("last").exists() and not read_metrics(trainer.run_dir):
         console.print(f"note: {trainer.run_dir} has no checkpoint yet: training it from step 0")
         return False
     trainer.resume()
@@ -134,6 +135,6 @@ def _write(run_dir: Path, update: dict[str, Any], is_main: bool) -> dict[str, An
         return merge_metrics(run_dir, update)
     except OSError as exc:
         raise PosencError(
-            f"could not write {run_dir / 'metrics.json'}: {exc.strerror or exc}",
+            f"could not write {RunDir(run_dir).metrics_file}: {exc.strerror or exc}",
             f"free disk space, then `posenc eval {run_dir}` (the checkpoints are intact)",
         ) from None

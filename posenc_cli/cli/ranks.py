@@ -26,6 +26,7 @@ from posenc_cli.cli.crash import out_of_memory, save_traceback
 from posenc_cli.cli.jobs import run_training
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.engine.distributed import TorchComm, launched_ranks
 from posenc_cli.engine.signals import exit_code, signal_name
 
@@ -243,8 +244,7 @@ def first_failure(exc: Any, n: int, run_dir: Path) -> RankFailure:
 
 
 def resume_advice(run_dir: Path) -> str:
-    """Resume only when there is a checkpoint to resume from."""
-    if (run_dir / "checkpoints" / "last.pt").is_file():
+    if RunDir(run_dir).checkpoint("last").is_file():  # else there is nothing to resume
         return f"continue from the last checkpoint with: posenc resume {run_dir}"
     return "no checkpoint was written yet; start the run again"
 

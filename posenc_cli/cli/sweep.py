@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+from posenc_cli.common.run_layout import FAILED_FILE, METRICS_FILE
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import (
     check_each_key_once,
@@ -30,8 +31,6 @@ from posenc_cli.config.overrides import (
 )
 from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
 from posenc_cli.config.task_checks import run_label
-
-FAILED_FILE = "FAILED.txt"
 
 
 def run_sweep(overrides: list[str]) -> None:
@@ -165,7 +164,7 @@ def _failed(run_dir: Path, label: str, why: str) -> None:
 
 def summarize(root: Path) -> tuple[int, list[tuple[Path, str]]]:
     """Count finished jobs and collect failures (directory, first line of the error)."""
-    done = len(list(root.rglob("metrics.json")))
+    done = len(list(root.rglob(METRICS_FILE)))
     failed = []
     for f in sorted(root.rglob(FAILED_FILE)):
         lines = f.read_text().strip().splitlines()

@@ -11,9 +11,10 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import HYDRA_DIR
 
 #: Where a run keeps its composed config (config/rundir.py reads it from there).
-OUTPUT_SUBDIR = ".hydra"
+OUTPUT_SUBDIR = HYDRA_DIR
 
 
 def check_hydra_layout(cfg: DictConfig) -> None:

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.extension import is_extension
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.engine import checkpoint
@@ -33,7 +34,7 @@ def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, 
             f"{run_dir} is itself an extension of {cfg.extend.parent}",
             f"extend its parent {cfg.extend.parent} with the factor you want",
         )
-    path = run_dir / "checkpoints" / f"{which}.pt"
+    path = RunDir(run_dir).checkpoint(which)
     if not path.is_file():
         raise PosencError(
             f"{run_dir} has no checkpoints/{which}.pt",
@@ -61,7 +62,7 @@ def _check_fits(path: Path, state: dict[str, Any], cfg: DictConfig) -> None:
 def start_from_parent(model: nn.Module, cfg: DictConfig) -> None:
     """Load the parent's weights (only: the optimizer starts afresh) into a new run's model."""
     ext = cfg.extend
-    path = Path(str(ext.parent)) / "checkpoints" / f"{ext.checkpoint}.pt"
+    path = RunDir(Path(str(ext.parent))).checkpoint(str(ext.checkpoint))
     ck = checkpoint.load(path)
     if checkpoint.state_digest(ck["model"]) != ext.parent_sha256:
         raise PosencError(
@@ -104,7 +105,7 @@ def same_tokenizer(tokenizer: Path, cfg: DictConfig) -> None:
     mean the same thing; checked before the run directory is made, and again by each run."""
     if not is_extension(cfg):
         return
-    parent = Path(str(cfg.extend.parent)) / "tokenizer.json"
+    parent = RunDir(Path(str(cfg.extend.parent))).tokenizer_file
     if parent.is_file() and tokenizer.is_file() and tokenizer.read_bytes() != parent.read_bytes():
         raise PosencError(
             f"the data cache's tokenizer differs from {parent}, so the token ids would differ "

@@ -18,8 +18,9 @@ from omegaconf import OmegaConf
 
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.console import console
+from posenc_cli.common.run_layout import METRICS_FILE
 
-FILE = "metrics.json"
+FILE = METRICS_FILE
 
 
 def read_metrics(run_dir: Path, keep_corrupt: bool = False) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import torch
 
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.engine.distributed import Comm, Solo
 
 
@@ -113,7 +114,7 @@ def compile_failures(run_dir: Path, compiling: bool) -> Iterator[None]:
             raise
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         first = next((ln for ln in lines if not ln.startswith("backend=")), type(exc).__name__)
-        saved = (run_dir / "checkpoints" / "last.pt").exists()
+        saved = RunDir(run_dir).checkpoint("last").exists()
         fix = (
             f"continue this run without it: posenc train resume={run_dir} train.compile=false"
             if saved

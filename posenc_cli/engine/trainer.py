@@ -24,6 +24,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common import faults
 from posenc_cli.common.errors import Interrupted, PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.task_checks import run_label
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
@@ -61,7 +62,8 @@ class Trainer:
         self.run_dir = run_dir
         self.rt = rt
         self.stream = make_stream(cfg, data)
-        self.ckpt_dir = run_dir / "checkpoints"
+        self.layout = RunDir(run_dir)
+        self.ckpt_dir = self.layout.checkpoints_dir
         torch.manual_seed(cfg.seed)
         self.model: nn.Module = build_model(cfg, self.stream.vocab_size).to(rt.device)
         self.opt = make_optimizer(self.model, cfg.train)
@@ -82,8 +84,7 @@ class Trainer:
 
     def resume(self) -> None:
         """Continue exactly where checkpoints/last.pt stopped: weights, moments, data order."""
-        path = self.ckpt_dir / "last.pt"
-        ck = checkpoint.load(path)
+        ck = checkpoint.load(self.layout.checkpoint("last"))
         checkpoint.remove_partial_saves(self.ckpt_dir)
         try:
             saved_world = checkpoint.restore(
@@ -93,7 +94,7 @@ class Trainer:
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise PosencError(
-                f"checkpoint '{path}' does not match this run ({first})",
+                f"checkpoint '{self.layout.checkpoint('last')}' does not match this run ({first})",
                 "resume with the run's own config (do not change model.* or "
                 "encoding), or start a new run",
             ) from None
@@ -204,9 +205,7 @@ class Trainer:
         self.open_writer().add_scalar("val/loss", val, st.step)
         if val < st.best_val:
             st.best_val = val
-            self._write_checkpoint(
-                checkpoint.best_state(self.lm, st.step, val, self.cfg), "best.pt"
-            )
+            self._write_checkpoint(checkpoint.best_state(self.lm, st.step, val, self.cfg), "best")
         return val
 
     def save(self) -> None:
@@ -218,19 +217,19 @@ class Trainer:
         state = checkpoint.training_state(
             self.lm, self.opt, self.state, self.rt.world_size, self.cfg
         )
-        self._write_checkpoint(state, "last.pt")
+        self._write_checkpoint(state, "last")
         faults.pause("after_save", self.state.step, self.ckpt_dir)
 
-    def _write_checkpoint(self, state: dict[str, Any], name: str) -> None:
+    def _write_checkpoint(self, state: dict[str, Any], which: str) -> None:
         if self.rt.is_main:
-            checkpoint.save_atomic(state, self.ckpt_dir / name)
+            checkpoint.save_atomic(state, self.layout.checkpoint(which))
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
             self._diverged(f"loss {value}")
 
     def _diverged(self, what: str) -> None:
-        last = self.ckpt_dir / "last.pt"
+        last = self.layout.checkpoint("last")
         kept = (
             f"the last good checkpoint is kept at {last}"
             if last.exists()

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.plugins import import_all, subclasses
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.eval_sections import task_settings
 from posenc_cli.config.task_checks import is_task
 
@@ -91,7 +92,7 @@ class EvalTask:
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         """What `posenc eval` prints of the result under ``key``: rich tables and lines."""
         return [
-            f"{key}: written to {run_dir / 'metrics.json'} and TensorBoard "
+            f"{key}: written to {RunDir(run_dir).metrics_file} and TensorBoard "
             f"({run_dir / 'eval' / key})"
         ]
 

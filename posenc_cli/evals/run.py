@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.compose import validate
 from posenc_cli.config.effect_checks import check_effects
 from posenc_cli.config.eval_sections import eval_option
@@ -144,7 +145,7 @@ def load_model(run_dir: Path, cfg: DictConfig, rt: Runtime) -> TransformerLM:
 
 def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """checkpoints/last.pt of a trained run and its contents (loaded weights_only)."""
-    path = run_dir / "checkpoints" / "last.pt"
+    path = RunDir(run_dir).checkpoint("last")
     if not path.is_file():
         raise PosencError(
             f"no checkpoint at '{path}'",
@@ -176,7 +177,7 @@ def run_tokenizer(run_dir: Path, saved: DictConfig) -> Path:
     """The tokenizer the run trained with: its copy in the run directory (training keeps one),
     else the run's data cache (rebuilt if it is gone). A path recorded in metrics.json is not
     followed: the run directory may come from someone else."""
-    copy_path = run_dir / "tokenizer.json"
+    copy_path = RunDir(run_dir).tokenizer_file
     if copy_path.is_file():
         return copy_path
     return prepare(saved.data).tokenizer_path

@@ -17,6 +17,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.engine.metrics import non_finite
 from posenc_cli.evals.base import RECORDS
 
@@ -25,7 +26,7 @@ class EvalWriters:
     """A writer per result key; ``close`` settles which event files stay."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.root = run_dir / "eval"
+        self.root = RunDir(run_dir).eval_dir
         self.open: dict[str, SummaryWriter] = {}
         self.earlier: dict[str, list[Path]] = {}
         self.new_folders: list[Path] = [] if self.root.exists() else [self.root]
@@ -75,8 +76,8 @@ def write_records(run_dir: Path, files: dict[str, dict[str, str]], results: dict
     for key, named in files.items():
         if key not in results or non_finite(results[key]):
             continue
-        folder = run_dir / "eval" / key
-        if any(p.is_symlink() for p in (run_dir / "eval", folder)):
+        folder = RunDir(run_dir).eval_dir / key
+        if any(p.is_symlink() for p in (folder.parent, folder)):
             raise PosencError(
                 f"'{folder}' is a link out of the run directory",
                 "remove it (posenc writes the evaluation's records there)",

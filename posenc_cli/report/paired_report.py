@@ -18,6 +18,7 @@ from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.evals.keys import TAIL
 from posenc_cli.evals.paired import NotPaired, Ratio, paired_ratio
 from posenc_cli.evals.units import UNITS_FILE, UnitsFileError, UnitSums, read_units
@@ -63,7 +64,7 @@ class PairedTable:
 def run_units(run: Run, notes: list[str]) -> dict[tuple[str, int], UnitSums] | None:
     """The run's units.csv for the result its row shows, or None (with a note) where it has
     none or it cannot be read."""
-    path = run.path / "eval" / run.key / UNITS_FILE
+    path = RunDir(run.path).eval_dir / run.key / UNITS_FILE
     if not path.is_file():
         notes.append(
             f"{run.path}: no {path.relative_to(run.path)}, so its row is not paired (evaluated "

@@ -20,6 +20,7 @@ from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import EVAL_DIR, RunDir
 from posenc_cli.evals.instances import INSTANCES_FILE
 from posenc_cli.evals.units import UNITS_FILE
 from posenc_cli.report.runs import find_metrics
@@ -60,13 +61,13 @@ def keep_records(sources: list[Path], dest: Path) -> list[Path]:
         out = dest / run.name
         out.mkdir(parents=True, exist_ok=True)
         data = json.loads(metrics.read_text(encoding="utf-8"))
-        write_text_atomic(out / "metrics.json", json.dumps(_portable(data), indent=2) + "\n")
-        config = run / ".hydra" / "config.yaml"
+        copy = RunDir(out)
+        write_text_atomic(copy.metrics_file, json.dumps(_portable(data), indent=2) + "\n")
+        config = RunDir(run).config_file
         if config.is_file():
-            (out / ".hydra").mkdir(exist_ok=True)
-            write_text_atomic(out / ".hydra" / "config.yaml", portable(config.read_text()))
+            write_text_atomic(copy.config_file, portable(config.read_text()))
         for name in (UNITS_FILE, INSTANCES_FILE):
-            for record in run.glob(f"eval/*/{name}"):
+            for record in run.glob(f"{EVAL_DIR}/*/{name}"):
                 target = out / record.relative_to(run)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(record, target)

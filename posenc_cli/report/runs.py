@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import METRICS_FILE, RunDir
 from posenc_cli.config.groups import group_options, option_values
 from posenc_cli.config.received import load_received
 from posenc_cli.encodings.names import META_KEYS
@@ -132,7 +133,7 @@ def find_metrics(dirs: list[Path]) -> list[Path]:
     """Every metrics.json in or below the given directories, each once."""
     found: dict[Path, Path] = {}
     for d in dirs:
-        paths = sorted(d.rglob("metrics.json")) if d.is_dir() else []
+        paths = sorted(d.rglob(METRICS_FILE)) if d.is_dir() else []
         if not paths:
             raise PosencError(
                 f"no metrics.json in or below '{d}'",
@@ -175,8 +176,7 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
 def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
     """The run's ``group`` parameters: its saved config over configs/<group>/<name>.yaml, so a
     parameter added since the run was made takes its default (a damaged file gives them all)."""
-    saved = run_dir / ".hydra" / "config.yaml"
-    section: Any = {}
+    saved, section = RunDir(run_dir).config_file, {}
     if saved.is_file():
         try:
             section = OmegaConf.to_container(load_received(saved).get(group) or {}, resolve=False)

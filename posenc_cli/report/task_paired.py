@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.evals.base import view_task
 from posenc_cli.evals.instances import INSTANCES_FILE, read_instances
 from posenc_cli.evals.paired import NotPaired, Ratio, paired_difference
@@ -26,7 +27,7 @@ LEGEND = (
 
 
 def run_instances(run: Run, notes: list[str]) -> dict[int, UnitSums] | None:
-    path = run.path / "eval" / view_task("synthetic") / INSTANCES_FILE
+    path = RunDir(run.path).eval_dir / view_task("synthetic") / INSTANCES_FILE
     if not path.is_file():
         notes.append(
             f"{run.path}: no {path.relative_to(run.path)}, so its row is not paired (evaluated "

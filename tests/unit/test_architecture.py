@@ -148,3 +148,22 @@ def test_no_module_assigns_sys_argv() -> None:
                 for target in node.targets:
                     text = ast.unparse(target)
                     assert text != "sys.argv", f"{name} assigns sys.argv"
+
+
+#: Names of a run directory's files that only common/run_layout.py spells (``checkpoints`` is
+#: also the clock's phase name, ``config.yaml`` a bench folder's, so they are left out here).
+RUN_FILE_NAMES = {".hydra", "last.pt", "best.pt", "metrics.json", "overrides.yaml", ".posenc.lock"}
+
+
+def test_only_the_run_layout_spells_the_run_directorys_file_names() -> None:
+    """hf/ and data/ name a tokenizer.json of their own formats (a Hugging Face folder, the data
+    cache); everywhere else it is the run's and comes from the layout too."""
+    for name, tree in modules().items():
+        if name == "posenc_cli.common.run_layout":
+            continue
+        names = set(RUN_FILE_NAMES)
+        if package(name) not in ("hf", "data"):
+            names.add("tokenizer.json")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert node.value not in names, f"{name} spells {node.value!r}"

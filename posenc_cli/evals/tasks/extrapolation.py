@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.extension import base_length
 from posenc_cli.config.task_checks import is_task
 from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
@@ -124,7 +125,7 @@ class Extrapolation(EvalTask):
         how = result.get("interval", {}).get("method")
         lines.append(
             (f"intervals: 95 % {how}; " if how else "") + f"written to "
-            f'{run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f'{RunDir(run_dir).metrics_file} under "{key}" and TensorBoard '
             f"({run_dir / 'eval' / key})"
         )
         return lines

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.evals.base import RECORDS, EvalTask, by_length, log_hparams, model_hparams
 from posenc_cli.evals.instances import INSTANCES_FILE, instances_csv, instances_digest
 from posenc_cli.synthetic.base import build_task
@@ -131,7 +132,7 @@ class LengthGeneralization(EvalTask):
         prefix = TAG if key == self.name else key
         return [
             table,
-            f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f'written to {RunDir(run_dir).metrics_file} under "{key}" and TensorBoard '
             f"({prefix}/exact_match, step = size)",
         ]
 

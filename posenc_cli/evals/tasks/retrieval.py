@@ -22,6 +22,7 @@ from omegaconf import ListConfig
 from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.extension import base_length
 from posenc_cli.evals.base import EvalTask, by_length
 
@@ -203,7 +204,7 @@ class Retrieval(EvalTask):
             )
         return [
             table,
-            f'written to {run_dir / "metrics.json"} under "{key}" and TensorBoard '
+            f'written to {RunDir(run_dir).metrics_file} under "{key}" and TensorBoard '
             f"({run_dir / 'eval' / key})",
         ]
 
