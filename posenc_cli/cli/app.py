@@ -49,7 +49,7 @@ app = typer.Typer(
 
 def _train_job(cfg: DictConfig, run_dir: Path) -> None:
     from posenc_cli.cli.console import print_run_summary  # deferred: see the module docstring
-    from posenc_cli.cli.ranks import run_job
+    from posenc_cli.workflows.ranks import run_job
 
     with user_errors():
         metrics = run_job(cfg, run_dir)
@@ -69,9 +69,9 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
         cfg = compose(overrides, with_hydra=True)
         if cfg.resume:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
-        from posenc_cli.cli.launch import run_once
-        from posenc_cli.cli.preflight import preflight
         from posenc_cli.config.rundir import claim_new_run_dir
+        from posenc_cli.workflows.launch import run_once
+        from posenc_cli.workflows.preflight import preflight
 
         preflight(cfg, overrides=overrides)
         run_once(cfg, overrides, claim_new_run_dir(cfg, overrides), _train_job)
@@ -102,9 +102,9 @@ def _resume(
 
     cfg = resume_config(run_dir, requested, overrides)  # its one-line errors need no torch
     from posenc_cli.cli.console import print_run_summary
-    from posenc_cli.cli.preflight import preflight
-    from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir
+    from posenc_cli.workflows.preflight import preflight
+    from posenc_cli.workflows.ranks import run_job
 
     preflight(cfg)
     lock_run_dir(run_dir)
@@ -117,7 +117,7 @@ def _follow_rank_zero() -> bool:
     """Under torchrun, a rank other than 0 trains the job rank 0 prepares; True when done."""
     if not _under_launcher():
         return False
-    from posenc_cli.cli.ranks import follow, is_follower
+    from posenc_cli.workflows.ranks import follow, is_follower
 
     if not is_follower():
         return False
@@ -197,7 +197,7 @@ def encodings() -> None:
 def sweep(overrides: list[str] | None = OVERRIDES) -> None:
     """Run a Hydra multirun, e.g. `posenc sweep encoding=rope,alibi seed=0,1,2` or
     `posenc sweep experiment=extrapolation`; all runs land under one sweep directory."""
-    from posenc_cli.cli.sweep import run_sweep
+    from posenc_cli.workflows.sweep import run_sweep
 
     with user_errors():
         run_sweep(list(overrides or []))

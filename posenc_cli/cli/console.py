@@ -1,5 +1,5 @@
 """What a user sees after a command: the run summary, evaluation tables, the list of encodings
-(the progress while training is cli/progress.py)."""
+(the progress while training is workflows/progress.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from posenc_cli.cli.crash import out_of_memory, save_traceback
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
+from posenc_cli.workflows.crash import out_of_memory, save_traceback
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from posenc_cli.cli.errors import user_errors
 
 if TYPE_CHECKING:
-    from posenc_cli.cli.extend_plan import Job
+    from posenc_cli.workflows.extend_plan import Job
 
 
 def extend(
@@ -34,8 +34,8 @@ def extend(
     method (configs/extend/default.yaml); writes a new run directory. Swept values
     (extend.method=pi,yarn) or experiment=context_extension run every combination."""
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
-    from posenc_cli.cli.extend_plan import plan_jobs
-    from posenc_cli.cli.preflight import preflight
+    from posenc_cli.workflows.extend_plan import plan_jobs
+    from posenc_cli.workflows.preflight import preflight
 
     with user_errors():
         jobs, root = plan_jobs(run_dir, list(overrides or []))
@@ -78,9 +78,9 @@ def _run(run_dir: Path, job: Job) -> None:
 
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.console import print_eval_result, print_run_summary
-    from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import claim_new_run_dir, save_run_config, unlock_run_dir
     from posenc_cli.evals.run import evaluate_run
+    from posenc_cli.workflows.ranks import run_job
 
     if job.cfg is None:
         cfg, out = evaluate_run(run_dir, list(job.eval_overrides))

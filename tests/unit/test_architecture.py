@@ -10,6 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "posenc_cli"
 #: Which packages each package may import (besides itself and common), from docs/design.md.
 ALLOWED = {
     "cli": {
+        "workflows",
         "bench",
         "report",
         "evals",
@@ -21,6 +22,7 @@ ALLOWED = {
         "inspection",
         "hf",
     },
+    "workflows": {"evals", "engine", "config", "data"},
     "hf": {"interchange", "engine", "config", "data", "model", "encodings"},
     "inspection": {"evals", "engine", "config", "model", "encodings"},
     "bench": {"engine", "config", "model", "nn"},

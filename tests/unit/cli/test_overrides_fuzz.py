@@ -69,11 +69,11 @@ def test_random_overrides_never_show_a_traceback(
 ) -> None:
     """Valid configs stop before training (launch and data are stubbed): only the CLI's
     parsing and validation are under test."""
-    monkeypatch.setattr("posenc_cli.cli.launch.run_once", lambda *a, **k: None)
+    monkeypatch.setattr("posenc_cli.workflows.launch.run_once", lambda *a, **k: None)
     prepared = SimpleNamespace(tokenizer_path=tmp_path / "tokenizer.json")
-    monkeypatch.setattr("posenc_cli.cli.preflight.prepare", lambda *a, **k: prepared)
-    monkeypatch.setattr("posenc_cli.cli.preflight.check_data_fits", lambda *a, **k: None)
-    monkeypatch.setattr("posenc_cli.cli.preflight.same_tokenizer", lambda *a, **k: None)
+    monkeypatch.setattr("posenc_cli.workflows.preflight.prepare", lambda *a, **k: prepared)
+    monkeypatch.setattr("posenc_cli.workflows.preflight.check_data_fits", lambda *a, **k: None)
+    monkeypatch.setattr("posenc_cli.workflows.preflight.same_tokenizer", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app.app, ["train", "--", *overrides])
     assert result.exit_code in (0, 2), (overrides, result.output, result.exception)

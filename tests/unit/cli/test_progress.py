@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from posenc_cli.cli.progress import LogCadence, TrainProgress
+from posenc_cli.workflows.progress import LogCadence, TrainProgress
 
 
 def simulate(total: int, seconds_per_step: float) -> list[int]:

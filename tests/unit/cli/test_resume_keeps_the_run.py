@@ -25,7 +25,7 @@ def test_resume_changes_only_the_keys_it_is_given(tmp_path: Path) -> None:
 def test_a_resumed_run_must_see_its_own_tokenizer(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from posenc_cli.cli.jobs import _keep_tokenizer
+    from posenc_cli.workflows.jobs import _keep_tokenizer
 
     cached = tmp_path / "cached.json"
     cached.write_text('{"model": 1}')

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from posenc_cli.cli.sweep import plan
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options
 from posenc_cli.config.overrides import expand_sweep
+from posenc_cli.workflows.sweep import plan
 
 
 def test_the_two_studies_plan_every_encoding_once() -> None:
@@ -26,8 +26,8 @@ def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:
     """A joblib worker runs many jobs: each must leave its run free for `posenc eval`."""
     from omegaconf import OmegaConf
 
-    from posenc_cli.cli.sweep import sweep_job
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
+    from posenc_cli.workflows.sweep import sweep_job
 
     run = tmp_path / "job"
     cfg = OmegaConf.create({"encoding": {"name": "rope"}, "seed": 0})  # fails at once
@@ -68,8 +68,8 @@ def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_s
 ) -> None:
     from omegaconf import OmegaConf
 
-    from posenc_cli.cli import ranks, sweep
     from posenc_cli.common.errors import RankFailure
+    from posenc_cli.workflows import ranks, sweep
 
     def fail(cfg, run_dir):
         raise RankFailure(code, "posenc: error: disk full (rank 1 of 2) — free space")

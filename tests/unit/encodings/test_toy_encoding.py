@@ -15,7 +15,6 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from posenc_cli.cli.jobs import run_training
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.added_encodings import register_encoding, unregister_encoding
 from posenc_cli.config.compose import compose
@@ -24,6 +23,7 @@ from posenc_cli.encodings import PositionalEncoding, Span
 from posenc_cli.encodings.registry import encoding_class
 from posenc_cli.model import build_model
 from posenc_cli.model.context import AttentionContext
+from posenc_cli.workflows.jobs import run_training
 from tests.helpers.configs import FOUR_STEPS
 
 YAML = Path(__file__).parent / "toy" / "toy_decay.yaml"

@@ -104,7 +104,7 @@ def test_a_full_disk_in_the_final_evaluation_is_one_line(
 ) -> None:
     from types import SimpleNamespace
 
-    from posenc_cli.cli import jobs
+    from posenc_cli.workflows import jobs
 
     def enospc(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models
 
-from posenc_cli.cli import crash
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.tokenizer import eot_id
+from posenc_cli.workflows import crash
 
 #: (argv, what the line says). An infinite checkpoint iteration is a row of
 #: test_tokenizer_files.py (it arrives through import-cs336); MemoryError is test_memory.py's.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from posenc_cli.cli import crash
 from posenc_cli.config.compose import compose
 from posenc_cli.engine.memory import n_params, training_needs
+from posenc_cli.workflows import crash
 from tests.helpers.configs import TINY
 
 #: (argv, the start of what the line names): each needs far more memory than any machine has.

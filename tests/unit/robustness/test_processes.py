@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from posenc_cli.cli import app, ranks
+from posenc_cli.cli import app
 from posenc_cli.common.errors import PosencError, RankFailure
 from posenc_cli.config.compose import compose
+from posenc_cli.workflows import ranks
 
 #: (argv, extra environment, what the line says).
 CASES = [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc_cli.cli.sweep import plan
 from posenc_cli.config.resolvers import _folder_name
+from posenc_cli.workflows.sweep import plan
 
 #: A run that would take seconds, were it not refused.
 TINY = ["model=tiny", "train.steps=4", "train.warmup_steps=1", "device=cpu"]

@@ -2,7 +2,7 @@
 
 The trainer fits; the evaluation tasks run afterwards, here, so `posenc train`, `posenc
 resume` and each sweep job do exactly the same thing — in one process, or in each rank of a
-multi-process run (cli/ranks.py starts those), where only rank 0 writes.
+multi-process run (workflows/ranks.py starts those), where only rank 0 writes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from posenc_cli.cli.progress import TrainProgress
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
@@ -31,6 +30,7 @@ from posenc_cli.engine.signals import InterruptNow
 from posenc_cli.engine.trainer import Trainer
 from posenc_cli.evals.runner import run_tasks
 from posenc_cli.evals.writers import take_records, write_records
+from posenc_cli.workflows.progress import TrainProgress
 
 
 def run_training(

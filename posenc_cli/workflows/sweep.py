@@ -38,8 +38,8 @@ def run_sweep(overrides: list[str]) -> None:
     overrides = [task_key_for_any_task(o) for o in overrides]
     base, jobs, planned = plan(overrides)  # a bad key is one line before torch is imported
     # deferred: a sweep's one-line config errors come before torch
-    from posenc_cli.cli.launch import run_sweep_jobs
-    from posenc_cli.cli.preflight import preflight
+    from posenc_cli.workflows.launch import run_sweep_jobs
+    from posenc_cli.workflows.preflight import preflight
 
     for cfg in planned:
         preflight(cfg, data_fit=False)
@@ -125,8 +125,8 @@ def name_by_swept_keys(overrides: list[str]) -> str:
 def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
     # deferred: a sweep's one-line config errors come before torch
-    from posenc_cli.cli.ranks import run_job
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
+    from posenc_cli.workflows.ranks import run_job
 
     label = run_label(cfg)
     console.print(f"[bold]sweep job[/bold] {run_dir.name}")

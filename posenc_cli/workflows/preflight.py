@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from posenc_cli.cli.ranks import check_nproc
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.extension import is_extension
 from posenc_cli.config.rundir import planned_run_dir
@@ -14,6 +13,7 @@ from posenc_cli.engine.extension import same_tokenizer
 from posenc_cli.engine.memory import check_training_memory
 from posenc_cli.engine.runtime import pick_device, pick_precision
 from posenc_cli.evals.base import get_task
+from posenc_cli.workflows.ranks import check_nproc
 
 
 def preflight(cfg: DictConfig, data_fit: bool = True, overrides: list[str] | None = None) -> None:

@@ -3,7 +3,7 @@ machinery behind torchrun), or the ranks `torchrun ... -m posenc_cli train` star
 
 The command's own checks, the run directory and Hydra's files are made once, by the process
 the user started (train.nproc) or by rank 0 (torchrun), before any rank trains. Every rank then
-runs the same job as one process would (cli/jobs.py) with its ``Comm``. A rank that fails ends
+runs the same job as one process would (workflows/jobs.py) with its ``Comm``. A rank that fails ends
 with a ``RankFailure`` that the elastic error file carries to the launcher, which stops the
 other ranks; the user sees the failure that caused the others, then one line per other rank.
 """
@@ -22,13 +22,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from posenc_cli.cli.crash import out_of_memory, save_traceback
-from posenc_cli.cli.jobs import run_training
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.engine.distributed import TorchComm, launched_ranks
 from posenc_cli.engine.signals import exit_code, signal_name
+from posenc_cli.workflows.crash import out_of_memory, save_traceback
+from posenc_cli.workflows.jobs import run_training
 
 #: The loggers of the launcher; posenc reports a failure itself, in one line.
 LAUNCHER_LOGGERS = ("torch.distributed", "torch.multiprocessing")
