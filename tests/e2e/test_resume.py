@@ -75,6 +75,24 @@ def assert_same_run(a: Path, b: Path) -> None:
         assert torch.equal(wa[k], wb[k]), k
     ma, mb = (json.loads((r / "metrics.json").read_text()) for r in (a, b))
     assert ma["final_val_loss"] == mb["final_val_loss"]
+    assert ma["final_train_loss"] == mb["final_train_loss"]  # the same steps averaged
+    assert losses_logged(a) == losses_logged(b)
+
+
+def losses_logged(run: Path) -> dict[str, list[tuple[int, float]]]:
+    """The loss curves TensorBoard shows: each step once, however the run was interrupted
+    (a resumed writer purges the points past its checkpoint)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    curves = {
+        tag: [(e.step, e.value) for e in acc.Scalars(tag)]
+        for tag in acc.Tags()["scalars"]
+        if tag.endswith("loss")
+    }
+    assert curves and all(len({s for s, _ in c}) == len(c) for c in curves.values()), curves
+    return curves
 
 
 @pytest.mark.parametrize("fault,kept_step", [("after_save:10", 10), ("in_save_last:20", 10)])
