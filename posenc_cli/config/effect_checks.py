@@ -22,7 +22,16 @@ from posenc_cli.config.task_checks import is_task
 
 STRIDE_KEYS = ("eval.stride", "eval.extrapolation.stride")
 #: The data keys only data=hf reads.
-HF_KEYS = ("dataset", "subset", "split", "text_field", "data_files", "revision", "train_tokens")
+HF_KEYS = (
+    "dataset",
+    "subset",
+    "split",
+    "text_field",
+    "data_files",
+    "revision",
+    "train_tokens",
+    "documents",
+)
 
 
 def check_effects(cfg: DictConfig, overrides: list[str]) -> None:

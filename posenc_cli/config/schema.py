@@ -128,6 +128,7 @@ class DataConfig:
     data_files: Any = None
     revision: str | None = None
     train_tokens: int | None = key(None, lo=1)
+    documents: str = key("rows", choices=("rows", "wikitext_articles"))
 
 
 @dataclass

@@ -21,7 +21,8 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.content_hash import HashMemo
-from posenc_cli.data.hf_dataset import texts
+from posenc_cli.data.hf_dataset import MAX_DOCUMENT_CHARS, texts
+from posenc_cli.data.row_documents import documents
 
 VAL_TOKENS = 1 << 21
 TOKENIZER_CHARS_PER_TOKEN = 8
@@ -53,7 +54,7 @@ class HfCorpus:
 
     def _documents(self, validation: bool) -> Iterator[str]:
         """The source is opened now (texts), its documents read as the iterator is consumed."""
-        return self._side(texts(self.cfg), validation)
+        return self._side(self.documents(), validation)
 
     def _side(self, docs: Iterator[str], validation: bool) -> Iterator[str]:
         found = False
@@ -75,7 +76,11 @@ class HfCorpus:
 
     def documents(self) -> Iterator[str]:
         """Every document, for evaluating a model on this text."""
-        return texts(self.cfg)
+        return documents(texts(self.cfg), self._grouping, MAX_DOCUMENT_CHARS)
+
+    @property
+    def _grouping(self) -> str:
+        return str(self.cfg.get("documents") or "rows")
 
     def tokenizer_segments(self) -> Iterator[str]:
         """The first training documents, enough for the tokenizer (see the module doc); the
@@ -89,6 +94,8 @@ class HfCorpus:
         """Every setting that chooses the text, the bounds, and the bytes of local files."""
         h = hashlib.blake2b(digest_size=16)
         settings = {k: _plain(self.cfg.get(k)) for k in SOURCE_KEYS}
+        if self._grouping != "rows":  # so caches made before data.documents stay valid
+            settings["documents"] = self._grouping
         bounds = [self.train_limit, VAL_TOKENS, TOKENIZER_CHARS_PER_TOKEN, TOKENIZER_MAX_CHARS]
         h.update(json.dumps([settings, bounds], sort_keys=True).encode())
         memo = HashMemo(cache_dir)

@@ -22,15 +22,22 @@ def test_experiment_files_are_global_packages(corpus: Path) -> None:
         compose([f"experiment={path.stem}", *([f"data.path={corpus}"] if text else [])])
 
 
-def test_the_gpu_study_is_gpt2_small_at_512_on_your_corpus_to_16x(corpus: Path) -> None:
+def test_the_gpu_study_is_gpt2_small_at_512_on_wikitext_articles_to_16x(corpus: Path) -> None:
     from posenc_cli.model import build_model
 
-    cfg = compose(["experiment=extrapolation_gpu", f"data.path={corpus}"])
+    cfg = compose(["experiment=extrapolation_gpu"])
     assert (cfg.data.kind, cfg.train.context_length, list(cfg.eval.factors)) == (
-        "text",
+        "hf",
         512,
         [1, 2, 4, 8, 16],
     )
+    assert (cfg.data.dataset, cfg.data.subset, cfg.data.documents) == (
+        "Salesforce/wikitext",
+        "wikitext-103-raw-v1",
+        "wikitext_articles",
+    )
+    own = compose(["experiment=extrapolation_gpu", "data=text", f"data.path={corpus}"])
+    assert own.data.kind == "text" and own.train.context_length == 512
     V = 32768
     d = 768
     layers = 12
@@ -39,7 +46,7 @@ def test_the_gpu_study_is_gpt2_small_at_512_on_your_corpus_to_16x(corpus: Path) 
     with torch.device("meta"):  # shapes only: no 540 MB of weights to initialise
         built = build_model(cfg, cfg.data.vocab_size)
     assert built.num_parameters() == expected == 135_285_504
-    assert swept("extrapolation_gpu", f"data.path={corpus}") == SEED_ENCODINGS
+    assert swept("extrapolation_gpu") == SEED_ENCODINGS
 
 
 def swept(experiment: str, *overrides: str) -> list[str]:
