@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -78,7 +78,8 @@ def encoding_cases(cfg: DictConfig, name: str, common: dict[str, Any]) -> list[d
         "train": {"context_length": int(b.context_length)},  # what ${train.…} reads
         "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"),
     }
-    enc = OmegaConf.to_container(OmegaConf.create(own), resolve=True)["encoding"]
+    resolved = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(own), resolve=True))
+    enc = resolved["encoding"]
     base = {**common, "encoding": enc, "name": name}
     train = {
         **base,

@@ -172,7 +172,7 @@ def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None
     else:
         run_dir = create_exclusive(run_dir)
     (run_dir / "config.yaml").write_text(
-        OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]))
+        OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]))
     )
     load = warn_if_loaded()
     started = time.time()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 from rich.markup import escape
@@ -85,10 +85,10 @@ def print_encodings() -> None:
     for col in ("name", "description", "parameters"):
         table.add_column(col)
     for path in sorted((config_dir() / "encoding").glob("*.yaml")):
-        enc = OmegaConf.load(path)
+        enc = cast(DictConfig, OmegaConf.load(path))  # an encoding's YAML is a mapping
         context = OmegaConf.create({"train": {"context_length": length}, "encoding": enc})
         params = ", ".join(
-            f"{k}={_shown(context.encoding, k, length)}" for k in enc if k not in META_KEYS
+            f"{k!s}={_shown(context.encoding, str(k), length)}" for k in enc if k not in META_KEYS
         )
         desc = str(enc.get("description", ""))
         table.add_row(path.stem, escape(desc), escape(params or "-"))
@@ -97,9 +97,10 @@ def print_encodings() -> None:
 
 def _shown(enc: DictConfig, key: str, length: int) -> str:
     """The value as written, or a derived one as its formula and its value at ``length``."""
+    written = cast(dict[str, Any], OmegaConf.to_container(enc))[key]  # unresolved
     if not OmegaConf.is_interpolation(enc, key):
-        return str(OmegaConf.to_container(enc)[key])
-    formula = readable(str(OmegaConf.to_container(enc)[key]))
+        return str(written)
+    formula = readable(str(written))
     return f"{formula} ({enc[key]} at L = {length})"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

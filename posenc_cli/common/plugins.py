@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from types import ModuleType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def import_all(package: ModuleType) -> None:
@@ -17,9 +20,9 @@ def import_all(package: ModuleType) -> None:
         importlib.import_module(f"{package.__name__}.{info.name}")
 
 
-def subclasses(cls: type) -> list[type]:
+def subclasses(cls: type[T]) -> list[type[T]]:
     """Every subclass of ``cls``, at any depth, in definition order."""
-    out = []
+    out: list[type[T]] = []
     for sub in cls.__subclasses__():
         out += [sub, *subclasses(sub)]
     return out

@@ -12,6 +12,7 @@ the path a shipped encoding takes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -28,7 +29,11 @@ def register_encoding(cls: type[PositionalEncoding], yaml_path: Path) -> str:
     parameters, as in configs/encoding/), the encoding ``encoding=<name>``; returns the name."""
     yaml = OmegaConf.load(yaml_path)
     name = str(yaml.get("name", "")) if isinstance(yaml, DictConfig) else ""
-    if not NAME_PATTERN.fullmatch(name) or "_target_" not in yaml:
+    if (
+        not isinstance(yaml, DictConfig)
+        or not NAME_PATTERN.fullmatch(name)
+        or "_target_" not in yaml
+    ):
         raise PosencError(
             f"'{yaml_path}' has no plain name or no _target_",
             "write the YAML as configs/encoding/rope.yaml is written",
@@ -49,5 +54,6 @@ def unregister_encoding(name: str) -> None:
     first, so nothing reaches it)."""
     path = option_file("encoding", name)
     if path.is_file():
-        disallow_class(str(OmegaConf.load(path).get("_target_", "")))
+        registered = cast(DictConfig, OmegaConf.load(path))  # register_encoding checked it
+        disallow_class(str(registered.get("_target_", "")))
     remove_option("encoding", name)

@@ -52,7 +52,8 @@ def check_keys_present(plain: DictConfig) -> None:
         if node is None and section in COMMAND_SECTIONS:
             continue
         if isinstance(node, DictConfig) and leaf not in node.keys():
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            factory = f.default_factory
+            default = factory() if factory is not dataclasses.MISSING else f.default
             raise PosencError(
                 f"{name} is missing from the config",
                 f"set it instead of deleting it, e.g. {name}={default}",

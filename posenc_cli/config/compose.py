@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, cast
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
@@ -98,18 +99,21 @@ def installed_launchers() -> list[str]:
 
 def validate(cfg: DictConfig) -> None:
     """Presence, types and ranges against the schema, then the rules across keys."""
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+    kept: list[Any] = [k for k in cfg.keys() if k != "hydra"]  # a received key: any type
+    plain = OmegaConf.masked_copy(cfg, kept)
     check_keys_present(plain)
     try:
         prepare_task(plain)  # a task run derives its train.context_length: the caller's too
         cfg.train.context_length = plain.train.context_length
-        typed = OmegaConf.merge(OmegaConf.structured(RootConfig), typed_part(plain))
+        typed = cast(
+            DictConfig, OmegaConf.merge(OmegaConf.structured(RootConfig), typed_part(plain))
+        )
         OmegaConf.resolve(typed)
     except InterpolationResolutionError as exc:
         raise resolution_error(exc, exc.full_key or _unresolvable_key(plain)) from None
     except ValidationError as exc:
         raise PosencError(
-            f"wrong type for '{exc.full_key}': {exc.msg.splitlines()[0]}",
+            f"wrong type for '{exc.full_key}': {str(exc.msg).splitlines()[0]}",
             "give a value of the type in configs/",
         ) from None
     except OmegaConfBaseException as exc:
@@ -127,7 +131,7 @@ def _check_resolved_types(plain: DictConfig, typed: DictConfig, prefix: str = ""
     ``${oc.env:X,3}``'s string "3" for an int key, but the run reads the config as composed,
     where it stays a string (seed="3" would reach torch.manual_seed)."""
     for key in plain:
-        name = f"{prefix}{key}"
+        name = f"{prefix}{key!s}"
         if key not in typed:
             continue
         node = plain._get_node(key)
@@ -149,7 +153,7 @@ def _check_resolved_types(plain: DictConfig, typed: DictConfig, prefix: str = ""
 def _unresolvable_key(cfg: DictConfig, prefix: str = "") -> str | None:
     """The first key whose ${...} cannot be resolved (OmegaConf does not always name it)."""
     for key in cfg:
-        name = f"{prefix}{key}"
+        name = f"{prefix}{key!s}"
         try:
             node = cfg[key]
         except OmegaConfBaseException:

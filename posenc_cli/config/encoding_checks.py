@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -69,14 +69,14 @@ def _option_yaml(enc: DictConfig) -> DictConfig | None:
     for key in own:
         _require(
             key in enc.keys(),
-            f"encoding.{key} is missing from the config",
+            f"encoding.{key!s} is missing from the config",
             f"set it instead of deleting it (see configs/encoding/{name}.yaml)",
         )
     for key in enc.keys():
         _require(
             key in own,
-            f"encoding '{name}' has no parameter '{key}'",
-            f"drop encoding.{key} (configs/encoding/{name}.yaml lists its parameters)",
+            f"encoding '{name}' has no parameter '{key!s}'",
+            f"drop encoding.{key!s} (configs/encoding/{name}.yaml lists its parameters)",
         )
     return own
 
@@ -85,7 +85,7 @@ def _option_yaml(enc: DictConfig) -> DictConfig | None:
 def _read_yaml(path: Path) -> DictConfig:
     """An option's YAML, read once per process: a sweep checks every job's encoding against
     every option (read-only here: the shared copy is never changed)."""
-    return OmegaConf.load(path)
+    return cast(DictConfig, OmegaConf.load(path))  # an option's YAML is a mapping
 
 
 def _check_lengths(cfg: DictConfig, max_len: Any) -> None:

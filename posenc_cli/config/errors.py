@@ -16,12 +16,13 @@ def unknown_key(name: str) -> PosencError:
     parent, _, leaf = name.rpartition(".")
     base = OmegaConf.structured(RootConfig)
     node = OmegaConf.select(base, parent) if parent else base
-    valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
+    valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []
     if parent and node is None:
         top = parent.split(".")[0]
+        top_keys = sorted(str(k) for k in base.keys())
         return PosencError(
-            f"unknown key '{name}'{closest(top, sorted(base.keys()))}",
-            f"top-level keys: {', '.join(sorted(base.keys()))}",
+            f"unknown key '{name}'{closest(top, top_keys)}",
+            f"top-level keys: {', '.join(top_keys)}",
         )
     if parent == "encoding":
         return PosencError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -46,7 +46,7 @@ def task_settings(ev: Any, task: str, defaults: dict[str, Any] | None = None) ->
     merged = OmegaConf.create(section_defaults(task) if defaults is None else defaults)
     own = ev.get(task)
     if isinstance(own, DictConfig):
-        merged = OmegaConf.merge(merged, own)
+        merged = cast(DictConfig, OmegaConf.merge(merged, own))  # a mapping over a mapping
     for flat, (section, key) in older_names().items():
         if section == task and flat in ev and not OmegaConf.is_interpolation(ev, flat):
             merged[key] = ev[flat]
@@ -65,7 +65,7 @@ def fold_older_names(ev: DictConfig) -> None:
 def eval_option(name: str) -> DictConfig:
     """configs/eval/<name>.yaml with the task sections its defaults list names, as Hydra
     composes it (for `posenc eval RUN eval=NAME`, which composes no Hydra config)."""
-    option = OmegaConf.load(config_dir() / "eval" / f"{name}.yaml")
+    option = cast(DictConfig, OmegaConf.load(config_dir() / "eval" / f"{name}.yaml"))
     for entry in option.pop("defaults", []):
         for group, value in entry.items() if isinstance(entry, DictConfig) else []:
             match = _DEFAULT.fullmatch(str(group))
@@ -81,7 +81,8 @@ def typed_part(plain: DictConfig) -> DictConfig:
     free = [k for k in plain.eval.keys() if k not in typed]
     if not free:
         return plain
-    out = OmegaConf.masked_copy(plain, list(plain.keys()))
+    every: list[Any] = list(plain.keys())  # a received key: any type
+    out = OmegaConf.masked_copy(plain, every)
     out.eval = OmegaConf.masked_copy(plain.eval, [k for k in plain.eval.keys() if k in typed])
     return out
 
@@ -97,7 +98,7 @@ def check_sections(plain: DictConfig) -> None:
                 f"set its keys, e.g. eval.{task}.KEY=VALUE",
             )
         known = section_defaults(str(task))
-        unknown = [k for k in section.keys() if known and k not in known]
+        unknown = [str(k) for k in section.keys() if known and k not in known]
         if unknown:
             raise PosencError(
                 f"evaluation task '{task}' has no setting eval.{task}.{unknown[0]}",

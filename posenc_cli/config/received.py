@@ -25,8 +25,9 @@ refused in one line instead of expanding in memory.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -74,7 +75,9 @@ def resolve_received(cfg: DictConfig, source: Path) -> DictConfig:
                 f"write the value itself into {where}",
             )
     try:
-        resolved = OmegaConf.to_container(OmegaConf.create(plain), resolve=True)
+        resolved = cast(
+            dict[str, Any], OmegaConf.to_container(OmegaConf.create(plain), resolve=True)
+        )
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "a key"
         raise PosencError(
@@ -86,6 +89,7 @@ def resolve_received(cfg: DictConfig, source: Path) -> DictConfig:
 
 def _strings(node: Any, where: str) -> list[tuple[str, str]]:
     """(dotted key, value) of every string in a plain container."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(node, dict):
         items = node.items()
     elif isinstance(node, list):

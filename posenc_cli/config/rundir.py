@@ -16,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -228,14 +228,15 @@ def load_run_config(run_dir: Path) -> DictConfig:
     ):
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
     defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
-    cfg = OmegaConf.merge(defaults, cfg)  # keys added since the run was made get defaults
+    # keys added since the run was made get defaults
+    cfg = cast(DictConfig, OmegaConf.merge(defaults, cfg))
     # older runs saved the bench section too: a run's config holds none, old or new
-    cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in COMMAND_SECTIONS])
+    kept: list[Any] = [k for k in cfg if k not in COMMAND_SECTIONS]  # a received key: any type
+    cfg = OmegaConf.masked_copy(cfg, kept)
     fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
-    cfg.data.cache_dir = raw_values(OmegaConf.load(config_dir() / "data" / "sotu.yaml"))[
-        "cache_dir"
-    ]
+    sotu = cast(DictConfig, OmegaConf.load(config_dir() / "data" / "sotu.yaml"))
+    cfg.data.cache_dir = raw_values(sotu)["cache_dir"]
     cfg.resume = None
     prepare_task(cfg)  # older task runs saved the default length, not the one they trained at
     return cfg
@@ -246,7 +247,8 @@ def save_run_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> Non
     swept, extended and imported alike: the config exactly as it runs (interpolations as
     written, Hydra's own section left out) and the overrides that made it."""
     layout = RunDir(run_dir)
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    kept: list[Any] = [k for k in cfg if k != "hydra"]  # a received key: any type
+    plain = OmegaConf.masked_copy(cfg, kept)
     write_text_atomic(layout.config_file, OmegaConf.to_yaml(plain))
     write_text_atomic(layout.overrides_file, OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
 
@@ -259,7 +261,7 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
             f"the run's encoding '{name}' is not one of posenc's encodings",
             f"posenc knows: {', '.join(group_options('encoding'))}",
         )
-    trusted = OmegaConf.load(option_file("encoding", name))
+    trusted = cast(DictConfig, OmegaConf.load(option_file("encoding", name)))  # a mapping
     for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue

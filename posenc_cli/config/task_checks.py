@@ -39,7 +39,7 @@ def _lengths(task: DictConfig, key: str) -> list[int]:
 def _check_keys(task: DictConfig, name: str) -> None:
     """Exactly the keys of configs/task/<name>.yaml, each of its default's type."""
     defaults = option_values("task", name)
-    unknown = [k for k in task if k not in defaults]
+    unknown = [str(k) for k in task if k not in defaults]
     if unknown:
         raise PosencError(
             f"task '{name}' has no key task.{unknown[0]}",

@@ -13,7 +13,7 @@ import io
 import json
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
@@ -161,4 +161,4 @@ def tokenizer_files(tok_json: dict[str, Any]) -> tuple[dict[str, int], list[tupl
     for added in tok_json.get("added_tokens", []):
         vocab.setdefault(str(added["content"]), int(added["id"]))
     merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-    return vocab, merges
+    return vocab, cast(list[tuple[str, str]], merges)  # a BPE's merges are pairs

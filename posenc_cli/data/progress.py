@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Self
 
-from rich.progress import Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from posenc_cli.common.console import console
 
@@ -25,7 +25,7 @@ class PrepProgress:
         self.docs = self.ids = self.bytes = 0
         self.t0 = time.perf_counter()
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> Self:
         if sys.stdout.isatty():

@@ -32,7 +32,7 @@ def write_ids(
 ) -> tuple[int, bool]:
     """Encode in batches of ~4 M characters (parallel in Rust), <|endoftext|> after each
     segment; stop after ``limit`` ids. Returns (ids written, whether the limit cut the text)."""
-    eot = np.array([eot_id(tok)], dtype=dtype)
+    eot: np.ndarray = np.array([eot_id(tok)], dtype=dtype)
     count = 0
     with open(path, "wb") as fh:
         for batch in _batches(segments):

@@ -58,6 +58,8 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
 class SinusoidalEncoding(PositionalEncoding):
     """Fixed sin/cos of Vaswani et al. 2017 added to the input; computed for any position."""
 
+    inv_freq: Tensor
+
     def __init__(
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
     ) -> None:

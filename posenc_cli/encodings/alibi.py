@@ -29,6 +29,7 @@ class ALiBiEncoding(PositionalEncoding):
     """Linear distance penalties, one fixed slope per head; no parameters."""
 
     relative = True
+    slopes: Tensor
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)

@@ -275,7 +275,7 @@ def first_position(pos: Tensor) -> int:
     return int(pos[0]) if pos.numel() else 0
 
 
-def range_key(pos: Tensor) -> Hashable | None:
+def range_key(pos: Tensor) -> tuple[int, int, str] | None:
     """(first, count, device) when the sorted distinct positions ``pos`` are a contiguous
     range, which they then identify; None for any other set (randomized positions), which a
     cache must not key by its ends."""

@@ -112,6 +112,7 @@ class ContextualAttention(torch.autograd.Function):
             gates = logits[..., lo:hi].sigmoid()
             pos, count = _positions(gates, count)
             blocks.append((gates, pos))
+        assert count is not None  # the loop ran: S > 0 keys
         width = P if lo else min(P, int(count.max()) + 1)  # the table columns any row reads
         tables = torch.matmul(q, _table_weights(emb, width))  # e_q | Δe_q
         clamp = P - 1 if S > P - 1 else None

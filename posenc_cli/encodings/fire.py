@@ -36,6 +36,8 @@ FIRE_EPS = 1e-6
 class FireEncoding(PositionalEncoding):
     """A learned MLP of the log-normalised distance, one output per head."""
 
+    init_threshold: Tensor
+
     def __init__(
         self,
         d_model: int,
@@ -84,8 +86,8 @@ class FireEncoding(PositionalEncoding):
         on in a piece when it is on at the piece's midpoint (a unit with w_k = 0 when
         b_k > 0), which is the ReLU's own derivative anywhere inside the piece. ``causal``
         adds piece N + 1 for keys after the query: slope 0, intercept -inf."""
-        first = self.mlp[0]
-        second = self.mlp[2]
+        first, second = self.mlp[0], self.mlp[2]
+        assert isinstance(first, nn.Linear) and isinstance(second, nn.Linear)
         w = first.weight[:, 0].to(self.compute_dtype)
         b = first.bias.to(self.compute_dtype)
         kinks = torch.sort((-b / w)[w != 0].detach()).values

@@ -17,7 +17,7 @@ nearby keys to only ~1e-3. ``content_bias`` materialises c_i - c_j for the reade
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -38,10 +38,11 @@ class ForgettingEncoding(PositionalEncoding):
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        self.gates = nn.ModuleList(nn.Linear(d_model, n_heads) for _ in range(n_layers))
-        for gate in self.gates:  # the bias is a vector: AdamW does not decay it
+        gates = [nn.Linear(d_model, n_heads) for _ in range(n_layers)]
+        for gate in gates:  # the bias is a vector: AdamW does not decay it
             nn.init.normal_(gate.weight, std=GATE_INIT_STD)
             nn.init.zeros_(gate.bias)
+        self.gates = nn.ModuleList(gates)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         """Runs saved before the gates were one nn.Linear per layer hold every layer in two
@@ -65,7 +66,7 @@ class ForgettingEncoding(PositionalEncoding):
     def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
         """(B, H, S) log f_t of every position of ``x``, in float32 at least even under
         autocast: the cumulative sum over thousands of positions would lose the bias in bf16."""
-        gate = self.gates[layer]
+        gate = cast(nn.Linear, self.gates[layer])
         dtype = torch.promote_types(x_BSD.dtype, torch.float32)
         with torch.autocast(x_BSD.device.type, enabled=False):
             logit = F.linear(x_BSD.to(dtype), gate.weight.to(dtype), gate.bias.to(dtype))

@@ -44,6 +44,8 @@ class RotaryEncoding(PositionalEncoding):
     relative = True
     rotary = True
     family = "rope"
+    trained_inv_freq: Tensor
+    inv_freq: Tensor
 
     def __init__(
         self,

@@ -53,7 +53,7 @@ def yarn_hf_ramp(inv_freq: Tensor, base: float, rotary_dims: int, original_lengt
     in the pair index k from floor(k(β)) to ceil(k(α)), both clipped to [0, E-1] as that code
     clips them, the upper bound nudged by 0.001 when they meet."""
     low = math.floor(yarn_correction_dim(YARN_BETA, rotary_dims, base, original_length))
-    high = math.ceil(yarn_correction_dim(YARN_ALPHA, rotary_dims, base, original_length))
+    high: float = math.ceil(yarn_correction_dim(YARN_ALPHA, rotary_dims, base, original_length))
     low = max(low, 0)
     high = min(high, rotary_dims - 1)
     if low == high:

@@ -21,6 +21,8 @@ class SandwichEncoding(PositionalEncoding):
     """Shifted, per-head compressed sinusoid inner products; no parameters."""
 
     relative = True
+    inv_freq: Tensor
+    head_scale: Tensor
 
     def __init__(
         self,

@@ -15,6 +15,8 @@ computes any length.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -35,6 +37,7 @@ class TransformerXLEncoding(PositionalEncoding):
 
     relative = True
     bias_buffers = 2
+    inv_freq: Tensor
 
     def __init__(
         self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
@@ -56,7 +59,7 @@ class TransformerXLEncoding(PositionalEncoding):
                 ("causal", n, str(device)),
                 lambda: sinusoid(torch.arange(n - 1, -1, -1, device=device), self.inv_freq).float(),
             )
-            proj = self.r_proj[layer]
+            proj = cast(Linear, self.r_proj[layer])
             hit = proj(R.to(proj.weight.dtype)).view(n, self.n_heads, self.head_dim)
             hit = hit.transpose(0, 1).contiguous()
             cache.tables[layer] = hit

@@ -20,6 +20,7 @@ class XPosEncoding(RotaryEncoding):
     """RoPE plus the per-pair exponential decay of xPos."""
 
     family = "xpos"
+    zeta: Tensor
 
     def __init__(
         self,

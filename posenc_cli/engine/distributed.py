@@ -158,6 +158,5 @@ def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     ids = [device.index] if device.type == "cuda" else None
     known = inspect.signature(DistributedDataParallel).parameters  # renamed in torch 2.13
     no_sync = "forward_sync_buffers" if "forward_sync_buffers" in known else "broadcast_buffers"
-    return DistributedDataParallel(
-        model, device_ids=ids, gradient_as_bucket_view=True, **{no_sync: False}
-    )
+    flags: dict[str, Any] = {no_sync: False}
+    return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True, **flags)

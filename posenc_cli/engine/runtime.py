@@ -97,7 +97,9 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
             "train.compile=true needs a C++ compiler (g++ or clang++) on CPU",
             "install one (e.g. apt-get install g++) or use train.compile=false",
         )
-    return torch.compile(model)
+    compiled = torch.compile(model)
+    assert isinstance(compiled, torch.nn.Module)  # a Module comes back as an OptimizedModule
+    return compiled
 
 
 @contextlib.contextmanager

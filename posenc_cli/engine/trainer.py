@@ -15,7 +15,7 @@ import math
 import signal
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -76,7 +76,9 @@ class Trainer:
     def lm(self) -> TransformerLM:
         """The model itself, also when ``fit`` runs a compiled or data-parallel wrapper of it."""
         model = getattr(self.model, "_orig_mod", self.model)
-        return getattr(model, "module", model)
+        lm = getattr(model, "module", model)
+        assert isinstance(lm, TransformerLM)  # build_model's, under at most these two wrappers
+        return lm
 
     @property
     def finished(self) -> bool:
@@ -110,7 +112,7 @@ class Trainer:
             self.writer = (
                 SummaryWriter(str(self.run_dir), purge_step=purge)
                 if self.rt.is_main
-                else NullWriter()
+                else cast(SummaryWriter, NullWriter())  # it answers every call with None
             )
         return self.writer
 

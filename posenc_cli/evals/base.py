@@ -10,7 +10,7 @@ commands iterate over the tasks of a result and name none.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from omegaconf import DictConfig
 
@@ -23,6 +23,7 @@ from posenc_cli.config.task_checks import is_task
 if TYPE_CHECKING:  # torch is imported only where a task runs (compare reads results only)
     from torch import nn
     from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.writer import FileWriter
 
     from posenc_cli.data.cache import TokenData
     from posenc_cli.engine.runtime import Runtime
@@ -133,7 +134,9 @@ def log_hparams(
     from torch.utils.tensorboard.summary import hparams
 
     exp, ssi, sei = hparams(hp, {tag: 0.0 for tag in [*metrics, "val/loss"]})
-    file_writer = writer.file_writer  # the public attribute add_hparams writes through
+    # the public attribute add_hparams writes through; set by SummaryWriter's __init__, but
+    # torch leaves it unannotated, so mypy infers None from its first assignment
+    file_writer = cast("FileWriter", writer.file_writer)
     for summary in (exp, ssi, sei):
         file_writer.add_summary(summary)
     for tag, value in metrics.items():

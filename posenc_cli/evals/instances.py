@@ -53,8 +53,10 @@ def read_instances(path: Path) -> dict[int, UnitSums]:
         raise UnitsFileError(str(exc)) from None
     out = {}
     for length, values in rows.items():
-        index, hits = (np.array(v, dtype=np.int64) for v in zip(*sorted(values), strict=True))
-        if len(set(index.tolist())) != index.size:
+        indices, hits = (np.array(v, dtype=np.int64) for v in zip(*sorted(values), strict=True))
+        if len(set(indices.tolist())) != indices.size:
             raise UnitsFileError(f"an instance of length {length} appears twice")
-        out[length] = UnitSums(np.zeros_like(index), index, hits.astype(float), np.ones_like(index))
+        out[length] = UnitSums(
+            np.zeros_like(indices), indices, hits.astype(float), np.ones_like(indices)
+        )
     return out

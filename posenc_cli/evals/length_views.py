@@ -10,7 +10,7 @@ in the Scalars tab when started with --load_fast=false; its default loader drops
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from posenc_cli.evals.keys import TAIL
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.writer import FileWriter
 
 AXIS_NOTE = (
     "x axis: the evaluation length in tokens, not a training step. These are a few points, "
@@ -36,7 +37,8 @@ def add_length_scalar(writer: SummaryWriter, tag: str, value: float, length: int
     metadata = summary.value[0].metadata
     metadata.plugin_data.plugin_name = "scalars"
     metadata.summary_description = AXIS_NOTE
-    writer.file_writer.add_summary(summary, int(length))
+    file_writer = cast("FileWriter", writer.file_writer)  # torch's is unannotated: None
+    file_writer.add_summary(summary, int(length))
 
 
 def log_length_views(writer: SummaryWriter, key: str, result: dict[str, Any], step: int) -> None:

@@ -145,8 +145,8 @@ def read_units(path: Path) -> dict[tuple[str, int], UnitSums]:
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UnitsFileError(str(exc)) from None
     out = {}
-    for key, values in rows.items():
-        d, u, loss, n = (np.array(col) for col in zip(*sorted(values), strict=True))
+    for key, unit_rows in rows.items():
+        d, u, loss, n = (np.array(col) for col in zip(*sorted(unit_rows), strict=True))
         out[key] = UnitSums(d.astype(np.int64), u.astype(np.int64), loss.astype(float), n)
     return out
 

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.probe import LayerProbe
+from posenc_cli.model.transformer import TransformerLM
 
 #: Elements of one chunk's (B, H, t, S) probabilities (float32): 16 M, 64 MB.
 CHUNK_ELEMENTS = 2**24
@@ -71,14 +73,14 @@ class StatsAccumulator:
                 self.bias[h].index_add_(0, d, mean[h][valid].double())
 
 
-def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionStats:
+def collect(model: TransformerLM, ids_BT: Tensor, train_length: int) -> AttentionStats:
     """Run ``model`` on ``ids_BT`` (no gradient, float32) and gather the statistics of every
     layer through hooks on the attention modules."""
     B, T = ids_BT.shape
     enc = model.encoding
     accs: list[StatsAccumulator] = []
 
-    def hook(attn: nn.Module, args: tuple) -> None:
+    def hook(attn: CausalSelfAttention, args: tuple) -> None:
         x_BTD, ctx = args
         probe = LayerProbe(attn, x_BTD, ctx)
         acc = StatsAccumulator(attn.n_heads, T, train_length, enc.has_bias)
@@ -88,7 +90,7 @@ def collect(model: nn.Module, ids_BT: Tensor, train_length: int) -> AttentionSta
             acc.add(raw, bias, s)
         accs.append(acc)
 
-    handles = [block.attn.register_forward_pre_hook(hook) for block in model.layers]
+    handles = [block.attn.register_forward_pre_hook(hook) for block in model.blocks]
     try:
         with torch.no_grad():
             model(ids_BT, blockwise=False)  # the hooks read whole layers
@@ -106,6 +108,7 @@ def summarise(accs: list[StatsAccumulator], T: int, L: int, B: int) -> Attention
 
     far_queries = B * max(0, T - L)
     count = accs[0].count.clamp(min=1)
+    biases = [a.bias for a in accs if a.bias is not None]  # every layer's or none
     return AttentionStats(
         length=T,
         train_length=L,
@@ -113,7 +116,7 @@ def summarise(accs: list[StatsAccumulator], T: int, L: int, B: int) -> Attention
         entropy=stack([a.entropy / a.queries for a in accs]),
         beyond=stack([a.beyond / far_queries for a in accs]) if far_queries else None,
         qk_by_distance=stack([a.qk / count for a in accs]),
-        bias_by_distance=None
-        if accs[0].bias is None
-        else stack([a.bias / (count / (B * a.bias.shape[0])) for a in accs]),
+        bias_by_distance=stack([b / (count / (B * b.shape[0])) for b in biases])
+        if biases
+        else None,
     )

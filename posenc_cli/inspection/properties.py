@@ -44,7 +44,7 @@ def _rel(a: Tensor, b: Tensor) -> float:
 
 def permutation_error(model: TransformerLM, x_BTD: Tensor) -> float:
     """|f(Px) - P f(x)| / |f(x)| for the first layer's attention without encoding or mask."""
-    attn = model.layers[0].attn
+    attn = model.blocks[0].attn
     perm = torch.randperm(x_BTD.shape[1], generator=torch.Generator().manual_seed(0))
 
     def f(x: Tensor) -> Tensor:

@@ -42,7 +42,7 @@ def write_imported_run(
             "step": step,
             "imported": True,
             "config": OmegaConf.to_container(
-                OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+                OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
             ),
         }
         save_atomic(state, layout.checkpoint("last"))

@@ -13,10 +13,11 @@ layer-by-layer forward's, in another order (tests/unit/model/test_blockwise.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from posenc_cli.model.context import AttentionContext
 
@@ -56,7 +57,7 @@ def runs_blockwise(ctx: AttentionContext, n_heads: int, batch: int) -> bool:
 
 
 def blockwise_hidden(
-    layers: nn.ModuleList, x_BTD: Tensor, ctx: AttentionContext, n_heads: int
+    layers: Sequence[BlockLayer], x_BTD: Tensor, ctx: AttentionContext, n_heads: int
 ) -> Tensor:
     """The last layer's output (B, T, D), each block of queries through every layer in turn,
     with the block's position bias computed once for all of them."""
@@ -66,7 +67,6 @@ def blockwise_hidden(
     for start, end in ctx.chunks(n_heads, B):
         bias = ctx.for_kernel(ctx.encoding.position_bias(ctx.pos_T[start:end], ctx.pos_T[:end]))
         h = x_BTD[:, start:end]
-        layer: BlockLayer
         for layer, cache in zip(layers, caches, strict=True):
             h = layer.forward_block(h, start, bias, cache, ctx)
         out[:, start:end] = h

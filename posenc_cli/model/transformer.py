@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -102,13 +102,19 @@ class TransformerLM(nn.Module):
             self.encoding, span, self.bias_budget_bytes, ids_BT.shape[0], self.logn_length
         )
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
-        n_heads = self.layers[0].attn.n_heads
+        blocks = self.blocks
+        n_heads = blocks[0].attn.n_heads
         if blockwise and runs_blockwise(ctx, n_heads, ids_BT.shape[0]):
-            x = blockwise_hidden(self.layers, x, ctx, n_heads)
+            x = blockwise_hidden(blocks, x, ctx, n_heads)
         else:
-            for block in self.layers:
+            for block in blocks:
                 x = block(x, ctx)
         return self.lm_head(self.ln_final(x))
+
+    @property
+    def blocks(self) -> list[TransformerBlock]:
+        """``layers`` as the TransformerBlocks they are (nn.ModuleList types them Module)."""
+        return cast(list[TransformerBlock], list(self.layers))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ TAIL_CAPTION = (
     "length, so every one has at least length − L/2 tokens of context (no early-token effect; "
     "docs/evaluation.md)"
 )
+#: A column of ``cells``: its stats, what picks the best mean (None: none is best), the digits
+#: (None: by magnitude) and whether the spread is shown.
+Column = tuple[list[Stat | None], Callable[[list[float]], float] | None, int | None, bool]
 
 
 def _cell(stat: Stat | None, n_row: int, digits: int | None, spread: bool = True) -> str:
@@ -68,7 +71,7 @@ def cells(group: Group, tail: bool = False) -> tuple[list[str], list[list[tuple[
     tl = group.train_length
     header = ["encoding", "n", *(f"{n} ({n / tl:g}x)" if tl else str(n) for n in group.lengths)]
     ppl = [tail_ppl(r, group.lengths) if tail else r.ppl for r in group.rows]
-    columns = [([p[n] for p in ppl], min, None, True) for n in group.lengths]
+    columns: list[Column] = [([p[n] for p in ppl], min, None, True) for n in group.lengths]
     if not tail:
         header.append("val loss")
         columns.append(([r.val_loss for r in group.rows], min, 3, True))
@@ -213,7 +216,9 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
     lm = [r for r in runs if not is_task_run(r)]
     groups = group_runs(lm, notes) if lm else []
     task_groups = group_tasks([r for r in runs if is_task_run(r)], notes)
-    labels = [r.label for g in [*groups, *task_groups] for r in g.rows]
+    labels = [r.label for g in groups for r in g.rows] + [
+        r.label for g in task_groups for r in g.rows
+    ]
     base = choose_baseline(labels, baseline)
     paired = [t for g in groups for t in paired_tables(g, base, baseline is not None, notes)]
     task_paired = [

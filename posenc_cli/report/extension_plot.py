@@ -9,8 +9,9 @@ the marker and width say how many steps it was fine-tuned. Two legends spell out
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from posenc_cli.encodings.names import ROPE_SCALING_METHODS
 
@@ -136,9 +137,6 @@ def extension_styles(groups: list[Group]) -> ExtensionStyles | None:
     rows = [r for g in groups for r in g.rows]
     if not any(isinstance(r.runs[0].metrics.get("extend"), dict) for r in rows):
         return None
-    # deferred: matplotlib only when the figure is drawn
-    from matplotlib import colormaps
-
     kinds = {id(r): kind_of(r) for r in rows}
     styles = ExtensionStyles(
         kinds,
@@ -148,8 +146,19 @@ def extension_styles(groups: list[Group]) -> ExtensionStyles | None:
     )
     ordered = sorted(kinds.values(), key=lambda k: (k.base, _method_order(k.method)))
     keys = [key for key in dict.fromkeys(map(styles.colour_key, ordered)) if key != "parent"]
-    palette = colormaps["tab10" if len(keys) <= 10 else "tab20"].colors
+    colours = palette(len(keys))
     if styles.by_method and any(k.parent for k in kinds.values()):
         styles.colours["parent"] = PARENT_COLOUR
-    styles.colours.update({key: palette[i % len(palette)] for i, key in enumerate(keys)})
+    styles.colours.update({key: colours[i % len(colours)] for i, key in enumerate(keys)})
     return styles
+
+
+def palette(n: int) -> Sequence[Any]:
+    """The colours of ``n`` lines in compare's figures: tab10's up to ten, tab20's beyond."""
+    # deferred: matplotlib only when a figure is drawn
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    assert isinstance(cmap, ListedColormap)  # the qualitative maps are lists of colours
+    return cast(Sequence[Any], cmap.colors)  # a tuple of RGB tuples; typed as any array-like

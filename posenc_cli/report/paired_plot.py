@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from posenc_cli.common.atomic import write_atomic
 from posenc_cli.evals.keys import TAIL
+from posenc_cli.report.extension_plot import palette
 from posenc_cli.report.paired_report import PairedTable
 
 
@@ -27,8 +27,8 @@ def plot_by_length(tables: list[PairedTable], path: Path) -> bool:
         return False
     panels.sort(key=lambda t: t.protocol == TAIL)
     labels = sorted({label for t in panels for label, _ in t.rows})
-    palette = colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
-    colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    colours = palette(len(labels))
+    colors = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
     fig = Figure(figsize=(6.0 * len(panels) + 1.8, 4.6), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     for ax, t in zip(axes, panels, strict=True):

@@ -12,12 +12,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from posenc_cli.common.atomic import write_atomic
-from posenc_cli.report.extension_plot import ExtensionStyles, extension_styles
+from posenc_cli.report.extension_plot import ExtensionStyles, extension_styles, palette
 
 if TYPE_CHECKING:
     from posenc_cli.report.runs import Group, Row
@@ -34,8 +33,8 @@ def _figure(groups: list[Group], title: str) -> tuple[Any, list[Any], dict[str, 
     for ax in axes.flat[len(groups) :]:
         ax.set_visible(False)
     labels = sorted({r.label for g in groups for r in g.rows})
-    palette = colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
-    colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    colours = palette(len(labels))
+    colors = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
     fig.suptitle(title, fontsize=13)
     return fig, list(axes.flat[: len(groups)]), colors
 

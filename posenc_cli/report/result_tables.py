@@ -31,7 +31,9 @@ class ResultTable:
 
 def _spec(run: Run, key: str) -> dict[str, Any] | None:
     result = run.metrics.get(key)
-    spec = result.get("compare") if isinstance(result, dict) else None
+    if not isinstance(result, dict):
+        return None
+    spec = result.get("compare")
     return (
         spec
         if isinstance(spec, dict) and isinstance(result.get(spec.get("metric")), dict)

@@ -176,17 +176,17 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
 def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
     """The run's ``group`` parameters: its saved config over configs/<group>/<name>.yaml, so a
     parameter added since the run was made takes its default (a damaged file gives them all)."""
-    saved, section = RunDir(run_dir).config_file, {}
+    saved = RunDir(run_dir).config_file
+    section: Any = {}  # whatever the received file holds
     if saved.is_file():
         try:
             section = OmegaConf.to_container(load_received(saved).get(group) or {}, resolve=False)
         except Exception:  # a damaged optional file must not stop the comparison
             section = {}
-    if not isinstance(section, dict):
-        section = {}
+    params = section if isinstance(section, dict) else {}
     return {
         **group_defaults(group, name),
-        **{k: v for k, v in section.items() if k not in META_KEYS},
+        **{k: v for k, v in params.items() if k not in META_KEYS},
     }
 
 

@@ -19,7 +19,8 @@ LATER_MODEL_KEYS = {"n_kv_heads": None, "rms_norm_eps": 1e-5, "tie_embeddings": 
 def model_settings(metrics: dict[str, Any]) -> dict[str, Any]:
     """metrics.json's model section with switches off and later keys at their old value left
     out, so a run compares with the runs made before those keys existed."""
-    model = metrics.get("model") if isinstance(metrics.get("model"), dict) else {}
+    saved = metrics.get("model")
+    model = saved if isinstance(saved, dict) else {}
     return {
         k: v
         for k, v in model.items()

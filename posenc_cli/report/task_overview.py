@@ -58,11 +58,16 @@ def overview_rows(groups: list[TaskGroup], side: str) -> list[list[tuple[str, bo
         for label, row in rows.items()
     }
     table = [
-        [*row, Stat.of([s.mean for s in row]) if all(s is not None for s in row) else None]
+        [
+            *row,
+            Stat.of([s.mean for s in row if s is not None])
+            if all(s is not None for s in row)
+            else None,
+        ]
         for row in stats.values()
     ]
     best = [
-        max((row[i].mean for row in table if row[i] is not None), default=None)
+        max((s.mean for s in (row[i] for row in table) if s is not None), default=None)
         for i in range(len(groups) + 1)
     ]
     out = []

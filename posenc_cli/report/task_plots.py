@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_atomic
+from posenc_cli.report.extension_plot import palette
 from posenc_cli.report.task_groups import TaskGroup
 
 
@@ -16,16 +17,15 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     if not rows:
         return False
     # deferred: matplotlib only when the figure is drawn
-    from matplotlib import colormaps
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9.6, 5.0), layout="constrained")
     ax = fig.subplots()
-    palette = colormaps["tab10" if len(rows) <= 10 else "tab20"].colors
+    colours = palette(len(rows))
     lo, hi = g.train_lengths
     ax.axvspan(lo, hi, color="0.9", label=f"training sizes {lo}–{hi}", zorder=0)
     for i, r in enumerate(rows):
-        _plot_row(ax, g, r, palette[i % len(palette)], "-" if i % 2 == 0 else "--")
+        _plot_row(ax, g, r, colours[i % len(colours)], "-" if i % 2 == 0 else "--")
     ax.set_xlabel(f"size ({g.size_unit})")
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-2, 102)

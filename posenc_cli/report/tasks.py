@@ -12,7 +12,7 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
@@ -89,7 +89,8 @@ def group_tasks(runs: list[Run], notes: list[str]) -> list[TaskGroup]:
 def _fill(g: TaskGroup, labels: dict[int, str]) -> None:
     first = _result(g.runs[0])
     g.lengths = [int(n) for n in first["lengths"]]
-    g.train_lengths = tuple(int(n) for n in first["train_lengths"])
+    # length_generalization writes [lo, hi]
+    g.train_lengths = cast(tuple[int, int], tuple(int(n) for n in first["train_lengths"]))
     g.size_unit = str(first.get("size_unit", "items"))
     by_label: dict[str, list[Run]] = {}  # the encoding, plus its parameters where runs differ
     for run in sorted(g.runs, key=lambda r: int(r.metrics.get("seed", 0))):
@@ -129,10 +130,11 @@ def table_rows(g: TaskGroup) -> list[list[tuple[str, bool]]]:
     """(text, is best) cells; best = the highest mean exact match at that length."""
     body = [[(r.label, False), (str(len(r.runs)), False)] for r in g.rows]
     for n in g.lengths:
-        means = [r.exact[n].mean for r in g.rows if r.exact[n] is not None]
+        means = [s.mean for s in (r.exact[n] for r in g.rows) if s is not None]
         best = max(means) if len(means) > 1 and max(means) > 0 else None
         for row, r in zip(body, g.rows, strict=True):
-            row.append((cell(r.exact[n]), r.exact[n] is not None and r.exact[n].mean == best))
+            stat = r.exact[n]
+            row.append((cell(stat), stat is not None and stat.mean == best))
     return body
 
 

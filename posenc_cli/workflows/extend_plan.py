@@ -75,7 +75,9 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     params = requested.hydra.sweeper.get("params") or {}
     combos = expand_sweep(args, {str(k): str(v) for k, v in params.items()})
     if len(combos) == 1:
-        return [_job(run_dir, combos[0], requested, grid=False)], None
+        single = _job(run_dir, combos[0], requested, grid=False)
+        assert single is not None  # outside a grid every combination is a job
+        return [single], None
     root = _grid_root(requested, args)
     rotary = parent_is_rotary(run_dir)
     jobs = []

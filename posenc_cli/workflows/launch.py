@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging.config
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -31,7 +31,9 @@ def run_once(cfg: DictConfig, overrides: list[str], run_dir: Path, job: Job) -> 
     """``job(config, run_dir)`` on ``cfg`` (composed with its hydra section), saved first.
     The job gets the absolute path, as from Hydra's runner: what it prints to resume or
     evaluate the run works from any folder."""
-    logging.config.dictConfig(OmegaConf.to_container(cfg.hydra.job_logging, resolve=True))
+    logging.config.dictConfig(
+        cast(dict[str, Any], OmegaConf.to_container(cfg.hydra.job_logging, resolve=True))
+    )
     save_run_config(run_dir, cfg, [o for o in overrides if not _is_hydra_key(o)])
     return job(_without_hydra(cfg), run_dir.absolute())
 
@@ -64,7 +66,7 @@ def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) ->
 
 
 def _without_hydra(cfg: DictConfig) -> DictConfig:
-    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
 
 
 def _as_plain(cfg: DictConfig) -> Any:

@@ -10,6 +10,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -66,7 +67,7 @@ class TrainProgress:
         self.interactive = sys.stdout.isatty()
         self.cadence = LogCadence(total, start)
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> TrainProgress:
         if self.interactive:

@@ -140,9 +140,11 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
     except RankFailure as exc:
         if exc.code in (130, 143):
             raise KeyboardInterrupt(exc.line) from None
-        return _failed(run_dir, label, exc.line.removeprefix("posenc: error: "))
+        _failed(run_dir, label, exc.line.removeprefix("posenc: error: "))
+        return None
     except PosencError as exc:
-        return _failed(run_dir, label, str(exc))
+        _failed(run_dir, label, str(exc))
+        return None
     except Exception as exc:  # one broken job must not stop the sweep; keep its traceback
         (run_dir / FAILED_FILE).write_text(traceback.format_exc())
         console.print(f"[red]failed[/red] {label}: {type(exc).__name__}: {exc}")

@@ -53,12 +53,15 @@ class Extrapolation(EvalTask):
                 "train.context_length",
             )
 
-    def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
+    def run(
+        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+    ) -> dict[str, Any]:
         # deferred: torch only when the task runs; compare finds it without
         import torch
 
         from posenc_cli.evals.extrapolation_result import extrapolation
 
+        assert data is not None  # a language-model task: not_applicable keeps task runs out
         with torch.no_grad():
             return extrapolation(
                 model,

@@ -8,7 +8,7 @@ reported as not applicable, with the reason, rather than failing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.markup import escape
 from rich.table import Table
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from posenc_cli.data.cache import TokenData
     from posenc_cli.engine.runtime import Runtime
+    from posenc_cli.model import TransformerLM
 
 #: TensorBoard tag prefix of the run's own result (other keys use their key).
 TAG = "task"
@@ -46,7 +47,7 @@ class LengthGeneralization(EvalTask):
         skipped: dict[str, str] = {}
         by_instance: dict[int, tuple[bool, ...]] = {}
         digests: dict[str, str] = {}
-        limit = model.encoding.max_len
+        limit = cast("TransformerLM", model).encoding.max_len  # the model a task run trains
         for n in lengths:
             need = task.sequence_length(n) - 1
             if limit is not None and need > limit:

@@ -110,35 +110,25 @@ class Retrieval(EvalTask):
         _require(_whole(s.factors, 1), "eval.retrieval.factors", s.factors, "[1,2,4,8,16]")
         _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "4")
         _require(_whole([s.seed], 0), "eval.retrieval.seed", s.seed, "0")
-        depths = list(s.depths) if isinstance(s.depths, ListConfig) else None
+        depths = list(s.depths) if isinstance(s.depths, ListConfig) else []
         ok = bool(depths) and all(
             isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d <= 1 for d in depths
         )
         _require(ok, "eval.retrieval.depths", s.depths, "[0,0.5,1] (fractions from 0 to 1)")
 
-    def run(self, model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> dict[str, Any]:
+    def run(
+        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+    ) -> dict[str, Any]:
         # deferred: torch only when the task runs; compare finds it without
         import torch
 
+        assert data is not None  # a language-model task: not_applicable keeps task runs out
         s = self.settings(cfg)
         tok = data.tokenizer
         train_length = base_length(cfg)  # a `posenc extend` run: its parent's lengths
         depths = [float(d) for d in s.depths]
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
-        out: dict[str, Any] = {
-            "train_length": train_length,
-            "depths": depths,
-            "keys": int(s.passkeys),
-            "seed": int(s.seed),
-            "lengths": [],
-            "exact_match": {},
-            "exact_match_without": {},
-            "p_key": {},
-            "p_key_without": {},
-            "lift": {},
-            "by_depth": {},
-            "skipped": {},
-        }
+        out = _empty_result(train_length, depths, s)
         for length in sorted({int(f) * train_length for f in s.factors}):
             out["lengths"].append(length)
             if limit is not None and length > limit:
@@ -221,6 +211,24 @@ def _whole(values: Any, low: int) -> bool:
 def _require(ok: bool, key: str, value: Any, example: str) -> None:
     if not ok:
         raise PosencError(f"{key}={value} is not a valid setting", f"e.g. {key}={example}")
+
+
+def _empty_result(train_length: int, depths: list[float], s: Any) -> dict[str, Any]:
+    """The result before any length is scored: the settings, and every table empty."""
+    return {
+        "train_length": train_length,
+        "depths": depths,
+        "keys": int(s.passkeys),
+        "seed": int(s.seed),
+        "lengths": [],
+        "exact_match": {},
+        "exact_match_without": {},
+        "p_key": {},
+        "p_key_without": {},
+        "lift": {},
+        "by_depth": {},
+        "skipped": {},
+    }
 
 
 def _record(

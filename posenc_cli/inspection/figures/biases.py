@@ -30,7 +30,7 @@ class BiasFigure(InspectFigure):
             if subject.trained
             else [("as configured (untrained)", "model")]
         )
-        curves = [subject.stats(which, subject.longest).bias_by_distance for _, which in columns]
+        curves = [_bias_by_distance(subject, which) for _, which in columns]
         layers = curves[0].shape[0] if per_layer else 1
         what = "mean over the text" if per_layer else "shared by every layer"
         text = "held-out text" if subject.trained else "random tokens"
@@ -60,6 +60,14 @@ class BiasFigure(InspectFigure):
                 "distance; past the dashed line L it is extrapolated.",
             )
         ]
+
+
+def _bias_by_distance(subject: Subject, which: str) -> np.ndarray:
+    """The statistics' bias by distance of ``which`` model: always there, since the figure
+    draws only for an encoding with a bias (``skip_reason``)."""
+    curve = subject.stats(which, subject.longest).bias_by_distance
+    assert curve is not None
+    return curve
 
 
 def _plot_heads(ax: Any, rows: np.ndarray, colors: list[Any], labelled: bool) -> None:
