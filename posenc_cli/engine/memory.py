@@ -83,6 +83,29 @@ def training_needs(cfg: Any, vocab: int) -> list[Need]:
     ]
 
 
+def evaluation_needs(cfg: Any, vocab: int) -> list[Need]:
+    """`posenc eval` of a trained run: its weights, twice while the checkpoint is read into
+    the model, and the evaluation's longest forward."""
+    weights = n_params(cfg, vocab) * FLOAT
+    longest = int(cfg.train.context_length) * max(int(f) for f in cfg.eval.factors)
+    batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
+    return [
+        Need("model.d_model", "the run's weights, read from its checkpoint", 2 * weights),
+        Need(
+            "eval.factors",
+            f"the evaluation's longest forward ({longest} tokens)",
+            weights + forward_bytes(cfg, vocab, batch, backward=False),
+        ),
+    ]
+
+
+#: The fix for `posenc eval`, by the key its estimate names (the model is the run's).
+EVALUATION_KEYS = {
+    "model.d_model": "evaluate the run on a machine with more memory",
+    "eval.factors": "lower the longest of eval.factors until it fits",
+}
+
+
 def inspect_needs(cfg: Any, vocab: int) -> list[Need]:
     """`posenc inspect` of a config: the model and one forward of train.context_length."""
     L = int(cfg.train.context_length)
@@ -115,13 +138,13 @@ def gpu_available_bytes() -> int:
     return int(torch.cuda.mem_get_info()[0])
 
 
-#: What a `posenc extend` run can lower instead of each key its training estimate names (it
-#: takes its model and its training and evaluation settings from the parent).
+#: The fix for `posenc extend`, by the key its training estimate names: it takes its model
+#: and its training and evaluation settings from the parent, so it lowers its own keys.
 EXTENSION_KEYS = {
-    "model.d_model": "the parent's model (extend it on a machine with more memory)",
-    "train.batch_size": "extend.batch_size or extend.factor",
-    "train.eval_batches": "extend.factor",
-    "eval.factors": "extend.factor",
+    "model.d_model": "extend the parent on a machine with more memory",
+    "train.batch_size": "lower extend.batch_size or extend.factor until it fits",
+    "train.eval_batches": "lower extend.factor until it fits",
+    "eval.factors": "lower extend.factor until it fits",
 }
 
 
@@ -133,16 +156,17 @@ def check_fits(
     instead: dict[str, str] | None = None,
 ) -> None:
     """One line naming the first key whose estimate (per rank, times ``ranks`` sharing
-    ``available``) does not fit; ``instead`` names what the command accepts in its place."""
+    ``available``) does not fit; ``instead``: the fix by key, in the keys the command
+    accepts (default: lower that key)."""
     for need in needs:
         total = need.bytes * ranks
         if total > available:
             per_rank = f" per rank, {ranks} ranks" if ranks > 1 else ""
-            lower = (instead or {}).get(need.key, f"{need.key} (or the model's size)")
+            default = f"lower {need.key} (or the model's size) until it fits"
             raise PosencError(
                 f"{need.key}: {need.what} needs at least {gib(need.bytes)}{per_rank} but "
                 f"{gib(available)} of {where} is available",
-                f"lower {lower} until it fits",
+                (instead or {}).get(need.key, default),
             )
 
 
@@ -160,6 +184,15 @@ def check_training_memory(cfg: Any, cuda: bool) -> None:
         check_fits(needs, gpu_available_bytes(), "GPU memory", instead=instead)
     else:
         check_fits(needs, available_bytes(), "memory", int(cfg.train.nproc), instead)
+
+
+def check_evaluation_memory(cfg: Any, cuda: bool) -> None:
+    """Before the model is loaded: the evaluation's needs against this device's memory."""
+    needs = evaluation_needs(cfg, int(cfg.data.vocab_size))
+    if cuda:
+        check_fits(needs, gpu_available_bytes(), "GPU memory", instead=EVALUATION_KEYS)
+    else:
+        check_fits(needs, available_bytes(), "memory", instead=EVALUATION_KEYS)
 
 
 def check_inspect_memory(cfg: Any) -> None:

@@ -31,6 +31,7 @@ from posenc_cli.data.prepare import prepare
 from posenc_cli.data.sources import open_corpus
 from posenc_cli.data.tokenizer import check_not_byte_level
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.memory import check_evaluation_memory
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
 from posenc_cli.evals.base import get_task
@@ -59,8 +60,9 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
         get_task(str(name)).check(cfg)
-    lock_run_dir(run_dir)
     rt = make_runtime(cfg)
+    check_evaluation_memory(cfg, rt.device.type == "cuda")
+    lock_run_dir(run_dir)
     model = load_model(run_dir, cfg, rt)
     data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
     suffix = identity_suffix(rt, metrics)

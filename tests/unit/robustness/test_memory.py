@@ -33,6 +33,16 @@ def test_a_size_the_machine_cannot_hold_is_refused_before_anything_exists(
     assert expected in line and "of memory is available" in line
 
 
+def test_an_evaluation_the_machine_cannot_hold_is_refused_with_evals_own_keys(
+    run: Path, refused: Callable[..., str]
+) -> None:
+    """`posenc eval` sizes its longest forward before it loads the model or takes the run,
+    and names the key *it* accepts (not train.*, which it refuses)."""
+    line = refused(["eval", str(run), "eval.factors=[1,100000000]"])
+    assert "eval.factors: the evaluation's longest forward" in line
+    assert "of memory is available — lower the longest of eval.factors" in line
+
+
 def test_the_parameter_count_is_the_models_own() -> None:
     from posenc_cli.model import build_model
 
@@ -100,14 +110,14 @@ def test_a_run_that_fails_after_training_steps_leaves_a_resumable_checkpoint(
 
 
 @pytest.mark.parametrize(
-    ("key", "lower"),
+    ("key", "fix"),
     [
-        ("train.batch_size", "extend.batch_size or extend.factor"),
-        ("eval.factors", "extend.factor"),
-        ("model.d_model", "the parent's model"),
+        ("train.batch_size", "lower extend.batch_size or extend.factor"),
+        ("eval.factors", "lower extend.factor"),
+        ("model.d_model", "extend the parent on a machine with more memory"),
     ],
 )
-def test_an_extension_that_cannot_fit_names_what_extend_accepts(key: str, lower: str) -> None:
+def test_an_extension_that_cannot_fit_names_what_extend_accepts(key: str, fix: str) -> None:
     """`posenc extend` takes the model and train.* from the parent: its advice names its own
     keys, never train.batch_size, which it refuses."""
     from posenc_cli.common.errors import PosencError
@@ -115,4 +125,4 @@ def test_an_extension_that_cannot_fit_names_what_extend_accepts(key: str, lower:
 
     with pytest.raises(PosencError) as refused:
         check_fits([Need(key, "it", 2**40)], 2**30, "memory", instead=EXTENSION_KEYS)
-    assert f"lower {lower}" in str(refused.value) and "train.batch_size (" not in str(refused.value)
+    assert fix in str(refused.value) and "train.batch_size (" not in str(refused.value)
