@@ -2,17 +2,24 @@
 fact stated once, far back in its context?
 
 A five-digit key is stated once ("the pass key is 71432. remember it.") at a depth of held-out
-text, and the text ends with the question "the pass key is". Scored teacher-forced on the key's
-tokens, so without sampling noise: exact match (every key token the argmax: what greedy
-decoding would write) and the key's probability, both against the same text with the sentence
-removed — the model's chance of the key without the fact. ``lift`` is the mean log ratio of
-the two probabilities: 0 when the sentence does not help. Keys and text offsets come from
-eval.retrieval.seed and the length, so every run sees the same instances.
+text, and the text ends with the question "the pass key is". Each digit is one token (the
+tokenizer's own token for the digit), so every key has the same five answer positions and the
+scores below have exact chance levels. Scored teacher-forced on the key, without sampling noise:
+
+* digit accuracy — at each of the five positions, is the true digit the likeliest of the ten?
+  Chance: 0.1. Informative where whole keys are never right;
+* exact match — every key token the argmax of the whole vocabulary (what greedy decoding would
+  write). Chance: about 0;
+* lift — the key's log probability with the key sentence minus without it (the same text with
+  the sentence removed), in nats, with a 95 % bootstrap interval over the instances. Chance: 0.
+
+Each instance has its own key, its own stretch of held-out text and a depth, the depths cycling
+through eval.retrieval.depths; keys, text and depths come from eval.retrieval.seed and the
+length, so every run sees the same instances.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +32,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.extension import base_length
 from posenc_cli.evals.base import EvalTask, by_length
+from posenc_cli.evals.retrieval_figure import heatmap
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -35,71 +43,88 @@ if TYPE_CHECKING:
 
 QUESTION = " the pass key is"
 REMEMBER = ". remember it."
+KEY_DIGITS = 5
+#: Rows of one forward are bounded by this many tokens.
+BATCH_TOKENS = 16_384
+RESAMPLES = 1000
 
 
 @dataclass(frozen=True)
 class Instance:
-    """One key at one length: the text with the sentence at each depth, and without it."""
+    """One key at one length and depth: the text with the key sentence, and without it."""
 
-    key: int
+    key: str
     answer: list[int]
-    with_key: list[list[int]]
+    depth: float
+    with_key: list[int]
     without: list[int]
 
 
-def key_tokens(encode: Any, key: int) -> tuple[list[int], list[int], list[int]]:
-    """The sentence, the question and the answer (the key's tokens) as token ids."""
-    question = encode(QUESTION)
-    answer = encode(f" {key}")
+def digit_ids(token_id: Any) -> list[int] | None:
+    """The tokenizer's own ids of the digits 0-9 (``token_id``: a token's id or None), or None
+    if one is missing: a byte-level tokenizer has them all."""
+    ids = [token_id(str(d)) for d in range(10)]
+    return None if any(i is None for i in ids) or len(set(ids)) < 10 else [int(i) for i in ids]
+
+
+def key_tokens(encode: Any, digits: list[int], key: str) -> tuple[list[int], list[int], list[int]]:
+    """The sentence, the question and the answer (one digit token per digit) as token ids."""
+    question = encode(QUESTION) + encode(" ")[-1:]  # the space before the digits, if a token
+    answer = [digits[int(c)] for c in key]
     return [*question, *answer, *encode(REMEMBER)], question, answer
 
 
 def instances(
-    val: np.ndarray, encode: Any, length: int, depths: list[float], keys: int, seed: int
+    val: np.ndarray,
+    encode: Any,
+    digits: list[int],
+    length: int,
+    depths: list[float],
+    n: int,
+    seed: int,
 ) -> list[Instance]:
-    """``keys`` instances of ``length`` tokens (question and answer included) each."""
+    """``n`` instances of ``length`` tokens each (question and answer included)."""
     rng = np.random.default_rng([seed, length])
     out = []
-    for _ in range(keys):
-        key = int(rng.integers(10_000, 100_000))
-        sentence, question, answer = key_tokens(encode, key)
+    for i in range(n):
+        key = "".join(str(int(d)) for d in rng.integers(0, 10, KEY_DIGITS))
+        sentence, question, answer = key_tokens(encode, digits, key)
         room = length - len(sentence) - len(question) - len(answer)
-        if room < 1:
-            return []
         offsets = len(val) - room - len(sentence) + 1
-        if offsets < 1:  # the held-out text is too short to fill the length
+        if room < 1 or offsets < 1:  # too short, or more than the held-out text
             return []
         start = int(rng.integers(0, offsets))
         text = [int(t) for t in val[start : start + room]]
+        depth = depths[i % len(depths)]
+        at = round(depth * room)
         tail = [*question, *answer]
-        with_key = [
-            [*text[:at], *sentence, *text[at:], *tail] for at in (round(d * room) for d in depths)
-        ]
-        out.append(Instance(key, answer, with_key, [*text, *tail]))
+        with_key = [*text[:at], *sentence, *text[at:], *tail]
+        out.append(Instance(key, answer, depth, with_key, [*text, *tail]))
     return out
 
 
 def answer_scores(
-    model: nn.Module, rows: list[list[int]], answer: int, rt: Runtime
-) -> tuple[Tensor, Tensor]:
-    """Per row: whether every one of the last ``answer`` tokens is the argmax, and their
-    summed log probability (teacher-forced)."""
+    model: nn.Module, rows: list[list[int]], digits: list[int], rt: Runtime
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row, teacher-forced on its last KEY_DIGITS tokens: whether every one is the argmax,
+    the fraction that are the likeliest digit, and their summed log probability. Rows are
+    left-aligned (a causal model does not see the padding after a row's end)."""
     # deferred: torch only when the task runs; compare finds it without
     import torch
 
-    width = max(len(r) for r in rows)
-    x = torch.zeros(len(rows), width - 1, dtype=torch.long)
-    y = torch.zeros(len(rows), answer, dtype=torch.long)
-    for i, r in enumerate(rows):  # left-aligned; each row's answer ends its own sequence
+    x = torch.zeros(len(rows), max(map(len, rows)) - 1, dtype=torch.long)
+    for i, r in enumerate(rows):
         x[i, : len(r) - 1] = torch.tensor(r[:-1])
-        y[i] = torch.tensor(r[-answer:])
     with rt.autocast():
-        logits = model(x.to(rt.device)).float()
+        logits = model(x.to(rt.device)).float().cpu()
     ends = torch.tensor([len(r) - 1 for r in rows])
-    idx = ends[:, None] - answer + torch.arange(answer)[None, :]
-    picked = logits.cpu()[torch.arange(len(rows))[:, None], idx]  # (rows, answer, V)
+    at = ends[:, None] - KEY_DIGITS + torch.arange(KEY_DIGITS)[None, :]
+    picked = logits[torch.arange(len(rows))[:, None], at]  # (rows, digits, V)
+    y = torch.tensor([r[-KEY_DIGITS:] for r in rows])
     logp = picked.log_softmax(-1).gather(-1, y[..., None])[..., 0].sum(-1)
-    return (picked.argmax(-1) == y).all(-1), logp
+    table = torch.tensor(digits)
+    best_digit = table[picked[..., table].argmax(-1)]
+    return (picked.argmax(-1) == y).all(-1), (best_digit == y).float().mean(-1), logp
 
 
 class Retrieval(EvalTask):
@@ -108,7 +133,7 @@ class Retrieval(EvalTask):
     def check(self, cfg: Any) -> None:
         s = self.settings(cfg)
         _require(_whole(s.factors, 1), "eval.retrieval.factors", s.factors, "[1,2,4,8,16]")
-        _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "4")
+        _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "200")
         _require(_whole([s.seed], 0), "eval.retrieval.seed", s.seed, "0")
         depths = list(s.depths) if isinstance(s.depths, ListConfig) else []
         ok = bool(depths) and all(
@@ -119,84 +144,93 @@ class Retrieval(EvalTask):
     def run(
         self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
     ) -> dict[str, Any]:
-        # deferred: torch only when the task runs; compare finds it without
-        import torch
-
         assert data is not None  # a language-model task: not_applicable keeps task runs out
         s = self.settings(cfg)
         tok = data.tokenizer
+        digits = digit_ids(tok.token_to_id)
         train_length = base_length(cfg)  # a `posenc extend` run: its parent's lengths
         depths = [float(d) for d in s.depths]
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
         out = _empty_result(train_length, depths, s)
         for length in sorted({int(f) * train_length for f in s.factors}):
             out["lengths"].append(length)
-            if limit is not None and length > limit:
-                out["skipped"][str(length)] = f"needs {length} positions; the encoding has {limit}"
-                continue
-            cases = instances(
-                data.val, lambda t: tok.encode(t).ids, length, depths, int(s.passkeys), int(s.seed)
-            )
-            if not cases:
-                out["skipped"][str(length)] = (
+            k = str(length)
+            if digits is None:
+                out["skipped"][k] = "the tokenizer has no token of its own for each digit"
+            elif limit is not None and length > limit:
+                out["skipped"][k] = f"needs {length} positions; the encoding has {limit}"
+            elif cases := instances(
+                data.val,
+                lambda t: tok.encode(t).ids,
+                digits,
+                length,
+                depths,
+                int(s.passkeys),
+                int(s.seed),
+            ):
+                _record(out, k, _scores(model, cases, digits, rt), [c.depth for c in cases])
+            else:
+                out["skipped"][k] = (
                     "too short for the sentence and the question, or longer than the held-out text"
                 )
-                continue
-            with torch.no_grad():
-                scores = [self._score(model, c, rt) for c in cases]
-            _record(out, str(length), scores, depths)
         return out
 
-    @staticmethod
-    def _score(
-        model: nn.Module, case: Instance, rt: Runtime
-    ) -> tuple[list[bool], list[float], bool, float]:
-        hit, logp = answer_scores(model, [*case.with_key, case.without], len(case.answer), rt)
-        return (
-            [bool(h) for h in hit[:-1]],
-            [float(p) for p in logp[:-1]],
-            bool(hit[-1]),
-            float(logp[-1]),
-        )
-
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
-        """Exact match and lift with global_step = length; the length x depth heatmap."""
+        """Digit accuracy, exact match and lift with global_step = length; the heatmap."""
         for length in result["lengths"]:
             k = str(length)
-            if result["exact_match"].get(k) is not None:
-                writer.add_scalar(f"{key}/exact_match", result["exact_match"][k], length)
-                writer.add_scalar(f"{key}/lift", result["lift"][k], length)
+            if result["digit_accuracy"].get(k) is not None:
+                for metric in ("digit_accuracy", "exact_match", "lift"):
+                    writer.add_scalar(f"{key}/{metric}", result[metric][k], length)
         image = heatmap(result, f"{cfg.encoding.name} (seed {cfg.seed})")
         if image is not None:
-            writer.add_image(f"{key}/exact_match_by_depth", image, dataformats="HWC")
+            writer.add_image(f"{key}/digit_accuracy_by_depth", image, dataformats="HWC")
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
-        em = result.get("exact_match") or {}
-        return [("passkey exact match", by_length(em, 2))] if em else []
+        acc = result.get("digit_accuracy") or {}
+        return [("passkey digit accuracy (chance 0.10)", by_length(acc, 2))] if acc else []
 
     def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
         table = Table(
-            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}), {result['keys']} "
-            f"keys x {len(result['depths'])} depths per length"
+            title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}), {result['keys']} instances "
+            f"per length over {len(result['depths'])} depths; chance: digit accuracy "
+            f"{result['chance']['digit_accuracy']:g}, lift 0"
         )
-        for col in ("length", "exact match", "(no key)", "p(key)", "(no key) ", "lift (nats)"):
+        for col in ("length", "digit acc.", "(no key)", "exact match", "lift (nats) [95 %]"):
             table.add_column(col, justify="right")
         for length in result["lengths"]:
             k = str(length)
             if k in result["skipped"]:
-                table.add_row(k, "n/a", "", "", "", result["skipped"][k])
+                table.add_row(k, "n/a", "", "", result["skipped"][k])
                 continue
+            lo, hi = result["lift_interval"][k]
             table.add_row(
                 k,
-                *(f"{result[m][k]:.3f}" for m in ("exact_match", "exact_match_without")),
-                *(f"{result[m][k]:.2e}" for m in ("p_key", "p_key_without")),
-                f"{result['lift'][k]:+.3f}",
+                *(f"{result[m][k]:.3f}" for m in ("digit_accuracy", "digit_accuracy_without")),
+                f"{result['exact_match'][k]:.3f}",
+                f"{result['lift'][k]:+.3f} [{lo:+.3f}, {hi:+.3f}]",
             )
         return [
             table,
             f'written to {RunDir(run_dir).metrics_file} under "{key}" and TensorBoard '
             f"({run_dir / 'eval' / key})",
         ]
+
+
+def _scores(model: nn.Module, cases: list[Instance], digits: list[int], rt: Runtime) -> Any:
+    """(exact, digit accuracy, log p) of each case, with the key sentence and without it:
+    arrays of shape (2, cases), in batches of at most BATCH_TOKENS tokens."""
+    # deferred: torch only when the task runs; compare finds it without
+    import torch
+
+    rows = [r for c in cases for r in (c.with_key, c.without)]
+    step = 2 * max(1, BATCH_TOKENS // (2 * len(rows[0])))  # with and without stay together
+    parts = []
+    with torch.no_grad():
+        for i in range(0, len(rows), step):
+            parts.append(torch.stack(answer_scores(model, rows[i : i + step], digits, rt)))
+    both = torch.cat(parts, dim=1).double().numpy()  # (3, 2 * cases)
+    return both.reshape(3, len(cases), 2).transpose(0, 2, 1)
 
 
 def _whole(values: Any, low: int) -> bool:
@@ -214,77 +248,52 @@ def _require(ok: bool, key: str, value: Any, example: str) -> None:
 
 
 def _empty_result(train_length: int, depths: list[float], s: Any) -> dict[str, Any]:
-    """The result before any length is scored: the settings, and every table empty."""
+    """The result before any length is scored: the settings, chance levels, tables empty."""
     return {
         "train_length": train_length,
         "depths": depths,
         "keys": int(s.passkeys),
         "seed": int(s.seed),
+        "chance": {"digit_accuracy": 0.1, "exact_match": 10.0**-KEY_DIGITS, "lift": 0.0},
         "lengths": [],
-        "exact_match": {},
-        "exact_match_without": {},
-        "p_key": {},
-        "p_key_without": {},
-        "lift": {},
+        **{m: {} for m in METRICS},
+        "lift_interval": {},
         "by_depth": {},
         "skipped": {},
+        "compare": {
+            "metric": "digit_accuracy",
+            "title": "passkey retrieval: digit accuracy by evaluation length",
+            "caption": "digit accuracy: the share of the key's five digits that were the "
+            "likeliest of the ten digits, teacher-forced (chance 0.10; 1 = every digit "
+            "retrieved); lift and exact match, with intervals, are in each run's metrics.json",
+        },
     }
 
 
-def _record(
-    out: dict[str, Any],
-    k: str,
-    scores: list[tuple[list[bool], list[float], bool, float]],
-    depths: list[float],
-) -> None:
-    hits = np.array([s[0] for s in scores], dtype=float)  # (keys, depths)
-    logp = np.array([s[1] for s in scores])
-    base_hit = np.array([s[2] for s in scores], dtype=float)
-    base_logp = np.array([s[3] for s in scores])
-    out["exact_match"][k] = float(hits.mean())
-    out["exact_match_without"][k] = float(base_hit.mean())
-    out["p_key"][k] = float(np.exp(logp).mean())
-    out["p_key_without"][k] = float(np.exp(base_logp).mean())
-    out["lift"][k] = float((logp - base_logp[:, None]).mean())
-    out["by_depth"][k] = {f"{d:g}": float(v) for d, v in zip(depths, hits.mean(0), strict=True)}
-    out.setdefault(
-        "compare",
-        {
-            "metric": "lift",
-            "title": "passkey retrieval: lift (nats) of the "
-            "key's log probability from the sentence, by evaluation length",
-            "caption": "lift: the key's log probability with the key sentence in the text minus "
-            "without it, in nats, averaged over the keys and depths (above 0: the model drew on "
-            "the sentence); exact matches and probabilities are in each run's metrics.json",
-        },
-    )
+#: The means kept per length; the first three also without the key sentence.
+SCORED = ("digit_accuracy", "exact_match", "p_key")
+METRICS = (*SCORED, "lift", *(f"{m}_without" for m in SCORED))
 
 
-def heatmap(result: dict[str, Any], title: str) -> np.ndarray | None:
-    """Exact match by length (rows) and depth (columns) as an RGB image."""
-    rows = [str(n) for n in result["lengths"] if str(n) in result["by_depth"]]
-    if not rows:
-        return None
-    # deferred: matplotlib only when the figure is drawn
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib only when the figure is drawn
-    import matplotlib.pyplot as plt
-
-    grid = np.array([[result["by_depth"][r][f"{d:g}"] for d in result["depths"]] for r in rows])
-    fig, ax = plt.subplots(figsize=(1.2 * len(result["depths"]) + 2, 0.6 * len(rows) + 1.6))
-    shown = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(result["depths"])), [f"{d:g}" for d in result["depths"]])
-    ax.set_yticks(range(len(rows)), rows)
-    ax.set_xlabel("depth of the key sentence (0 = start of the text, 1 = before the question)")
-    ax.set_ylabel("evaluation length (tokens)")
-    ax.set_title(f"passkey exact match — {title}")
-    for (i, j), v in np.ndenumerate(grid):
-        ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="w" if v < 0.6 else "k")
-    fig.colorbar(shown, ax=ax)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    buf.seek(0)
-    return np.asarray(plt.imread(buf, format="png")[..., :3] * 255, dtype=np.uint8)
+def _record(out: dict[str, Any], k: str, scores: Any, depths: list[float]) -> None:
+    """The means of one length, the lift's bootstrap interval and accuracy by depth."""
+    exact, acc, logp = scores  # each (2, cases): with the key sentence, without it
+    gain = logp[0] - logp[1]
+    means = {
+        "digit_accuracy": acc[0].mean(),
+        "digit_accuracy_without": acc[1].mean(),
+        "exact_match": exact[0].mean(),
+        "exact_match_without": exact[1].mean(),
+        "p_key": np.exp(logp[0]).mean(),
+        "p_key_without": np.exp(logp[1]).mean(),
+        "lift": gain.mean(),
+    }
+    for metric, value in means.items():
+        out[metric][k] = float(value)
+    rng = np.random.default_rng(0)
+    boot = gain[rng.integers(0, len(gain), (RESAMPLES, len(gain)))].mean(1)
+    out["lift_interval"][k] = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
+    at = np.array(depths)
+    out["by_depth"][k] = {  # None: fewer instances than depths left this depth without one
+        f"{d:g}": float(acc[0][at == d].mean()) if (at == d).any() else None for d in out["depths"]
+    }

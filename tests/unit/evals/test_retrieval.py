@@ -1,5 +1,6 @@
 """Passkey retrieval: a model that copies the key scores 1.0, one that cannot see the sentence
-scores what it scores without it, and the instances are a function of the seed alone."""
+scores what it scores without it (lift 0), the chance levels are exact because every digit is
+one token, and the instances are a function of the seed alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from torch import Tensor, nn
 
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.tokenizer import train_tokenizer
-from posenc_cli.evals.tasks.retrieval import Retrieval, instances, key_tokens
+from posenc_cli.evals.retrieval_figure import heatmap
+from posenc_cli.evals.tasks.retrieval import Retrieval, digit_ids, instances, key_tokens
 
 TEXT = "the cat sat on the mat and the dog ran to the park. " * 40 + "0123456789 " * 20
 VOCAB = 300
@@ -66,16 +68,23 @@ def test_a_model_that_copies_the_key_scores_one(config, text_data, rt) -> None:
     result = Retrieval().run(Induction(), text_data, _cfg(config), rt)
     assert result["lengths"] == [128, 256] and not result["skipped"]
     for k in ("128", "256"):
-        assert result["exact_match"][k] == 1.0 and result["p_key"][k] == pytest.approx(1.0)
-        assert result["lift"][k] > 10 and set(result["by_depth"][k].values()) == {1.0}
+        assert result["exact_match"][k] == 1.0 and result["digit_accuracy"][k] == 1.0
+        assert result["p_key"][k] == pytest.approx(1.0) and result["lift"][k] > 10
+        assert set(result["by_depth"][k].values()) == {1.0}
+        lo, hi = result["lift_interval"][k]
+        assert 10 < lo <= result["lift"][k] <= hi
 
 
 def test_a_model_that_never_sees_the_sentence_scores_at_chance(config, text_data, rt) -> None:
+    """The bigram model's answer logits are the same with and without the sentence: lift 0
+    exactly, its interval [0, 0], and accuracy equal to its accuracy without the key."""
     result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
+    assert result["chance"] == {"digit_accuracy": 0.1, "exact_match": 1e-5, "lift": 0.0}
     for k in ("128", "256"):
         assert result["lift"][k] == pytest.approx(0.0, abs=1e-5)
+        assert result["lift_interval"][k] == pytest.approx([0.0, 0.0], abs=1e-5)
+        assert result["digit_accuracy"][k] == result["digit_accuracy_without"][k]
         assert result["exact_match"][k] == result["exact_match_without"][k]
-        assert result["p_key"][k] == pytest.approx(result["p_key_without"][k], rel=1e-5)
 
 
 def test_instances_depend_on_the_seed_alone_and_hide_the_sentence_once(text_data) -> None:
@@ -84,28 +93,35 @@ def test_instances_depend_on_the_seed_alone_and_hide_the_sentence_once(text_data
     def encode(text: str) -> list[int]:
         return tok.encode(text).ids
 
+    digits = digit_ids(tok.token_to_id)
+    assert digits is not None and len(set(digits)) == 10
     depths = [0.0, 0.5, 1.0]
-    first = instances(text_data.val, encode, 128, depths, 3, seed=0)
-    assert first == instances(text_data.val, encode, 128, depths, 3, seed=0)
-    assert first != instances(text_data.val, encode, 128, depths, 3, seed=1)
+    first = instances(text_data.val, encode, digits, 128, depths, 7, seed=0)
+    assert first == instances(text_data.val, encode, digits, 128, depths, 7, seed=0)
+    assert first != instances(text_data.val, encode, digits, 128, depths, 7, seed=1)
+    assert [c.depth for c in first] == [0.0, 0.5, 1.0, 0.0, 0.5, 1.0, 0.0]
+    assert len({c.key for c in first}) == 7 and len({tuple(c.without) for c in first}) == 7
     for case in first:
-        sentence, question, answer = key_tokens(encode, case.key)
-        assert case.answer == answer and 10_000 <= case.key < 100_000
+        sentence, question, answer = key_tokens(encode, digits, case.key)
+        assert case.answer == answer == [digits[int(c)] for c in case.key]
+        assert len(case.key) == 5 and tok.decode(answer) == case.key
         room = len(case.without) - len(question) - len(answer)
-        for depth, row in zip(depths, case.with_key, strict=True):
-            at = round(depth * room)
-            assert len(row) == 128 and row[at : at + len(sentence)] == sentence
-            assert row[:at] + row[at + len(sentence) :] == case.without
+        at = round(case.depth * room)
+        row = case.with_key
+        assert len(row) == 128 and row[at : at + len(sentence)] == sentence
+        assert row[:at] + row[at + len(sentence) :] == case.without
 
 
 def test_the_heatmap_is_an_image_of_lengths_by_depths(
     config, text_data, rt, tmp_path: Path
 ) -> None:
-    from posenc_cli.evals.tasks.retrieval import heatmap
-
     result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
     image = heatmap(result, "bigram")
     assert image is not None and image.ndim == 3 and image.shape[2] == 3
+
+
+def test_a_tokenizer_without_a_token_per_digit_is_skipped_with_its_reason() -> None:
+    assert digit_ids(lambda token: None if token == "7" else ord(token)) is None
 
 
 @pytest.mark.parametrize(
@@ -147,11 +163,11 @@ def test_every_encoding_is_scored_or_skipped_with_a_reason(
         if limit is not None and length > limit:
             assert result["skipped"][k] == f"needs {length} positions; the encoding has {limit}"
             continue
-        assert 0 <= result["exact_match"][k] <= 1 and 0 <= result["exact_match_without"][k] <= 1
+        assert 0 <= result["exact_match"][k] <= 1 and 0 <= result["digit_accuracy"][k] <= 1
         assert 0 < result["p_key"][k] <= 1 and 0 < result["p_key_without"][k] <= 1
-        assert np.isfinite(result["lift"][k]) and set(result["by_depth"][k]) == {
-            f"{d:g}" for d in result["depths"]
-        }
+        lo, hi = result["lift_interval"][k]
+        assert np.isfinite(result["lift"][k]) and lo <= result["lift"][k] <= hi
+        assert set(result["by_depth"][k]) == {f"{d:g}" for d in result["depths"]}
 
 
 def test_a_length_beyond_the_held_out_text_is_skipped_with_its_reason(
@@ -159,5 +175,5 @@ def test_a_length_beyond_the_held_out_text_is_skipped_with_its_reason(
 ) -> None:
     short = TokenData(text_data.train, text_data.val[:100], text_data.tokenizer_path, {})
     result = Retrieval().run(Induction(), short, _cfg(config), rt)
-    assert result["lengths"] == [128, 256] and not result["exact_match"]
+    assert result["lengths"] == [128, 256] and not result["digit_accuracy"]
     assert all("longer than the held-out text" in why for why in result["skipped"].values())
