@@ -55,8 +55,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
     """Evaluate ``run_dir``'s last checkpoint; merge into metrics.json; the config used and
     the results by key (each result says whether it replaced an earlier one)."""
     saved = load_run_config(run_dir)
-    cfg = apply_overrides(saved, overrides)
-    metrics = read_metrics(run_dir)
+    cfg, metrics = apply_overrides(saved, overrides), read_metrics(run_dir)
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
         get_task(str(name)).check(cfg)
