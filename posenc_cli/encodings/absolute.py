@@ -33,7 +33,7 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_len: int = 2048
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_len: int
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_len = max_len
@@ -61,7 +61,7 @@ class SinusoidalEncoding(PositionalEncoding):
     inv_freq: Tensor
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)
@@ -89,7 +89,7 @@ class LearnedSinusoidalEncoding(PositionalEncoding):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)

@@ -39,7 +39,7 @@ class CopeEncoding(PositionalEncoding):
     bias_buffers = 6
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_position: int = 128
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_position: int
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_position = max_position

@@ -42,7 +42,7 @@ class DebertaEncoding(PositionalEncoding):
     bias_buffers = 3
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_relative: int = 128
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_relative: int
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_relative = max_relative

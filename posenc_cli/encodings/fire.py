@@ -44,9 +44,9 @@ class FireEncoding(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        hidden: int = 32,
-        c: float = 0.1,
-        threshold: float = 512.0,
+        hidden: int,
+        c: float,
+        threshold: float,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))

@@ -53,10 +53,10 @@ class RotaryEncoding(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        theta: float = 10000.0,
-        rotary_fraction: float = 1.0,
-        p: float = 1.0,
-        yarn_ramp: str = "hf",
+        theta: float,
+        rotary_fraction: float,
+        p: float,
+        yarn_ramp: str,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.yarn_ramp = yarn_ramp

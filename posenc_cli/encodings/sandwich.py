@@ -30,9 +30,9 @@ class SandwichEncoding(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        dim: int | None = None,
-        base: float = 10000.0,
-        compression: float = 8.0,
+        dim: int | None,
+        base: float,
+        compression: float,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.dim = head_dim if dim is None else dim

@@ -44,8 +44,8 @@ class T5RelativeBias(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        num_buckets: int = 32,
-        max_distance: int = 128,
+        num_buckets: int,
+        max_distance: int,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.num_buckets = num_buckets

@@ -40,7 +40,7 @@ class TransformerXLEncoding(PositionalEncoding):
     inv_freq: Tensor
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float = 10000.0
+        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)

@@ -28,12 +28,21 @@ class XPosEncoding(RotaryEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        theta: float = 10000.0,
-        gamma: float = 0.4,
-        scale_base: float = 512.0,
-        yarn_ramp: str = "hf",
+        theta: float,
+        gamma: float,
+        scale_base: float,
+        yarn_ramp: str,
     ) -> None:
-        super().__init__(d_model, n_heads, head_dim, n_layers, theta=theta, yarn_ramp=yarn_ramp)
+        super().__init__(  # xPos rotates every pair: the whole head, no p-RoPE
+            d_model,
+            n_heads,
+            head_dim,
+            n_layers,
+            theta,
+            rotary_fraction=1.0,
+            p=1.0,
+            yarn_ramp=yarn_ramp,
+        )
         self.gamma = float(gamma)
         self.scale_base = float(scale_base)
         k = torch.arange(0, head_dim, 2, dtype=torch.float64)

@@ -6,6 +6,9 @@ encoding is tested without editing this file.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +16,7 @@ from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings import Span
+from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.model.context import AttentionContext
 
 CPU = torch.device("cpu")
@@ -26,6 +30,19 @@ def test_yaml_files_are_complete(repo) -> None:
         assert cfg.name == path.stem
         assert cfg.description and "\n" not in cfg.description
         assert cfg.paper and cfg._target_
+
+
+def test_each_parameter_default_is_written_once_in_its_yaml(repo) -> None:
+    """A parameter's default lives in configs/encoding/<name>.yaml only: the class takes every
+    YAML parameter and has no default of its own to drift from it (CoPE's constructor once
+    said 128 where its YAML says L + 1)."""
+    for path in sorted((repo / "configs" / "encoding").glob("*.yaml")):
+        cfg = OmegaConf.load(path)
+        module, _, name = str(cfg._target_).rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        extra = list(inspect.signature(cls.__init__).parameters.values())[5:]  # after the dims
+        assert [p.name for p in extra] == [k for k in cfg if k not in META_KEYS], path.name
+        assert all(p.default is inspect.Parameter.empty for p in extra), path.name
 
 
 @pytest.mark.encodings

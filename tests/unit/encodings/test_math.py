@@ -25,6 +25,8 @@ CPU = torch.device("cpu")
 D = 16
 H = 2
 E = 8
+#: RoPE as configs/encoding/rope.yaml writes it (a class has no defaults of its own).
+ROPE = {"theta": 10000.0, "rotary_fraction": 1.0, "p": 1.0, "yarn_ramp": "hf"}
 
 
 def gen(seed: int) -> torch.Generator:
@@ -46,14 +48,14 @@ def test_attention_without_encoding_is_permutation_equivariant() -> None:
     out = unmasked_attention(attn, x)
     torch.testing.assert_close(unmasked_attention(attn, x[:, perm]), out[:, perm])
     pos = torch.arange(10)
-    pe = SinusoidalEncoding(D, H, E, 1)
+    pe = SinusoidalEncoding(D, H, E, 1, base=10000.0)
     with_pe = unmasked_attention(attn, pe.embed(x, pos))
     assert not torch.allclose(unmasked_attention(attn, pe.embed(x[:, perm], pos)), with_pe[:, perm])
     assert NoEncoding(D, H, E, 1).embed(x, pos) is x
 
 
 def test_rope_scores_depend_on_distance_only_and_preserve_norms() -> None:
-    rope = RotaryEncoding(D, H, E, 1)
+    rope = RotaryEncoding(D, H, E, 1, **ROPE)
     q = torch.randn(E, generator=gen(1))
     k = torch.randn(E, generator=gen(2))
 
@@ -68,7 +70,7 @@ def test_rope_scores_depend_on_distance_only_and_preserve_norms() -> None:
 
 
 def test_rope_equals_complex_multiplication() -> None:
-    rope = RotaryEncoding(D, H, E, 1)
+    rope = RotaryEncoding(D, H, E, 1, **ROPE)
     x = torch.randn(2, H, 12, E, generator=gen(3))
     pos = torch.arange(5, 17)
     theta = 10000.0 ** (-torch.arange(0, E, 2, dtype=torch.float64) / E)
@@ -91,7 +93,7 @@ def block_rotation(theta: torch.Tensor, k: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("k", [1, 5, 37])
 def test_sinusoid_shift_is_a_block_rotation(k: int) -> None:
-    pe = SinusoidalEncoding(D, H, E, 1)
+    pe = SinusoidalEncoding(D, H, E, 1, base=10000.0)
     theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
     pos = torch.arange(0, 60)
     M = block_rotation(theta, k)
@@ -102,7 +104,7 @@ def test_sinusoid_shift_is_a_block_rotation(k: int) -> None:
 
 
 def test_sinusoid_inner_product_depends_on_distance_only() -> None:
-    pe = SinusoidalEncoding(D, H, E, 1)
+    pe = SinusoidalEncoding(D, H, E, 1, base=10000.0)
     p = pe.table(torch.arange(0, 80))
     gram = p @ p.T
     torch.testing.assert_close(gram[:40, :40], gram[40:, 40:], rtol=1e-4, atol=1e-4)
@@ -113,8 +115,8 @@ def test_sinusoid_inner_product_depends_on_distance_only() -> None:
 
 
 def test_learned_sinusoid_starts_at_the_fixed_one() -> None:
-    fixed = SinusoidalEncoding(D, H, E, 1)
-    learned = LearnedSinusoidalEncoding(D, H, E, 1)
+    fixed = SinusoidalEncoding(D, H, E, 1, base=10000.0)
+    learned = LearnedSinusoidalEncoding(D, H, E, 1, base=10000.0)
     torch.testing.assert_close(learned.theta.double(), fixed.inv_freq, rtol=1e-6, atol=0)
     x = torch.zeros(1, 30, D)
     pos = torch.arange(30)
@@ -187,7 +189,7 @@ def test_t5_buckets_hand_computed() -> None:
 
 
 def test_t5_bias_looks_up_the_current_table() -> None:
-    t5 = T5RelativeBias(D, H, E, 2)
+    t5 = T5RelativeBias(D, H, E, 2, num_buckets=32, max_distance=128)
     pos = torch.arange(3, 203)
     pos_t = pos[150:]
     pos_s = pos
@@ -229,7 +231,7 @@ def test_transformer_xl_shift_equals_naive_four_terms(
     start: int, end: int, offset: int, reference_bias
 ) -> None:
     torch.manual_seed(0)
-    txl = TransformerXLEncoding(D, H, E, 2)
+    txl = TransformerXLEncoding(D, H, E, 2, base=10000.0)
     with torch.no_grad():
         txl.u.normal_()
         txl.v.normal_()

@@ -61,7 +61,16 @@ def test_causal_changing_a_later_token_leaves_earlier_logits(name: str, tiny) ->
 
 
 def test_rope_rotates_interleaved_pairs_by_position_times_theta() -> None:
-    rope = RotaryEncoding(d_model=8, n_heads=1, head_dim=8, n_layers=1, theta=10000.0)
+    rope = RotaryEncoding(
+        d_model=8,
+        n_heads=1,
+        head_dim=8,
+        n_layers=1,
+        theta=1e4,
+        rotary_fraction=1.0,
+        p=1.0,
+        yarn_ramp="hf",
+    )
     x = torch.randn(1, 1, 5, 8)
     pos = torch.arange(5)
     out = rope.rotate(x, pos)
