@@ -47,7 +47,13 @@ def text_files(path: str | os.PathLike[str]) -> list[Path]:
             f"data path '{path}' does not exist",
             "give an existing UTF-8 text file or a folder of .txt files",
         )
-    files = sorted(f for f in p.rglob("*.txt") if f.is_file()) if p.is_dir() else [p]
+    files = sorted(f for f in p.rglob("*.txt") if not f.is_dir()) if p.is_dir() else [p]
+    for f in files:  # reading a FIFO or a device would block or never end
+        if not f.is_file():
+            raise PosencError(
+                f"data path '{f}' is not a regular file (a pipe, a device or a broken link)",
+                "give UTF-8 text files, or copy the stream to a file first",
+            )
     if not files:
         raise PosencError(
             f"folder '{path}' holds no .txt files",
