@@ -46,12 +46,7 @@ def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) ->
     def task(cfg: DictConfig) -> Any:
         hydra = HydraConfig.get()
         run_dir = Path(hydra.runtime.output_dir)
-        validate(cfg)
-        if _as_plain(cfg) not in expected:
-            raise PosencError(
-                f"sweep job {run_dir.name} composed a config its plan did not",
-                "report this as a bug, with the sweep command",
-            )
+        check_planned(cfg, expected, run_dir.name)
         save_run_config(run_dir, cfg, list(hydra.overrides.task))
         return job(cfg, run_dir)
 
@@ -63,6 +58,18 @@ def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) ->
             hydra_app.multirun(config_name="config", task_function=task, overrides=overrides)
     finally:
         GlobalHydra.instance().clear()
+
+
+def check_planned(cfg: DictConfig, expected: list[Any], name: str) -> None:
+    """A sweep job's config, checked (and its derived values set) as a single run's is, must
+    be one the plan composed: a launcher that composed it otherwise would run something the
+    sweep never validated."""
+    validate(cfg)
+    if _as_plain(cfg) not in expected:
+        raise PosencError(
+            f"sweep job {name} composed a config its plan did not",
+            "report this as a bug, with the sweep command",
+        )
 
 
 def _without_hydra(cfg: DictConfig) -> DictConfig:

@@ -84,3 +84,22 @@ def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_s
     assert (
         tmp_path / "job" / "FAILED.txt"
     ).read_text() == "posenc: error: disk full (rank 1 of 2) — free space\n"
+
+
+def test_each_job_must_be_a_config_its_plan_composed() -> None:
+    """What a launcher composes for a job is checked as a single run is (a task's length
+    derived) and must equal one of the planned configs; anything else is refused."""
+    from omegaconf import OmegaConf
+
+    from posenc_cli.config.compose import compose
+    from posenc_cli.workflows.launch import check_planned
+
+    _, jobs, planned = plan(["task=copy", "seed=0,1"])
+    expected = [OmegaConf.to_container(c) for c in planned]
+    assert [c.train.context_length for c in planned] == [33, 33]  # the task's, not 128
+    as_launched = compose(jobs[1])
+    as_launched.train.context_length = 128  # as Hydra composes it, before the checks
+    check_planned(as_launched, expected, "seed=1")  # the checks derive 33 again: planned
+    other = compose(["task=copy", "seed=2"])
+    with pytest.raises(PosencError, match="sweep job seed=2 composed a config its plan did not"):
+        check_planned(other, expected, "seed=2")
