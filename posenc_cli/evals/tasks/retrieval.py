@@ -260,14 +260,17 @@ def _empty_result(train_length: int, depths: list[float], s: Any) -> dict[str, A
         "lift_interval": {},
         "by_depth": {},
         "skipped": {},
-        "compare": {
-            "metric": "digit_accuracy",
-            "title": "passkey retrieval: digit accuracy by evaluation length",
-            "caption": "digit accuracy: the share of the key's five digits that were the "
-            "likeliest of the ten digits, teacher-forced (chance 0.10; 1 = every digit "
-            "retrieved); lift and exact match, with intervals, are in each run's metrics.json",
-        },
     }
+
+
+#: What `posenc compare` makes of a result that scored at least one length.
+COMPARE = {
+    "metric": "digit_accuracy",
+    "title": "passkey retrieval: digit accuracy by evaluation length",
+    "caption": "digit accuracy: the share of the key's five digits that were the likeliest of "
+    "the ten digits, teacher-forced (chance 0.10; 1 = every digit retrieved); lift and exact "
+    "match, with intervals, are in each run's metrics.json",
+}
 
 
 #: The means kept per length; the first three also without the key sentence.
@@ -279,17 +282,10 @@ def _record(out: dict[str, Any], k: str, scores: Any, depths: list[float]) -> No
     """The means of one length, the lift's bootstrap interval and accuracy by depth."""
     exact, acc, logp = scores  # each (2, cases): with the key sentence, without it
     gain = logp[0] - logp[1]
-    means = {
-        "digit_accuracy": acc[0].mean(),
-        "digit_accuracy_without": acc[1].mean(),
-        "exact_match": exact[0].mean(),
-        "exact_match_without": exact[1].mean(),
-        "p_key": np.exp(logp[0]).mean(),
-        "p_key_without": np.exp(logp[1]).mean(),
-        "lift": gain.mean(),
-    }
-    for metric, value in means.items():
-        out[metric][k] = float(value)
+    for name, both in zip(SCORED, (acc, exact, np.exp(logp)), strict=True):
+        out[name][k], out[f"{name}_without"][k] = float(both[0].mean()), float(both[1].mean())
+    out["lift"][k] = float(gain.mean())
+    out.setdefault("compare", COMPARE)
     rng = np.random.default_rng(0)
     boot = gain[rng.integers(0, len(gain), (RESAMPLES, len(gain)))].mean(1)
     out["lift_interval"][k] = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]

@@ -176,4 +176,5 @@ def test_a_length_beyond_the_held_out_text_is_skipped_with_its_reason(
     short = TokenData(text_data.train, text_data.val[:100], text_data.tokenizer_path, {})
     result = Retrieval().run(Induction(), short, _cfg(config), rt)
     assert result["lengths"] == [128, 256] and not result["digit_accuracy"]
+    assert "compare" not in result  # nothing scored: no table in `posenc compare`
     assert all("longer than the held-out text" in why for why in result["skipped"].values())
