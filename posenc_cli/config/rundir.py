@@ -115,12 +115,12 @@ def lock_run_dir(run_dir: Path) -> None:
     refused, and the lock file itself is never followed."""
     refuse_links(run_dir)
     try:
-        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = os.open(RunDir(run_dir).lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise PosencError(
             f"cannot lock the run directory '{run_dir}' "
             f"({exc.strerror or exc}; a link or an unwritable folder?)",
-            f"remove {run_dir / LOCK_FILE} if it is a link, or fix permissions",
+            f"remove {RunDir(run_dir).lock_file} if it is a link, or fix permissions",
         ) from None
     fh = os.fdopen(fd, "r+", encoding="utf-8")
     try:
@@ -135,17 +135,17 @@ def lock_run_dir(run_dir: Path) -> None:
     fh.truncate()
     fh.write(str(os.getpid()))
     fh.flush()
-    _held.append((os.path.abspath(run_dir / LOCK_FILE), fh))
+    _held.append((os.path.abspath(RunDir(run_dir).lock_file), fh))
 
 
 def run_in_use(run_dir: Path) -> bool:
     """Whether another process holds the run's lock now (this process's own lock, held since it
     trained the run, does not count); creates and writes nothing, so it also answers for a run
     this user may only read."""
-    if os.path.abspath(run_dir / LOCK_FILE) in {held for held, _ in _held}:
+    if os.path.abspath(RunDir(run_dir).lock_file) in {held for held, _ in _held}:
         return False
     try:
-        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(RunDir(run_dir).lock_file, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return False  # no lock file: no posenc process ever held it
     try:
@@ -160,7 +160,7 @@ def run_in_use(run_dir: Path) -> bool:
 def unlock_run_dir(run_dir: Path) -> None:
     """Release this process's lock on ``run_dir`` (a sweep worker runs many jobs: a finished
     job's run must be free for `posenc eval` while the sweep goes on)."""
-    target = os.path.abspath(run_dir / LOCK_FILE)
+    target = os.path.abspath(RunDir(run_dir).lock_file)
     for held in [h for h in _held if h[0] == target]:
         _held.remove(held)
         held[1].close()

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
-from posenc_cli.common.run_layout import FAILED_FILE, METRICS_FILE
+from posenc_cli.common.run_layout import FAILED_FILE, METRICS_FILE, RunDir
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import (
     check_each_key_once,
@@ -146,7 +146,7 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
         _failed(run_dir, label, str(exc))
         return None
     except Exception as exc:  # one broken job must not stop the sweep; keep its traceback
-        (run_dir / FAILED_FILE).write_text(traceback.format_exc())
+        RunDir(run_dir).failed_file.write_text(traceback.format_exc())
         console.print(f"[red]failed[/red] {label}: {type(exc).__name__}: {exc}")
         return None
     finally:
@@ -160,7 +160,7 @@ def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
 
 
 def _failed(run_dir: Path, label: str, why: str) -> None:
-    (run_dir / FAILED_FILE).write_text(f"posenc: error: {why}\n")
+    RunDir(run_dir).failed_file.write_text(f"posenc: error: {why}\n")
     console.print(f"[red]failed[/red] {label}: {why}")
 
 
