@@ -55,13 +55,14 @@ def _print_pair_regions(run_dir: Path) -> None:
     """For a RoPE-family parent, which pairs the methods treat alike (encodings/rope_regions.py):
     whether this model can separate the methods at all."""
     # deferred: torch (rope.py) only once the jobs are planned and checked
+    from posenc_cli.config.encoding_checks import is_rotary
     from posenc_cli.config.rundir import load_run_config
     from posenc_cli.encodings.rope import rotary_frequencies
     from posenc_cli.encodings.rope_regions import describe, pair_regions
 
     parent = load_run_config(run_dir)
     enc = parent.encoding
-    if not enc.get("rotary", False):
+    if not is_rotary(enc):
         return
     inv, _ = rotary_frequencies(
         int(parent.model.d_model) // int(parent.model.n_heads),

@@ -1,5 +1,7 @@
 """The one exception type that reaches users as a single line instead of a traceback."""
 
+import difflib
+
 
 class PosencError(Exception):
     """A problem the user can fix: the message says what is wrong and how to fix it."""
@@ -26,3 +28,9 @@ class RankFailure(Exception):
         super().__init__(f"[exit {code}] {line}")
         self.code = code
         self.line = line
+
+
+def closest(word: str, choices: list[str]) -> str:
+    """' (did you mean X?)' when a choice is close to ``word``, else ''."""
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""

@@ -18,8 +18,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.config.groups import add_option, group_options, option_file, remove_option
-from posenc_cli.config.schema import NAME_PATTERN
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.registry import allow_class, disallow_class
 

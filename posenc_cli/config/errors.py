@@ -7,8 +7,7 @@ import re
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from posenc_cli.common.errors import PosencError
-from posenc_cli.config.groups import closest
+from posenc_cli.common.errors import PosencError, closest
 from posenc_cli.config.schema import RootConfig
 
 

@@ -6,7 +6,6 @@ test's toy encoding, config/added_encodings.py); a config value never can.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +63,3 @@ def option_values(group: str, name: str) -> dict[str, Any]:
     if isinstance(yaml, dict) and isinstance(yaml.get(group), dict):
         yaml = yaml[group]
     return {str(k): v for k, v in yaml.items()} if isinstance(yaml, dict) else {}
-
-
-def closest(word: str, choices: list[str]) -> str:
-    """' (did you mean X?)' when a choice is close to ``word``, else ''."""
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-    return f" (did you mean '{match[0]}'?)" if match else ""

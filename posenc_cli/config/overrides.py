@@ -9,8 +9,8 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 
-from posenc_cli.common.errors import PosencError
-from posenc_cli.config.groups import GROUPS, closest, group_options
+from posenc_cli.common.errors import PosencError, closest
+from posenc_cli.config.groups import GROUPS, group_options
 
 MAX_SWEEP_JOBS = 500
 

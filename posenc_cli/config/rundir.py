@@ -23,13 +23,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.common.run_layout import LOCK_FILE, RunDir
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import load_received, resolve_received
-from posenc_cli.config.schema import COMMAND_SECTIONS, NAME_PATTERN, RootConfig
+from posenc_cli.config.schema import COMMAND_SECTIONS, RootConfig
 from posenc_cli.config.task_checks import prepare_task
 from posenc_cli.encodings.names import META_KEYS
 

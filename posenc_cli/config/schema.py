@@ -15,79 +15,15 @@ values differ.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import ListConfig
-
-from posenc_cli.config.groups import closest
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.names import ROPE_SCALING_METHODS as ROPE_SCALING
-
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 #: Sections composed only for their own command (`posenc bench` adds +bench=default), so a
 #: training run's saved config holds none of them; checked whenever they are present.
 COMMAND_SECTIONS = ("bench",)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """The valid values of one key: a numeric range, a set of choices, or a plain name.
-
-    ``low`` and ``fix`` replace the generic wording where a key deserves a better one."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-    choices: tuple[str, ...] = ()
-    name: bool = False
-    nonempty: bool = False
-    low: str = ""
-    fix: str = ""
-
-    def problem(self, key: str, value: Any) -> str | None:
-        """What is wrong with ``key=value`` (None when it is fine); lists element-wise."""
-        if isinstance(value, (list, tuple, ListConfig)):
-            if self.nonempty and not value:
-                return f"{key} is empty"
-            return next((p for v in value if (p := self.problem(key, v)) is not None), None)
-        if value is None:
-            return None
-        if self.choices and str(value) not in self.choices:
-            return f"unknown {key} '{value}'{closest(str(value), list(self.choices))}"
-        if self.name and not NAME_PATTERN.fullmatch(str(value)):
-            return f"{key} is '{value}', not a plain name"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{key}={value} is not a finite number"
-        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
-            return f"{key}={value} {self.low or 'is too small'}"
-        if self.hi is not None and (value > self.hi or (self.hi_open and value == self.hi)):
-            return f"{key}={value} is too large"
-        return None
-
-    def advice(self, key: str, value: Any = None) -> str:
-        """How to fix it, for the error message."""
-        if self.fix:
-            return self.fix
-        if self.nonempty and isinstance(value, (list, tuple, ListConfig)) and not value:
-            return f"give at least one value, e.g. {key}=[...]"
-        if self.choices:
-            return "choose one of: " + ", ".join(self.choices)
-        if self.name:
-            return "use letters, digits, '_', '.' or '-' (it names a folder)"
-        bounds = []
-        if self.lo is not None:
-            bounds.append(f"{key} {'>' if self.lo_open else '>='} {_number(self.lo)}")
-        if self.hi is not None:
-            bounds.append(f"{key} {'<' if self.hi_open else '<='} {_number(self.hi)}")
-        return "use " + " and ".join(bounds)
-
-
-def _number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def key(default: Any = None, factory: Any = None, **rule: Any) -> Any:

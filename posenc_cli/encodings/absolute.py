@@ -7,11 +7,15 @@ p_{m+k} is a rotation of the pair of p_m by k·θ_i, so PE(m+k) = M_k PE(m) for 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor, nn
 
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import PositionalEncoding, first_position, range_key
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.parameters import EVEN, POSITIVE
 
 
 def inverse_frequencies(dim: int, base: float = 10000.0) -> Tensor:
@@ -33,7 +37,12 @@ class LearnedAbsoluteEncoding(PositionalEncoding):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_len: int
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        max_len: Annotated[int, Rule(lo=1)],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_len = max_len
@@ -61,7 +70,12 @@ class SinusoidalEncoding(PositionalEncoding):
     inv_freq: Tensor
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float
+        self,
+        d_model: Annotated[int, EVEN],
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        base: Annotated[float, POSITIVE],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)
@@ -89,7 +103,12 @@ class LearnedSinusoidalEncoding(PositionalEncoding):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float
+        self,
+        d_model: Annotated[int, EVEN],
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        base: Annotated[float, POSITIVE],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)

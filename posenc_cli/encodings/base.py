@@ -26,7 +26,7 @@ Whether an encoding has a bias, and of which kind, follows from the hooks it ove
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -149,6 +149,11 @@ class PositionalEncoding(nn.Module):
         cls.has_content_attention = (
             cls.content_attention is not PositionalEncoding.content_attention
         )
+
+    @classmethod
+    def check_relations(cls, params: Mapping[str, Any]) -> None:
+        """Refuse parameters that are each valid but not together (a PosencError); the
+        constructor's typed signature checks each one alone (encodings/parameters.py)."""
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__()

@@ -17,10 +17,13 @@ training ``ContextualAttention`` computes the bias and the attention in one node
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding
 from posenc_cli.encodings.contextual import (
     ContextualAttention,
@@ -39,7 +42,12 @@ class CopeEncoding(PositionalEncoding):
     bias_buffers = 6
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_position: int
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        max_position: Annotated[int, Rule(lo=2)],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_position = max_position

@@ -15,9 +15,12 @@ distinct distance and then relative-shifted — O(T·S·H) memory.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor, nn
 
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.relative import (
@@ -42,7 +45,12 @@ class DebertaEncoding(PositionalEncoding):
     bias_buffers = 3
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, max_relative: int
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        max_relative: Annotated[int, Rule(lo=1)],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_relative = max_relative

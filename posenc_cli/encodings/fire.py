@@ -23,10 +23,14 @@ autograd the pieces are found per row and tile of keys instead of per pair
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor, nn
 
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.parameters import POSITIVE
 from posenc_cli.encodings.piecewise import piecewise_bias, tile_keys
 
 #: Added to the normaliser ψ(max(L, i)), as in the paper's listing.
@@ -44,9 +48,9 @@ class FireEncoding(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        hidden: int,
-        c: float,
-        threshold: float,
+        hidden: Annotated[int, Rule(lo=1)],
+        c: Annotated[float, POSITIVE],
+        threshold: Annotated[float, POSITIVE],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))

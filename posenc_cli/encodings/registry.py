@@ -17,7 +17,7 @@ from typing import Any
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.encodings.rules import check_parameters, model_dims
+from posenc_cli.encodings.parameters import check_parameters, model_dims
 
 PACKAGE = "posenc_cli.encodings"
 
@@ -73,19 +73,13 @@ def encoding_class(target: str) -> type[PositionalEncoding]:
 
 
 def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> PositionalEncoding:
-    """Instantiate the encoding with its YAML parameters, once its YAML's checks pass (a wrong
-    parameter is one line, rules.py)."""
+    """Instantiate the encoding with its YAML parameters, once its constructor's rules pass (a
+    wrong parameter is one line, parameters.py)."""
     cls = encoding_class(enc_cfg["_target_"])
     model = model_dims(d_model, n_heads, n_layers)
     params = encoding_params(enc_cfg)
     name = str(enc_cfg.get("name", cls.__name__))
-    check_parameters(name, dict(enc_cfg.get("checks") or {}), params, model)
-    try:
-        enc = cls(**model, **params)
-    except TypeError as exc:
-        raise PosencError(
-            f"encoding '{name}': {exc}",
-            "check its parameters in configs/encoding/",
-        ) from None
+    check_parameters(name, cls, params, model)
+    enc = cls(**model, **params)
     enc.config_name = str(enc_cfg.get("name", ""))
     return enc

@@ -14,12 +14,15 @@ nothing: the model is `none`.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import Tensor
 
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.parameters import EVEN, POSITIVE, YARN_RAMPS
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
 
 
@@ -27,7 +30,7 @@ def rotary_frequencies(
     head_dim: int, theta: float, rotary_fraction: float, p: float
 ) -> tuple[Tensor, int]:
     """(E/2,) float64 θ_k with zeros for the unrotated pairs, and the rotated dimensions
-    (``rotary_fraction`` in (0, 1] and ``p`` in [0, 1], as configs/encoding/rope.yaml checks)."""
+    (``rotary_fraction`` in (0, 1] and ``p`` in [0, 1], as the constructor's rules check)."""
     rotary_dims = max(2, 2 * round(rotary_fraction * head_dim / 2))
     inv = torch.zeros(head_dim // 2, dtype=torch.float64)
     inv[: rotary_dims // 2] = theta ** (
@@ -51,12 +54,12 @@ class RotaryEncoding(PositionalEncoding):
         self,
         d_model: int,
         n_heads: int,
-        head_dim: int,
+        head_dim: Annotated[int, EVEN],
         n_layers: int,
-        theta: float,
-        rotary_fraction: float,
-        p: float,
-        yarn_ramp: str,
+        theta: Annotated[float, POSITIVE],
+        rotary_fraction: Annotated[float, Rule(lo=0, lo_open=True, hi=1)],
+        p: Annotated[float, Rule(lo=0, hi=1)],
+        yarn_ramp: Annotated[str, YARN_RAMPS],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.yarn_ramp = yarn_ramp

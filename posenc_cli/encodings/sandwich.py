@@ -11,10 +11,14 @@ function of i - j alone: the O(T)-memory Toeplitz path.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor
 
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.parameters import POSITIVE
 
 
 class SandwichEncoding(PositionalEncoding):
@@ -30,9 +34,9 @@ class SandwichEncoding(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        dim: int | None,
-        base: float,
-        compression: float,
+        dim: Annotated[int | None, Rule(lo=2, even=True)],
+        base: Annotated[float, POSITIVE],
+        compression: Annotated[float, POSITIVE],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.dim = head_dim if dim is None else dim

@@ -13,10 +13,14 @@ logit units, i.e. after the scaling.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor, nn
 
+from posenc_cli.common.errors import PosencError
+from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import PositionalEncoding
 
 
@@ -44,7 +48,7 @@ class T5RelativeBias(PositionalEncoding):
         n_heads: int,
         head_dim: int,
         n_layers: int,
-        num_buckets: int,
+        num_buckets: Annotated[int, Rule(lo=2)],
         max_distance: int,
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
@@ -53,6 +57,18 @@ class T5RelativeBias(PositionalEncoding):
         self.weight = nn.Parameter(torch.empty(num_buckets, n_heads))
         std = d_model**-0.5
         nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
+
+    @classmethod
+    def check_relations(cls, params: Mapping[str, Any]) -> None:
+        """The log-spaced buckets start at distance num_buckets / 2 and end at max_distance."""
+        half = params["num_buckets"] / 2
+        if params["max_distance"] <= half:
+            raise PosencError(
+                f"encoding.max_distance={params['max_distance']} is not an integer > "
+                f"num_buckets / 2 ({half:g}), where the log-spaced buckets start",
+                f"set encoding.max_distance above {half:g} (configs/encoding/t5.yaml has its "
+                "default)",
+            )
 
     def distance_bias(self, distance: Tensor) -> Tensor:
         """(H, N): the table row of each distance's bucket — one lookup per distinct distance

@@ -15,7 +15,7 @@ computes any length.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Annotated, cast
 
 import torch
 from torch import Tensor, nn
@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.parameters import EVEN, POSITIVE
 from posenc_cli.encodings.relative import (
     distance_columns,
     forward_distances,
@@ -40,7 +41,12 @@ class TransformerXLEncoding(PositionalEncoding):
     inv_freq: Tensor
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, base: float
+        self,
+        d_model: Annotated[int, EVEN],
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        base: Annotated[float, POSITIVE],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)

@@ -9,10 +9,13 @@ long lengths. With ζ = 1 (B → ∞) it is RoPE exactly.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor
 
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.parameters import EVEN, POSITIVE, YARN_RAMPS
 from posenc_cli.encodings.rope import RotaryEncoding
 
 
@@ -26,12 +29,12 @@ class XPosEncoding(RotaryEncoding):
         self,
         d_model: int,
         n_heads: int,
-        head_dim: int,
+        head_dim: Annotated[int, EVEN],
         n_layers: int,
-        theta: float,
-        gamma: float,
-        scale_base: float,
-        yarn_ramp: str,
+        theta: Annotated[float, POSITIVE],
+        gamma: Annotated[float, POSITIVE],
+        scale_base: Annotated[float, POSITIVE],
+        yarn_ramp: Annotated[str, YARN_RAMPS],
     ) -> None:
         super().__init__(  # xPos rotates every pair: the whole head, no p-RoPE
             d_model,

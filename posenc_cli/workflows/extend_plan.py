@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.effect_checks import check_extension_schedule
+from posenc_cli.config.encoding_checks import is_rotary
 from posenc_cli.config.extension import child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of, quote
 from posenc_cli.config.rundir import load_run_config, planned_run_dir, run_in_use
@@ -160,7 +161,7 @@ def _grid_root(requested: DictConfig, args: list[str]) -> Path:
 def parent_is_rotary(run_dir: Path) -> bool:
     """The parent's encoding is RoPE-family (what every method but none needs)."""
 
-    return bool(load_run_config(run_dir).encoding.get("rotary", False))
+    return is_rotary(load_run_config(run_dir).encoding)
 
 
 def require_rotary(run_dir: Path, method: str) -> None:

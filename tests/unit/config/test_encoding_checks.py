@@ -1,4 +1,4 @@
-"""The composed config's encoding is checked from its YAML alone (config/encoding_checks.py):
+"""The composed config's encoding is checked against its class (config/encoding_checks.py):
 what an experiment file or a hand-edited config can do that an override cannot."""
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ def test_a_renamed_encoding_keeps_its_rules_and_must_name_a_posenc_class() -> No
         check_encoding(cfg)
 
 
-def test_the_option_yaml_not_the_composed_copy_holds_the_rules() -> None:
+def test_the_class_not_the_config_holds_the_rules() -> None:
+    """A ``checks`` section (what configs carried before the rules moved to the class) is
+    ignored: no config can loosen a rule."""
     cfg = compose(["encoding=rope"])
-    cfg.encoding.checks.theta = "number < 0"
+    with open_dict(cfg):
+        cfg.encoding.checks = {"theta": "number < 0"}
     cfg.encoding.theta = -1.0
     with pytest.raises(PosencError, match="is not a number > 0"):
         check_encoding(cfg)

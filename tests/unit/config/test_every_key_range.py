@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.rules import Rule
 from posenc_cli.config.checks import schema_keys
-from posenc_cli.config.schema import Rule
 
 
 def bad_value(rule: Rule) -> Any:
