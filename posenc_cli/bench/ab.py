@@ -37,9 +37,9 @@ import torch
 from posenc_cli.bench.case import evaluation_step, training_step
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory
 from posenc_cli.engine.step import make_optimizer
-from posenc_cli.model import build_model
 
 
 @dataclass

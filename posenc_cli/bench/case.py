@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 from posenc_cli.bench.plan import MARKER
+from posenc_cli.config.schema import ModelConfig, TrainConfig
+from posenc_cli.engine.build import build_lm
 from posenc_cli.engine.runtime import Runtime, compile_model, flush_denormals, keep_freed_memory
 from posenc_cli.engine.step import make_optimizer, train_step
-from posenc_cli.model import build_model
 
 
 def _status_mb(field: str) -> float | None:
@@ -78,14 +78,13 @@ def _timed(fn: Any, *args: Any) -> float:
 
 
 def build(spec: dict[str, Any]) -> torch.nn.Module:
-    cfg = OmegaConf.create({"model": spec["model"], "encoding": spec["encoding"]})
     torch.manual_seed(0)
-    return build_model(cfg, spec["vocab_size"])
+    return build_lm(ModelConfig(**spec["model"]), spec["encoding"], spec["vocab_size"])
 
 
 def train_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
     """Real training steps on random token ids; returns per-step wall times."""
-    opt = make_optimizer(model, OmegaConf.create(spec["optimizer"]))
+    opt = make_optimizer(model, TrainConfig(**spec["optimizer"]))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"] + 1), generator=gen)
     x, y = ids[:, :-1], ids[:, 1:]

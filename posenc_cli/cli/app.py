@@ -26,6 +26,8 @@ from posenc_cli.config.groups import GROUPS, group_options
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from posenc_cli.config.run_config import RunConfig
+
 
 def _groups_help() -> str:
     lines = ["Config groups (choose with GROUP=OPTION):"]
@@ -47,7 +49,7 @@ app = typer.Typer(
 )
 
 
-def _train_job(cfg: DictConfig, run_dir: Path) -> None:
+def _train_job(cfg: RunConfig, run_dir: Path) -> None:
     from posenc_cli.cli.console import print_run_summary  # deferred: see the module docstring
     from posenc_cli.workflows.ranks import run_job
 
@@ -69,11 +71,13 @@ def train(overrides: list[str] | None = OVERRIDES) -> None:
         cfg = compose(overrides, with_hydra=True)
         if cfg.resume:
             return _resume(Path(str(cfg.resume)), cfg, overrides)
-        from posenc_cli.config.rundir import claim_new_run_dir
+        from posenc_cli.config.run_config import typed
+        from posenc_cli.config.rundir import claim_new_run_dir, planned_run_dir
         from posenc_cli.workflows.launch import run_once
         from posenc_cli.workflows.preflight import preflight
 
-        preflight(cfg, overrides=overrides)
+        planned_run_dir(cfg, overrides)  # checked before any tokenizing
+        preflight(typed(cfg))
         run_once(cfg, overrides, claim_new_run_dir(cfg, overrides), _train_job)
 
 
@@ -98,9 +102,10 @@ def resume(
 def _resume(
     run_dir: Path, requested: DictConfig | None = None, overrides: list[str] | None = None
 ) -> None:
+    from posenc_cli.config.run_config import typed
     from posenc_cli.engine.resume import resume_config
 
-    cfg = resume_config(run_dir, requested, overrides)  # its one-line errors need no torch
+    cfg = typed(resume_config(run_dir, requested, overrides))  # one-line errors, no torch
     from posenc_cli.cli.console import print_run_summary
     from posenc_cli.config.rundir import lock_run_dir
     from posenc_cli.workflows.preflight import preflight

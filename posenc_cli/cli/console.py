@@ -14,6 +14,7 @@ from rich.table import Table
 from posenc_cli.common.console import console
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.resolvers import readable
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.evals.base import registry, task_of, view_task
 
@@ -104,7 +105,7 @@ def _shown(enc: DictConfig, key: str, length: int) -> str:
     return f"{formula} ({enc[key]} at L = {length})"
 
 
-def print_eval_result(run_dir: Path, cfg: DictConfig, key: str, result: dict[str, Any]) -> None:
+def print_eval_result(run_dir: Path, cfg: RunConfig, key: str, result: dict[str, Any]) -> None:
     """What the result's task renders of it (evals/base.py), or why it was skipped."""
     task = task_of(key)
     if set(result) == {"skipped"} or task is None:

@@ -34,6 +34,7 @@ def extend(
     method (configs/extend/default.yaml); writes a new run directory. Swept values
     (extend.method=pi,yarn) or experiment=context_extension run every combination."""
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
+    from posenc_cli.config.run_config import typed
     from posenc_cli.workflows.extend_plan import plan_jobs
     from posenc_cli.workflows.preflight import preflight
 
@@ -41,7 +42,7 @@ def extend(
         jobs, root = plan_jobs(run_dir, list(overrides or []))
         for job in jobs:
             if job.cfg is not None:
-                preflight(job.cfg)
+                preflight(typed(job.cfg))
         _print_pair_regions(run_dir)
         if root is not None:
             print(f"posenc extend: {len(jobs)} jobs in {root}", flush=True)
@@ -56,21 +57,23 @@ def _print_pair_regions(run_dir: Path) -> None:
     whether this model can separate the methods at all."""
     # deferred: torch (rope.py) only once the jobs are planned and checked
     from posenc_cli.config.encoding_checks import is_rotary
+    from posenc_cli.config.run_config import typed
     from posenc_cli.config.rundir import load_run_config
     from posenc_cli.encodings.rope import rotary_frequencies
     from posenc_cli.encodings.rope_regions import describe, pair_regions
 
-    parent = load_run_config(run_dir)
-    enc = parent.encoding
-    if not is_rotary(enc):
+    saved = load_run_config(run_dir)
+    if not is_rotary(saved.encoding):
         return
+    parent = typed(saved)
+    enc = parent.encoding.params
     inv, _ = rotary_frequencies(
-        int(parent.model.d_model) // int(parent.model.n_heads),
-        float(enc.theta),
-        float(enc.get("rotary_fraction", 1.0)),
-        float(enc.get("p", 1.0)),
+        parent.model.d_model // parent.model.n_heads,
+        enc["theta"],
+        enc.get("rotary_fraction", 1.0),
+        enc.get("p", 1.0),
     )
-    for line in describe(pair_regions(inv.tolist(), int(parent.train.context_length))):
+    for line in describe(pair_regions(inv.tolist(), parent.train.context_length)):
         print(f"posenc extend: {line}", flush=True)
 
 
@@ -79,6 +82,7 @@ def _run(run_dir: Path, job: Job) -> None:
 
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.cli.console import print_eval_result, print_run_summary
+    from posenc_cli.config.run_config import typed
     from posenc_cli.config.rundir import claim_new_run_dir, save_run_config, unlock_run_dir
     from posenc_cli.evals.run import evaluate_run
     from posenc_cli.workflows.ranks import run_job
@@ -92,7 +96,7 @@ def _run(run_dir: Path, job: Job) -> None:
     where = OmegaConf.create({"hydra": {"run": {"dir": str(job.planned)}}})
     child = claim_new_run_dir(where, list(job.overrides))
     save_run_config(child, job.cfg, list(job.overrides))
-    metrics = run_job(job.cfg, child)
+    metrics = run_job(typed(job.cfg), child)
     unlock_run_dir(child)  # free for `posenc eval` while a grid goes on
     if metrics is not None:
         print_run_summary(metrics, child)

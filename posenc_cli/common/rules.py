@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from posenc_cli.common.errors import closest
@@ -114,3 +114,11 @@ class Rule:
 def _number(x: float | None) -> str:
     assert x is not None
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def key(default: Any = None, factory: Any = None, **rule: Any) -> Any:
+    """A schema field with its Rule."""
+    meta = {"rule": Rule(**rule)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)

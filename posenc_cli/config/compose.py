@@ -32,6 +32,7 @@ from posenc_cli.config.eval_sections import check_sections, fold_older_names, ty
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.hydra_checks import check_hydra_layout
 from posenc_cli.config.overrides import check_group_choices
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.schema import RootConfig
 from posenc_cli.config.task_checks import prepare_task
 
@@ -58,6 +59,11 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     if with_hydra:
         check_hydra_layout(cfg)
     return cfg
+
+
+def load(overrides: list[str]) -> RunConfig:
+    """The config of ``overrides``, composed, validated and typed: what a run reads."""
+    return typed(compose(overrides))
 
 
 def _composition_error(exc: Exception) -> PosencError:

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options, option_values
+from posenc_cli.config.run_config import EvalSettings
 from posenc_cli.config.schema import EvalConfig
 
 #: The config group of the tasks' sections (configs/eval/tasks/<task>.yaml).
@@ -40,17 +41,13 @@ def section_defaults(task: str) -> dict[str, Any]:
     return option_values(SECTIONS, task) if task in group_options(SECTIONS) else {}
 
 
-def task_settings(ev: Any, task: str, defaults: dict[str, Any] | None = None) -> DictConfig:
-    """eval.<task> of ``ev`` over the task's defaults (its YAML unless given), with the older
-    flat keys that ``ev`` sets moved in."""
+def task_settings(
+    ev: EvalSettings, task: str, defaults: dict[str, Any] | None = None
+) -> DictConfig:
+    """eval.<task> of ``ev`` over the task's defaults (its YAML unless given); older flat keys
+    were folded into their sections when the config was composed (``fold_older_names``)."""
     merged = OmegaConf.create(section_defaults(task) if defaults is None else defaults)
-    own = ev.get(task)
-    if isinstance(own, DictConfig):
-        merged = cast(DictConfig, OmegaConf.merge(merged, own))  # a mapping over a mapping
-    for flat, (section, key) in older_names().items():
-        if section == task and flat in ev and not OmegaConf.is_interpolation(ev, flat):
-            merged[key] = ev[flat]
-    return merged
+    return cast(DictConfig, OmegaConf.merge(merged, ev.sections.get(task) or {}))
 
 
 def fold_older_names(ev: DictConfig) -> None:

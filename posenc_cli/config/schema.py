@@ -18,20 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from posenc_cli.common.rules import Rule
+from posenc_cli.common.rules import key
+from posenc_cli.data.config import DataConfig
 from posenc_cli.encodings.names import ROPE_SCALING_METHODS as ROPE_SCALING
 
 #: Sections composed only for their own command (`posenc bench` adds +bench=default), so a
 #: training run's saved config holds none of them; checked whenever they are present.
 COMMAND_SECTIONS = ("bench",)
-
-
-def key(default: Any = None, factory: Any = None, **rule: Any) -> Any:
-    """A schema field with its Rule."""
-    meta = {"rule": Rule(**rule)}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -44,27 +37,6 @@ class ModelConfig:
     n_kv_heads: int | None = key(None, lo=1)
     rms_norm_eps: float = key(1e-5, lo=0, lo_open=True)
     tie_embeddings: bool = False
-
-
-@dataclass
-class DataConfig:
-    name: str = key("sotu", name=True)
-    kind: str = key("sotu", choices=("sotu", "text", "hf"))
-    path: str | None = None
-    val_path: str | None = None
-    vocab_size: int = key(
-        4096, lo=257, hi=2**31 - 1, low="is smaller than the byte alphabet plus <|endoftext|> (257)"
-    )
-    val_every_nth: int = key(20, lo=2)
-    cache_dir: str = "~/.cache/posenc"
-    dataset: str | None = None
-    subset: str | None = None
-    split: str = "train"
-    text_field: str = "text"
-    data_files: Any = None
-    revision: str | None = None
-    train_tokens: int | None = key(None, lo=1)
-    documents: str = key("rows", choices=("rows", "wikitext_articles"))
 
 
 @dataclass

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import group_options, option_values
+from posenc_cli.synthetic.config import task_config
+
+if TYPE_CHECKING:
+    from posenc_cli.synthetic.base import SyntheticTask
 
 
 def is_task(cfg: Any) -> bool:
     """A synthetic-task run (anything but task=lm, the language modelling default)."""
     return str(cfg.get("task", {}).get("name", "lm")) != "lm"
-
-
-def run_label(cfg: Any) -> str:
-    """'rope seed 0', or 'rope copy seed 0' for a task run: what progress lines and sweep
-    messages call a run, so two jobs of one encoding on two tasks are told apart."""
-    task = f" {cfg.task.name}" if is_task(cfg) else ""
-    return f"{cfg.encoding.name}{task} seed {cfg.seed}"
 
 
 def _lengths(task: DictConfig, key: str) -> list[int]:
@@ -95,10 +92,7 @@ def check_task(cfg: DictConfig) -> None:
             f"task.test_instances={task.get('test_instances')!r} is not a positive whole number",
             "e.g. task.test_instances=500",
         )
-    # deferred: numpy only for a synthetic-task run
-    from posenc_cli.synthetic.base import build_task
-
-    build_task(task)
+    _task_of(task)
 
 
 def prepare_task(cfg: DictConfig) -> None:
@@ -108,8 +102,15 @@ def prepare_task(cfg: DictConfig) -> None:
     check_task(cfg)
     if not is_task(cfg):
         return
+    task = _task_of(cfg.task)
+    cfg.train.context_length = task.sequence_length(task.cfg.train_lengths[1]) - 1
+
+
+def _task_of(node: DictConfig) -> SyntheticTask:
+    """The task a checked ``task`` section describes, built (its vocabulary checked)."""
     # deferred: numpy only for a synthetic-task run
     from posenc_cli.synthetic.base import build_task
 
-    longest = build_task(cfg.task).sequence_length(int(cfg.task.train_lengths[1]))
-    cfg.train.context_length = longest - 1
+    values = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(values, dict)
+    return build_task(task_config({str(k): v for k, v in values.items()}))

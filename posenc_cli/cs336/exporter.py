@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from posenc_cli.common import faults
 from posenc_cli.common.atomic import write_atomic, write_json_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.cs336.bpe_files import tokenizer_files
 from posenc_cli.cs336.gpt2_bytes import to_bytes, token_bytes
 from posenc_cli.interchange.export_source import open_run, write_export
@@ -48,8 +48,8 @@ def export_cs336(run_dir: Path, out: Path, in_use: bool = False) -> list[Path]:
     return [out / f for f in FILES]
 
 
-def _check_rope(cfg: DictConfig, run_dir: Path) -> None:
-    if str(cfg.encoding.name) != "rope":
+def _check_rope(cfg: RunConfig, run_dir: Path) -> None:
+    if cfg.encoding.name != "rope":
         raise PosencError(
             f"{run_dir} uses encoding '{cfg.encoding.name}'; CS336's model is RoPE",
             "export a run trained with encoding=rope",
@@ -79,15 +79,15 @@ def _write_files(
     write_json_atomic(folder / "model_config.json", model)
 
 
-def model_config(cfg: DictConfig, model: dict[str, Any]) -> dict[str, Any]:
+def model_config(cfg: RunConfig, model: dict[str, Any]) -> dict[str, Any]:
     """The sizes CS336's TransformerLM constructor takes, as model_config.json holds them."""
     m = cfg.model
     return {
         "vocab_size": int(model["lm_head.weight"].shape[0]),
-        "context_length": int(cfg.train.context_length),
-        "d_model": int(m.d_model),
-        "num_layers": int(m.n_layers),
-        "num_heads": int(m.n_heads),
-        "d_ff": int(m.d_ff or default_d_ff(int(m.d_model))),
-        "rope_theta": float(cfg.encoding.theta),
+        "context_length": cfg.train.context_length,
+        "d_model": m.d_model,
+        "num_layers": m.n_layers,
+        "num_heads": m.n_heads,
+        "d_ff": m.d_ff or default_d_ff(m.d_model),
+        "rope_theta": float(cfg.encoding.params["theta"]),
     }

@@ -9,20 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import claim_new_run_dir
 from posenc_cli.cs336.bpe_checks import check_embedding
 from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.state import Weights, load_weights
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.metrics import imported_metrics
 from posenc_cli.interchange.imported_run import write_imported_run
 from posenc_cli.interchange.weights import check_finite, load_exactly
-from posenc_cli.model import TransformerLM, build_model
+from posenc_cli.model import TransformerLM
 
 #: What the weights cannot tell and the user must say, with an example.
 REQUIRED = {
@@ -53,7 +53,8 @@ def import_cs336(
             "give the vocab and merges this model was trained with",
         )
     check_embedding(tok.get_vocab(), weights.vocab_size, vocab)
-    model = build_model(cfg, weights.vocab_size)
+    run = typed(cfg)
+    model = build_model(run, weights.vocab_size)
     load_exactly(
         model,
         weights.state,
@@ -61,7 +62,7 @@ def import_cs336(
         "check model.n_heads and that the model is the assignment's",
     )
     sources = {"checkpoint": checkpoint, "vocab": vocab, "merges": merges}
-    metrics = _metrics(cfg, weights, model, tok.get_vocab_size(), sources)
+    metrics = _metrics(run, weights, model, tok.get_vocab_size(), sources)
     run_dir = claim_new_run_dir(cfg, overrides)
     step = weights.iteration or 0
     write_imported_run(run_dir, cfg, overrides, model, step, lambda p: tok.save(str(p)), metrics)
@@ -78,7 +79,7 @@ def _dimension_overrides(w: Weights) -> list[str]:
 
 
 def _metrics(
-    cfg: DictConfig, weights: Weights, model: TransformerLM, tokens: int, sources: dict[str, Path]
+    cfg: RunConfig, weights: Weights, model: TransformerLM, tokens: int, sources: dict[str, Path]
 ) -> dict[str, Any]:
     imported = {
         "from": "cs336",

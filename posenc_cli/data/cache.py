@@ -26,6 +26,7 @@ from posenc_cli.common.atomic import process_alive
 from posenc_cli.common.console import console
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data.config import DataConfig
 from posenc_cli.data.corpus import EOT
 from posenc_cli.data.tokenizer import load_tokenizer
 
@@ -46,8 +47,8 @@ class TokenData:
         return load_tokenizer(self.tokenizer_path)
 
 
-def cache_root(data_cfg: Any) -> Path:
-    return Path(str(data_cfg.cache_dir)).expanduser()
+def cache_root(data_cfg: DataConfig) -> Path:
+    return Path(data_cfg.cache_dir).expanduser()
 
 
 def ensure(

@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
+from posenc_cli.data.config import DataConfig
 from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
@@ -32,7 +33,7 @@ FORMAT_VERSION = 3  # 3: universal newlines
 MAX_TOKENS = 1 << 22
 
 
-def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> TokenData:
+def encode_for_eval(data_cfg: DataConfig, tokenizer_path: Path, held_out: bool) -> TokenData:
     """Token ids of ``data_cfg``'s text under the given tokenizer (cached; see module doc)."""
     cache_dir = cache_root(data_cfg)
     corpus = open_corpus(data_cfg)
@@ -50,7 +51,7 @@ def encode_for_eval(data_cfg: Any, tokenizer_path: Path, held_out: bool) -> Toke
 
 
 def _cache_name(
-    data_cfg: Any,
+    data_cfg: DataConfig,
     corpus: Corpus | HfCorpus,
     tokenizer_path: Path,
     held_out: bool,

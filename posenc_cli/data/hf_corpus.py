@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data.config import DataConfig
 from posenc_cli.data.content_hash import HashMemo
 from posenc_cli.data.hf_dataset import MAX_DOCUMENT_CHARS, texts
 from posenc_cli.data.row_documents import documents
@@ -40,15 +41,15 @@ def is_validation(doc: str, nth: int) -> bool:
 class HfCorpus:
     """Train and validation documents of a `datasets` source, plus a fingerprint of it."""
 
-    def __init__(self, data_cfg: Any) -> None:
-        if not data_cfg.get("dataset"):
+    def __init__(self, data_cfg: DataConfig) -> None:
+        if not data_cfg.dataset:
             raise PosencError(
                 "data=hf needs data.dataset",
                 "add data.dataset=HUB_ID, or data.dataset=parquet data.data_files=FILES",
             )
         self.cfg = data_cfg
-        self.nth = max(int(data_cfg.val_every_nth), 2)
-        bound = data_cfg.get("train_tokens")
+        self.nth = max(data_cfg.val_every_nth, 2)
+        bound = data_cfg.train_tokens
         self.train_limit: int | None = None if bound is None else int(bound)
         self.val_limit: int | None = VAL_TOKENS
 
@@ -80,7 +81,7 @@ class HfCorpus:
 
     @property
     def _grouping(self) -> str:
-        return str(self.cfg.get("documents") or "rows")
+        return self.cfg.documents
 
     def tokenizer_segments(self) -> Iterator[str]:
         """The first training documents, enough for the tokenizer (see the module doc); the
@@ -93,7 +94,7 @@ class HfCorpus:
     def fingerprint(self, cache_dir: Path) -> str:
         """Every setting that chooses the text, the bounds, and the bytes of local files."""
         h = hashlib.blake2b(digest_size=16)
-        settings = {k: _plain(self.cfg.get(k)) for k in SOURCE_KEYS}
+        settings = {k: _plain(getattr(self.cfg, k)) for k in SOURCE_KEYS}
         if self._grouping != "rows":  # so caches made before data.documents stay valid
             settings["documents"] = self._grouping
         bounds = [self.train_limit, VAL_TOKENS, TOKENIZER_CHARS_PER_TOKEN, TOKENIZER_MAX_CHARS]
@@ -108,7 +109,7 @@ class HfCorpus:
         """The local files the text comes from (none for a hub dataset)."""
         local = Path(str(self.cfg.dataset)).expanduser()
         found = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else []
-        files = self.cfg.get("data_files")
+        files = self.cfg.data_files
         patterns = [] if files is None else [files] if isinstance(files, str) else list(files)
         for pattern in map(str, patterns):
             found += sorted(Path(p) for p in glob.glob(str(Path(pattern).expanduser())))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data.config import DataConfig
 
 BATCH_ROWS = 256
 #: The longest document read: the tokenizer trainer cannot hold a single string much longer
@@ -45,11 +46,11 @@ def is_saved_folder(path: Path) -> bool:
     return (path / "state.json").is_file() or (path / "dataset_dict.json").is_file()
 
 
-def _open(data_cfg: Any) -> Any:
+def _open(data_cfg: DataConfig) -> Any:
     """The split as a dataset that iterates rows (streamed unless it is already on disk)."""
     lib = _datasets()
     name = str(data_cfg.dataset)
-    split = str(data_cfg.split)
+    split = data_cfg.split
     local = Path(name).expanduser()
     if local.is_dir() and is_saved_folder(local):
         saved = lib.load_from_disk(str(local))
@@ -58,22 +59,22 @@ def _open(data_cfg: Any) -> Any:
                 raise ValueError(f"Bad split: {split}. Available splits: {list(saved)}")
             saved = saved[split]
         return saved
-    files = data_cfg.get("data_files")
+    files = data_cfg.data_files
     return lib.load_dataset(
         str(local) if local.is_dir() else name,
-        name=data_cfg.get("subset"),
+        name=data_cfg.subset,
         split=split,
         data_files=list(files) if files is not None and not isinstance(files, str) else files,
-        revision=data_cfg.get("revision"),
+        revision=data_cfg.revision,
         streaming=True,
     )
 
 
-def texts(data_cfg: Any) -> Iterator[str]:
+def texts(data_cfg: DataConfig) -> Iterator[str]:
     """Every non-empty text of data.text_field, in the source's order. The source is opened
     here, in the caller's thread, where the deadline of ``_guarded`` holds (the tokenizer
     trainer consumes the returned iterator from a thread of its own)."""
-    field = str(data_cfg.text_field)
+    field = data_cfg.text_field
     rows = _guarded(data_cfg, lambda: _open(data_cfg))
     columns = rows.column_names
     if columns is not None and field not in columns:
@@ -83,7 +84,7 @@ def texts(data_cfg: Any) -> Iterator[str]:
     return _texts_of(data_cfg, rows, field)
 
 
-def _texts_of(data_cfg: Any, rows: Any, field: str) -> Iterator[str]:
+def _texts_of(data_cfg: DataConfig, rows: Any, field: str) -> Iterator[str]:
     batches = rows.iter(batch_size=BATCH_ROWS)
     row = 0
     while (batch := _guarded(data_cfg, lambda: next(batches, None))) is not None:
@@ -108,7 +109,7 @@ def _texts_of(data_cfg: Any, rows: Any, field: str) -> Iterator[str]:
                 yield text
 
 
-def _no_field(data_cfg: Any, columns: list[str]) -> PosencError:
+def _no_field(data_cfg: DataConfig, columns: list[str]) -> PosencError:
     return PosencError(
         f"dataset '{data_cfg.dataset}' has no field '{data_cfg.text_field}'",
         f"set data.text_field to one of: {', '.join(map(str, columns))}",
@@ -160,7 +161,7 @@ def _deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _guarded(data_cfg: Any, step: Any) -> Any:
+def _guarded(data_cfg: DataConfig, step: Any) -> Any:
     """``step()`` within hub_seconds(), with what `datasets` and the hub raise as one line."""
     try:
         with _deadline(hub_seconds()):
@@ -185,7 +186,7 @@ def _guarded(data_cfg: Any, step: Any) -> Any:
         ) from None
 
 
-def _unreachable(data_cfg: Any, exc: BaseException) -> PosencError:
+def _unreachable(data_cfg: DataConfig, exc: BaseException) -> PosencError:
     return PosencError(
         f"dataset '{data_cfg.dataset}' is not cached and the hub cannot be reached "
         f"({type(exc).__name__})",

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
+from posenc_cli.data.config import DataConfig
 from posenc_cli.data.progress import PrepProgress
 from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
 from posenc_cli.data.stages import Stages
@@ -26,7 +27,7 @@ from posenc_cli.data.tokens import id_dtype, write_ids
 FORMAT_VERSION = 3  # 3: universal newlines
 
 
-def cache_key(data_cfg: Any, corpus: Corpus | HfCorpus, cache_dir: Path) -> str:
+def cache_key(data_cfg: DataConfig, corpus: Corpus | HfCorpus, cache_dir: Path) -> str:
     """Corpus content + every setting that changes the tokens."""
     settings = f"{FORMAT_VERSION}|{data_cfg.kind}|{data_cfg.vocab_size}|{data_cfg.val_every_nth}"
     digest = hashlib.blake2b(
@@ -35,7 +36,7 @@ def cache_key(data_cfg: Any, corpus: Corpus | HfCorpus, cache_dir: Path) -> str:
     return f"{data_cfg.name}-v{data_cfg.vocab_size}-{digest}"
 
 
-def prepare(data_cfg: Any) -> TokenData:
+def prepare(data_cfg: DataConfig) -> TokenData:
     """Train the tokenizer and write token files once; later calls reuse the checked cache.
     An interrupted preparation continues from its last finished stage (stages.py)."""
     cache_dir = cache_root(data_cfg)
@@ -45,7 +46,7 @@ def prepare(data_cfg: Any) -> TokenData:
     try:
         data = ensure(
             target,
-            lambda tmp: _build(corpus, int(data_cfg.vocab_size), tmp, stages),
+            lambda tmp: _build(corpus, data_cfg.vocab_size, tmp, stages),
             ("train", "val"),
             {"format": FORMAT_VERSION},
         )
@@ -109,18 +110,18 @@ def _tokenizer_stage(
     return tok, seconds
 
 
-def check_data_fits(data: TokenData, cfg: Any) -> None:
-    """Enough tokens for one window each side, and the vocabulary that was asked for."""
-    L = cfg.train.context_length
+def check_data_fits(data: TokenData, data_cfg: DataConfig, L: int) -> None:
+    """Enough tokens for one window each side of length ``L``, and the vocabulary that was
+    asked for."""
     if len(data.train) <= L + 1 or len(data.val) <= L + 1:
         raise PosencError(
             f"the corpus is too short: {len(data.train)} training and {len(data.val)} validation "
             f"tokens for windows of {L}",
             "give more text or a smaller train.context_length",
         )
-    if cfg.data.vocab_size != data.meta["vocab_size"]:
+    if data_cfg.vocab_size != data.meta["vocab_size"]:
         raise PosencError(
             f"the tokenizer learned only {data.meta['vocab_size']} tokens, fewer "
-            f"than data.vocab_size={cfg.data.vocab_size}",
+            f"than data.vocab_size={data_cfg.vocab_size}",
             "give more text or a smaller data.vocab_size",
         )

@@ -4,13 +4,12 @@ the ids kept, and a fingerprint for the cache key."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from posenc_cli.data.config import DataConfig
 from posenc_cli.data.corpus import Corpus
 from posenc_cli.data.hf_corpus import HfCorpus
 
 
-def open_corpus(data_cfg: Any) -> Corpus | HfCorpus:
+def open_corpus(data_cfg: DataConfig) -> Corpus | HfCorpus:
     """The corpus of ``data_cfg``; nothing is read from a `datasets` source yet."""
     if data_cfg.kind == "hf":
         return HfCorpus(data_cfg)

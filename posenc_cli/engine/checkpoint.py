@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from posenc_cli.common import faults
 from posenc_cli.common.atomic import remove_partial_writes, write_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine.clock import PhaseClock
 
 
@@ -46,7 +46,7 @@ class TrainState:
 
 
 def training_state(
-    model: nn.Module, opt: torch.optim.Optimizer, st: TrainState, world_size: int, cfg: DictConfig
+    model: nn.Module, opt: torch.optim.Optimizer, st: TrainState, world_size: int, cfg: RunConfig
 ) -> dict[str, Any]:
     """What checkpoints/last.pt holds: enough to continue exactly where training stopped."""
     weights = model.state_dict()
@@ -65,11 +65,11 @@ def training_state(
         "torch_rng": torch.get_rng_state(),
         "world_size": world_size,
         "tokens": st.tokens,
-        "config": OmegaConf.to_container(cfg),
+        "config": cfg.as_yaml(),
     }
 
 
-def best_state(model: nn.Module, step: int, val_loss: float, cfg: DictConfig) -> dict[str, Any]:
+def best_state(model: nn.Module, step: int, val_loss: float, cfg: RunConfig) -> dict[str, Any]:
     """What checkpoints/best.pt holds: the weights of the lowest validation loss."""
     weights = model.state_dict()
     return {
@@ -77,7 +77,7 @@ def best_state(model: nn.Module, step: int, val_loss: float, cfg: DictConfig) ->
         "weights_sha256": state_digest(weights),
         "step": step,
         "val_loss": val_loss,
-        "config": OmegaConf.to_container(cfg),
+        "config": cfg.as_yaml(),
     }
 
 

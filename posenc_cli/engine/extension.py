@@ -7,29 +7,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
 from torch import nn
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
-from posenc_cli.config.extension import is_extension
-from posenc_cli.config.task_checks import is_task
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.metrics import read_metrics
-from posenc_cli.model import build_model
 
 #: What to do about a parent whose checkpoint cannot be used.
 ANOTHER = "extend another run, or restore the parent's checkpoints and .hydra/config.yaml"
 
 
-def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, str]:
+def parent_checkpoint(run_dir: Path, cfg: RunConfig, which: str) -> tuple[int, str]:
     """The step and weights' SHA-256 of the parent's checkpoint ``which`` (last | best)."""
-    if is_task(cfg):
+    if cfg.task.synthetic:
         raise PosencError(
             f"{run_dir} is a synthetic-task run ({cfg.task.name})",
             "extend a language-model run (task=lm)",
         )
-    if is_extension(cfg):
+    if cfg.extend.parent is not None:
         raise PosencError(
             f"{run_dir} is itself an extension of {cfg.extend.parent}",
             f"extend its parent {cfg.extend.parent} with the factor you want",
@@ -46,7 +44,7 @@ def parent_checkpoint(run_dir: Path, cfg: DictConfig, which: str) -> tuple[int, 
     return int(ck.get("step", 0)), checkpoint.state_digest(ck["model"])
 
 
-def _check_fits(path: Path, state: dict[str, Any], cfg: DictConfig) -> None:
+def _check_fits(path: Path, state: dict[str, Any], cfg: RunConfig) -> None:
     """The weights are the model the parent's config builds: checked (the file is untrusted)
     before the new run exists, not when its training starts."""
     try:
@@ -59,10 +57,11 @@ def _check_fits(path: Path, state: dict[str, Any], cfg: DictConfig) -> None:
         ) from None
 
 
-def start_from_parent(model: nn.Module, cfg: DictConfig) -> None:
+def start_from_parent(model: nn.Module, cfg: RunConfig) -> None:
     """Load the parent's weights (only: the optimizer starts afresh) into a new run's model."""
     ext = cfg.extend
-    path = RunDir(Path(str(ext.parent))).checkpoint(str(ext.checkpoint))
+    assert ext.parent is not None  # a run made by `posenc extend`
+    path = RunDir(Path(ext.parent)).checkpoint(ext.checkpoint)
     ck = checkpoint.load(path)
     if checkpoint.state_digest(ck["model"]) != ext.parent_sha256:
         raise PosencError(
@@ -72,40 +71,40 @@ def start_from_parent(model: nn.Module, cfg: DictConfig) -> None:
     model.load_state_dict(ck["model"])
 
 
-def extension_metrics(cfg: DictConfig, model: nn.Module) -> dict[str, Any]:
+def extension_metrics(cfg: RunConfig, model: nn.Module) -> dict[str, Any]:
     """metrics.json's ``extend`` record (nothing for other runs, so they keep their shape):
     the method and its parameters, and what the parent trained, so `posenc compare` puts the
     run in the parent's table with a row of its own."""
-    if not is_extension(cfg):
-        return {}
     ext = cfg.extend
+    if ext.parent is None:
+        return {}
     enc = getattr(model, "encoding", None)
-    parent = read_metrics(Path(str(ext.parent)))
+    parent = read_metrics(Path(ext.parent))
     return {
         "extend": {
-            "method": str(ext.method),
-            "factor": float(ext.factor),
-            "steps": int(cfg.train.steps),
-            "train_length": int(cfg.train.context_length),
-            "original_length": int(ext.original_length),
-            "lr": float(cfg.train.lr),
+            "method": ext.method,
+            "factor": ext.factor,
+            "steps": cfg.train.steps,
+            "train_length": cfg.train.context_length,
+            "original_length": ext.original_length,
+            "lr": cfg.train.lr,
             "attention_factor": float(getattr(enc, "attention_factor", 1.0)),
             "parent": {
-                "path": str(ext.parent),
-                "step": int(ext.parent_step),
-                "sha256": str(ext.parent_sha256),
+                "path": ext.parent,
+                "step": ext.parent_step,
+                "sha256": ext.parent_sha256,
                 **{k: parent.get(k) for k in ("train_length", "steps", "train_tokens")},
             },
         }
     }
 
 
-def same_tokenizer(tokenizer: Path, cfg: DictConfig) -> None:
+def same_tokenizer(tokenizer: Path, cfg: RunConfig) -> None:
     """The new run's tokenizer (the data cache's ``tokenizer``) is the parent's, so token ids
     mean the same thing; checked before the run directory is made, and again by each run."""
-    if not is_extension(cfg):
+    if cfg.extend.parent is None:
         return
-    parent = RunDir(Path(str(cfg.extend.parent))).tokenizer_file
+    parent = RunDir(Path(cfg.extend.parent)).tokenizer_file
     if parent.is_file() and tokenizer.is_file() and tokenizer.read_bytes() != parent.read_bytes():
         raise PosencError(
             f"the data cache's tokenizer differs from {parent}, so the token ids would differ "

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.config.run_config import RunConfig
 
 FLOAT = 4
 #: Bytes of one int in a Python list (the pointer and the int object): validation's starts.
@@ -36,32 +36,32 @@ class Need:
     bytes: int
 
 
-def n_params(cfg: Any, vocab: int) -> int:
+def n_params(cfg: RunConfig, vocab: int) -> int:
     """Parameters of TransformerLM: embedding and head, attention and SwiGLU per layer."""
     m = cfg.model
-    d = int(m.d_model)
-    d_ff = int(m.d_ff) if m.d_ff else default_d_ff(d)
-    return 2 * vocab * d + int(m.n_layers) * (4 * d * d + 3 * d * d_ff + 2 * d) + d
+    d = m.d_model
+    d_ff = m.d_ff if m.d_ff else default_d_ff(d)
+    return 2 * vocab * d + m.n_layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d
 
 
-def forward_bytes(cfg: Any, vocab: int, tokens: int, backward: bool) -> int:
+def forward_bytes(cfg: RunConfig, vocab: int, tokens: int, backward: bool) -> int:
     """Activations of a forward over ``tokens`` tokens: the logits (and their gradient), and
     the saved activations of every layer when a backward follows (one layer's otherwise)."""
-    d = int(cfg.model.d_model)
-    layers = int(cfg.model.n_layers)
+    d = cfg.model.d_model
+    layers = cfg.model.n_layers
     logits = tokens * vocab * FLOAT * (2 if backward else 1)
     saved = tokens * d * SAVED_PER_TOKEN * FLOAT * (layers if backward else 1)
     return logits + saved
 
 
-def training_needs(cfg: Any, vocab: int) -> list[Need]:
+def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     """What a training run holds, by the key that makes it large."""
     t = cfg.train
-    B = int(t.batch_size)
-    L = int(t.context_length)
+    B = t.batch_size
+    L = t.context_length
     state = n_params(cfg, vocab) * FLOAT * 4  # weights, gradients, two AdamW moments
-    windows = int(t.eval_batches) * B
-    longest = L * max(int(f) for f in cfg.eval.factors)
+    windows = t.eval_batches * B
+    longest = L * max(cfg.eval.extrapolation.factors)
     eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
     return [
         Need("model.d_model", "the model with gradients and optimizer state", state),
@@ -83,11 +83,11 @@ def training_needs(cfg: Any, vocab: int) -> list[Need]:
     ]
 
 
-def evaluation_needs(cfg: Any, vocab: int) -> list[Need]:
+def evaluation_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     """`posenc eval` of a trained run: its weights, twice while the checkpoint is read into
     the model, and the evaluation's longest forward."""
     weights = n_params(cfg, vocab) * FLOAT
-    longest = int(cfg.train.context_length) * max(int(f) for f in cfg.eval.factors)
+    longest = cfg.train.context_length * max(cfg.eval.extrapolation.factors)
     batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
     return [
         Need("model.d_model", "the run's weights, read from its checkpoint", 2 * weights),
@@ -106,9 +106,9 @@ EVALUATION_KEYS = {
 }
 
 
-def inspect_needs(cfg: Any, vocab: int) -> list[Need]:
+def inspect_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     """`posenc inspect` of a config: the model and one forward of train.context_length."""
-    L = int(cfg.train.context_length)
+    L = cfg.train.context_length
     weights = n_params(cfg, vocab) * FLOAT
     return [
         Need(
@@ -174,26 +174,24 @@ def gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**27 else f"{n / 2**20:.0f} MiB"
 
 
-def check_training_memory(cfg: Any, cuda: bool) -> None:
+def check_training_memory(cfg: RunConfig, cuda: bool) -> None:
     """Host memory for every rank on CPU; each GPU's own memory (one rank per GPU) on CUDA."""
-    vocab = int(cfg.data.vocab_size)
-    needs = training_needs(cfg, vocab)
-    ext = cfg.get("extend")
-    instead = EXTENSION_KEYS if ext is not None and ext.get("parent") is not None else None
+    needs = training_needs(cfg, cfg.data.vocab_size)
+    instead = EXTENSION_KEYS if cfg.extend.parent is not None else None
     if cuda:
         check_fits(needs, gpu_available_bytes(), "GPU memory", instead=instead)
     else:
-        check_fits(needs, available_bytes(), "memory", int(cfg.train.nproc), instead)
+        check_fits(needs, available_bytes(), "memory", cfg.train.nproc, instead)
 
 
-def check_evaluation_memory(cfg: Any, cuda: bool) -> None:
+def check_evaluation_memory(cfg: RunConfig, cuda: bool) -> None:
     """Before the model is loaded: the evaluation's needs against this device's memory."""
-    needs = evaluation_needs(cfg, int(cfg.data.vocab_size))
+    needs = evaluation_needs(cfg, cfg.data.vocab_size)
     if cuda:
         check_fits(needs, gpu_available_bytes(), "GPU memory", instead=EVALUATION_KEYS)
     else:
         check_fits(needs, available_bytes(), "memory", instead=EVALUATION_KEYS)
 
 
-def check_inspect_memory(cfg: Any) -> None:
-    check_fits(inspect_needs(cfg, int(cfg.data.vocab_size)), available_bytes(), "memory")
+def check_inspect_memory(cfg: RunConfig) -> None:
+    check_fits(inspect_needs(cfg, cfg.data.vocab_size), available_bytes(), "memory")

@@ -9,16 +9,16 @@ that held it names it under "non_finite", so the file stays valid JSON that says
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.console import console
 from posenc_cli.common.run_layout import METRICS_FILE
+from posenc_cli.config.run_config import RunConfig
 
 FILE = METRICS_FILE
 
@@ -85,7 +85,7 @@ def as_finite(value: Any) -> Any:
 
 
 def imported_metrics(
-    cfg: Any, sizes: tuple[int, int, int], steps: int | None, imported: dict[str, Any]
+    cfg: RunConfig, sizes: tuple[int, int, int], steps: int | None, imported: dict[str, Any]
 ) -> dict[str, Any]:
     """metrics.json of a run imported from another format (`posenc import-cs336`,
     `import-hf`): every training key a trained run has, null where no training happened here,
@@ -94,8 +94,8 @@ def imported_metrics(
     n_params, vocab_size, tokenizer_tokens = sizes
     return {
         "encoding": "rope",
-        "seed": int(cfg.seed),
-        "train_length": int(cfg.train.context_length),
+        "seed": cfg.seed,
+        "train_length": cfg.train.context_length,
         "steps": steps,
         "imported": imported,
         "final_val_loss": None,
@@ -104,7 +104,7 @@ def imported_metrics(
         "tokens_per_s": None,
         "n_params": n_params,
         "train_tokens": None,
-        "model": OmegaConf.to_container(cfg.model),
+        "model": dataclasses.asdict(cfg.model),
         "data": "imported",
         "vocab_size": vocab_size,
         "tokenizer_tokens": tokenizer_tokens,

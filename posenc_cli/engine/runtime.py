@@ -18,6 +18,7 @@ import torch
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine.distributed import Comm, Solo
 
 
@@ -157,21 +158,21 @@ def flush_denormals() -> None:
     torch.set_flush_denormal(True)
 
 
-def make_runtime(cfg: Any, comm: Comm | None = None) -> Runtime:
+def make_runtime(cfg: RunConfig, comm: Comm | None = None) -> Runtime:
     """This process's device, precision and threads; ``comm`` when it is one of several ranks
     (each takes its own GPU, or its share of the CPU cores)."""
     comm = comm or Solo()
     keep_freed_memory()
     flush_denormals()
-    if cfg.train.get("deterministic"):
+    if cfg.train.deterministic:
         torch.set_num_threads(1)  # CPU reductions then always sum in the same order
         torch.use_deterministic_algorithms(True, warn_only=True)
     elif cfg.train.threads:
-        torch.set_num_threads(int(cfg.train.threads))
+        torch.set_num_threads(cfg.train.threads)
     elif comm.local_world_size > 1:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // comm.local_world_size))
-    device = rank_device(pick_device(str(cfg.device)), comm)
-    precision = pick_precision(str(cfg.train.precision), device)
+    device = rank_device(pick_device(cfg.device), comm)
+    precision = pick_precision(cfg.train.precision, device)
     if precision == "bf16" and device.type == "cpu" and not cpu_has_fast_bf16():
         console.print(
             "warning: this CPU has no native bf16 (AVX512-BF16 or AMX), so bf16 is "

@@ -5,16 +5,15 @@ Keeping it in one place means a benchmark measures exactly the step a run takes.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from posenc_cli.config.schema import TrainConfig
 from posenc_cli.engine.runtime import Runtime
 
 
-def make_optimizer(model: nn.Module, t: Any) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, t: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (norm gains and vectors are not decayed)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     keep = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.batches import get_batch
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
@@ -43,7 +44,7 @@ class BatchStream(Protocol):
 class CorpusStream:
     """Random windows of the training ids (CS336 get_batch) from the run's generator."""
 
-    def __init__(self, data: TokenData, cfg: Any) -> None:
+    def __init__(self, data: TokenData, cfg: RunConfig) -> None:
         self.data = data
         self.cfg = cfg
         self.vocab_size = int(data.meta["vocab_size"])
@@ -62,12 +63,12 @@ class CorpusStream:
         )
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
-        return validation_loss(model, self.data, self.cfg, rt)
+        return validation_loss(model, self.data, self.cfg.train, rt)
 
     def describe(self) -> dict[str, Any]:
         t = self.cfg.train
         return {
-            "data": str(self.cfg.data.name),
+            "data": self.cfg.data.name,
             "vocab_size": self.vocab_size,
             "tokenizer": str(self.data.tokenizer_path),
             "val_targets": int(t.eval_batches * t.batch_size * t.context_length),
@@ -77,11 +78,11 @@ class CorpusStream:
 class TaskStream:
     """Instances of sizes in task.train_lengths, drawn as a function of (seed, step)."""
 
-    def __init__(self, task: SyntheticTask, cfg: Any) -> None:
+    def __init__(self, task: SyntheticTask, cfg: RunConfig) -> None:
         self.task = task
         self.cfg = cfg
         self.vocab_size = task.vocab_size
-        lo, hi = (int(n) for n in cfg.task.train_lengths)
+        lo, hi = cfg.task.train_lengths
         self.sizes = (lo, hi)
         t = cfg.train
         self.validation = validation_set(task, self.sizes, t.eval_batches * t.batch_size)
@@ -97,8 +98,8 @@ class TaskStream:
         return training_batch(
             self.task,
             self.sizes,
-            int(self.cfg.train.batch_size),
-            int(self.cfg.seed),
+            self.cfg.train.batch_size,
+            self.cfg.seed,
             step,
             rank,
             world_size,
@@ -123,7 +124,7 @@ class TaskStream:
         }
 
 
-def make_stream(cfg: Any, data: TokenData | None) -> BatchStream:
+def make_stream(cfg: RunConfig, data: TokenData | None) -> BatchStream:
     """The corpus stream of ``data`` for task=lm, else the configured task's."""
     if data is not None:
         return CorpusStream(data, cfg)

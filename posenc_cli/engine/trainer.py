@@ -11,6 +11,7 @@ combined across ranks first, so all ranks take the same branch at the same step.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import signal
 from contextlib import AbstractContextManager
@@ -18,16 +19,16 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from posenc_cli.common import faults
 from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.common.run_layout import RunDir
-from posenc_cli.config.task_checks import run_label
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.checkpoint import TrainState
 from posenc_cli.engine.distributed import data_parallel
 from posenc_cli.engine.meter import (
@@ -50,13 +51,13 @@ from posenc_cli.engine.signals import (
 )
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.streams import make_stream
-from posenc_cli.model import TransformerLM, build_model
+from posenc_cli.model import TransformerLM
 
 
 class Trainer:
     """Build once, then ``resume()`` (optionally) and ``fit()``; ``close()`` at the end."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, rt: Runtime, data: TokenData | None) -> None:
+    def __init__(self, cfg: RunConfig, run_dir: Path, rt: Runtime, data: TokenData | None) -> None:
         """``data`` is the tokenized corpus of a language-modelling run, None for a task."""
         self.cfg = cfg
         self.run_dir = run_dir
@@ -82,7 +83,7 @@ class Trainer:
 
     @property
     def finished(self) -> bool:
-        return self.state.step >= int(self.cfg.train.steps)
+        return self.state.step >= self.cfg.train.steps
 
     def resume(self) -> None:
         """Continue exactly where checkpoints/last.pt stopped: weights, moments, data order."""
@@ -92,7 +93,7 @@ class Trainer:
             saved_world = checkpoint.restore(
                 ck, self.lm, self.opt, self.state, self._tokens_per_rank
             )
-            note_new_world(saved_world, self.rt.world_size, int(self.cfg.train.batch_size))
+            note_new_world(saved_world, self.rt.world_size, self.cfg.train.batch_size)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise PosencError(
@@ -103,7 +104,7 @@ class Trainer:
 
     @property
     def _tokens_per_rank(self) -> int:
-        return int(self.cfg.train.batch_size * self.cfg.train.context_length)
+        return self.cfg.train.batch_size * self.cfg.train.context_length
 
     def open_writer(self) -> SummaryWriter:
         """The run's TensorBoard writer; on resume it drops points past the checkpoint."""
@@ -133,7 +134,7 @@ class Trainer:
             self._tokens_per_rank * self.rt.world_size, st.clock, st.pending
         )
         self.model.train()
-        with progress(t.steps, st.step, run_label(self.cfg)) as bar, StopFlag() as stop:
+        with progress(t.steps, st.step, self.cfg.label()) as bar, StopFlag() as stop:
             while st.step < t.steps:
                 with st.clock.timing("steps"):
                     step = st.step + 1
@@ -266,8 +267,8 @@ class Trainer:
         world = self.rt.world_size
         return {
             "encoding": cfg.encoding.name,
-            "seed": int(cfg.seed),
-            "train_length": int(cfg.train.context_length),
+            "seed": cfg.seed,
+            "train_length": cfg.train.context_length,
             "steps": int(st.step),
             "final_val_loss": st.last_val,
             "final_train_loss": st.last_train,
@@ -275,11 +276,11 @@ class Trainer:
             "n_params": int(self.lm.num_parameters()),
             "train_tokens": st.tokens,
             "world_size": world,
-            "global_batch_size": int(cfg.train.batch_size) * world,
+            "global_batch_size": cfg.train.batch_size * world,
             **st.clock.record(),
             "device": self.rt.device.type,
             "precision": self.rt.precision,
-            "model": OmegaConf.to_container(cfg.model),
+            "model": dataclasses.asdict(cfg.model),
             "position_range": cfg.train.position_range,
             **self.stream.describe(),
         }

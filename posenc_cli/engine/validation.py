@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc_cli.config.schema import TrainConfig
 from posenc_cli.data.batches import validation_starts, windows
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.distributed import shard
@@ -16,13 +15,12 @@ from posenc_cli.engine.runtime import Runtime
 
 
 @torch.no_grad()
-def validation_loss(model: nn.Module, data: TokenData, cfg: Any, rt: Runtime) -> float:
+def validation_loss(model: nn.Module, data: TokenData, t: TrainConfig, rt: Runtime) -> float:
     """Mean next-token loss on the same windows at every call, so the curve is comparable.
 
     With several ranks each scores every world_size-th batch of the one-process order; the
     per-batch sums are combined exactly and added in that order, so the result is the one a
     single process computes."""
-    t = cfg.train
     n = t.eval_batches * t.batch_size
     starts = validation_starts(len(data.val), t.context_length, n)
     was_training = model.training

@@ -18,7 +18,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.common.plugins import import_all, subclasses
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.eval_sections import task_settings
-from posenc_cli.config.task_checks import is_task
+from posenc_cli.config.run_config import RunConfig
 
 if TYPE_CHECKING:  # torch is imported only where a task runs (compare reads results only)
     from torch import nn
@@ -58,39 +58,39 @@ class EvalTask:
     #: received metrics.json holding a value no run could have written (report/validity.py).
     result_bounds: ClassVar[tuple[tuple[str, float], ...]] = ()
 
-    def settings(self, cfg: Any) -> DictConfig:
+    def settings(self, cfg: RunConfig) -> DictConfig:
         """eval.<name>.* of the run's config over the task's defaults (older flat keys mapped)."""
         return task_settings(cfg.eval, self.name, self.defaults)
 
-    def check(self, cfg: Any) -> None:
+    def check(self, cfg: RunConfig) -> None:
         """Raise PosencError (one line) for settings the task cannot use, before any run."""
 
-    def not_applicable(self, model: nn.Module, cfg: Any) -> str | None:
+    def not_applicable(self, model: nn.Module, cfg: RunConfig) -> str | None:
         """Why this task cannot evaluate ``model`` of the run ``cfg`` at all, or None."""
-        if is_task(cfg) and not self.for_synthetic_tasks:
+        if cfg.task.synthetic and not self.for_synthetic_tasks:
             return f"{self.name} evaluates language models; this run trained task={cfg.task.name}"
-        if not is_task(cfg) and self.for_synthetic_tasks:
+        if not cfg.task.synthetic and self.for_synthetic_tasks:
             return f"{self.name} evaluates synthetic-task runs (task=copy, …), not task=lm"
         return None
 
     def run(
-        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+        self, model: nn.Module, data: TokenData | None, cfg: RunConfig, rt: Runtime
     ) -> dict[str, Any]:
         """The JSON-ready result (on ``data.val``, or the task's test sets when ``data`` is
         None); ``model`` is in eval mode, without grad."""
         raise NotImplementedError
 
-    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
+    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: RunConfig) -> None:
         """Write the result to TensorBoard under tags ``key/…``."""
 
-    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
+    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: RunConfig) -> None:
         """The run-level summary of the result (HParams), written once, by training."""
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
         """(label, text) rows of the run's own result for the summary printed after training."""
         return []
 
-    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+    def render(self, run_dir: Path, cfg: RunConfig, key: str, result: dict[str, Any]) -> list[Any]:
         """What `posenc eval` prints of the result under ``key``: rich tables and lines."""
         return [
             f"{key}: written to {RunDir(run_dir).metrics_file} and TensorBoard "
@@ -114,13 +114,13 @@ def by_length(values: dict[str, float | None], digits: int) -> str:
     )
 
 
-def model_hparams(cfg: Any) -> dict[str, Any]:
+def model_hparams(cfg: RunConfig) -> dict[str, Any]:
     """The settings every HParams entry starts from: which encoding, seed and model size."""
     return {
-        "encoding": str(cfg.encoding.name),
-        "seed": int(cfg.seed),
-        "d_model": int(cfg.model.d_model),
-        "n_layers": int(cfg.model.n_layers),
+        "encoding": cfg.encoding.name,
+        "seed": cfg.seed,
+        "d_model": cfg.model.d_model,
+        "n_layers": cfg.model.n_layers,
     }
 
 

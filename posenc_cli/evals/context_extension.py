@@ -16,6 +16,8 @@ from typing import Any
 
 from torch import nn
 
+from posenc_cli.config.schema import ExtrapolationConfig
+
 
 def dynamic_ntk_factor(factor: float | None, length_ratio: float) -> float:
     """The NTK-aware factor of transformers' dynamic NTK at L' = ratio·L: its base is
@@ -25,23 +27,23 @@ def dynamic_ntk_factor(factor: float | None, length_ratio: float) -> float:
     return S * max(1.0, length_ratio) - (S - 1.0)
 
 
-def factor_for(ev: Any, train_length: int, length: int, longest: int) -> float:
+def factor_for(ev: ExtrapolationConfig, train_length: int, length: int, longest: int) -> float:
     """The extension factor S used at evaluation length ``length``."""
     if ev.rope_scaling == "dynamic_ntk":
         return dynamic_ntk_factor(ev.rope_factor, length / train_length)
     if ev.rope_factor is not None:
-        return float(ev.rope_factor)
+        return ev.rope_factor
     return max(1.0, longest / train_length)
 
 
 @contextmanager
 def context_extension(
-    model: nn.Module, ev: Any, train_length: int, longest: int
+    model: nn.Module, ev: ExtrapolationConfig, train_length: int, longest: int
 ) -> Iterator[Callable[[int], None]]:
     """A function that prepares ``model`` for one evaluation length; the trained frequencies
     are restored on exit. Without eval.rope_scaling it does nothing."""
     encoding = getattr(model, "encoding", None)
-    method = str(ev.get("rope_scaling", "none"))
+    method = ev.rope_scaling
     if method == "none" or encoding is None or not encoding.rotary:
         yield lambda length: None
         return
@@ -55,10 +57,12 @@ def context_extension(
         encoding.extend_context("none", 1.0, train_length)
 
 
-def rope_scaling_record(ev: Any, train_length: int, lengths: list[int]) -> dict[str, Any]:
+def rope_scaling_record(
+    ev: ExtrapolationConfig, train_length: int, lengths: list[int]
+) -> dict[str, Any]:
     """What the result records of the extension: the method and the factor at each length
     (nothing without eval.rope_scaling, so plain results keep their old shape)."""
-    method = str(ev.get("rope_scaling", "none"))
+    method = ev.rope_scaling
     if method == "none":
         return {}
     factors = {str(L): factor_for(ev, train_length, L, max(lengths)) for L in lengths}

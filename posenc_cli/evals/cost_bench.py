@@ -11,18 +11,17 @@ cost beyond what it was before the tail protocol was scored beside eval.mode.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.prepare import prepare
 from posenc_cli.engine.runtime import make_runtime
-from posenc_cli.evals.base import get_task
 from posenc_cli.evals.extrapolation_result import extrapolation
 from posenc_cli.evals.run import load_model
 
@@ -33,16 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     try:
-        cfg = load_run_config(args.run_dir)
+        cfg = typed(load_run_config(args.run_dir))
         rt = make_runtime(cfg)
         model = load_model(args.run_dir, cfg, rt).eval()
         data = prepare(cfg.data)
     except PosencError as exc:
         print(f"posenc: error: {exc.what} — {exc.fix}", file=sys.stderr)
         return 2
-    settings = get_task("extrapolation").settings(cfg)
-    without = OmegaConf.merge(settings, {"tail_targets": 0})
-    train_length = int(cfg.train.context_length)
+    settings = cfg.eval.extrapolation
+    without = dataclasses.replace(settings, tail_targets=0)
+    train_length = cfg.train.context_length
     times: dict[str, list[float]] = {"without tail": [], "with tail": []}
     for r in range(args.rounds):
         order = [("without tail", without), ("with tail", settings)]

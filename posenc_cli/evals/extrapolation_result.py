@@ -13,6 +13,7 @@ import numpy as np
 from torch import nn
 
 from posenc_cli.common.console import console
+from posenc_cli.config.schema import ExtrapolationConfig
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import RECORDS
 from posenc_cli.evals.context_extension import context_extension, rope_scaling_record
@@ -60,15 +61,15 @@ def position_curve(
         whole = [(start, size // L * L) for start, size in blocks if size >= L]
         losses = score_sample(model, ids, L, whole, L, rt).losses
     per_position = losses.reshape(-1, L).mean(axis=0)
-    k = min(max(int(ev.position_buckets), 1), L)
+    k = min(max(ev.position_buckets, 1), L)
     edges = np.linspace(0, L, k + 1).round().astype(int)
     loss = [float(per_position[a:b].mean()) for a, b in itertools.pairwise(edges)]
     return {"length": L, "bucket_edges": edges.tolist(), "loss": loss}
 
 
-def unit_size(ev: Any, train_length: int) -> int:
+def unit_size(ev: ExtrapolationConfig, train_length: int) -> int:
     """eval.extrapolation.unit_tokens, by default the training length."""
-    return train_length if ev.get("unit_tokens") is None else int(ev.unit_tokens)
+    return train_length if ev.unit_tokens is None else ev.unit_tokens
 
 
 def intervals(units: dict[int, UnitSums]) -> dict[str, list[float]]:
@@ -111,7 +112,7 @@ def tail_scores(
     size and each length's result."""
     fit = [L for L in lengths if L <= len(ids) - 1]  # eval.tokens limits only the budget
     chunk = tail_chunk(train_length)
-    budget = tail_budget(int(ev.get("tail_targets", 0) or 0), scored, fit, train_length)
+    budget = tail_budget(ev.tail_targets, scored, fit, train_length)
     ends = tail_ends(max(len(ids) - 1, 0), max(fit, default=0), chunk, budget)
     results: dict[int, LengthResult] = {}
     if ends.size == 0:
@@ -235,14 +236,14 @@ def length_record(
     stride outside sliding mode, e.g. one a saved config keeps, is recorded as unused)."""
     loss = {str(L): float(results[L].losses.mean()) if L in results else None for L in lengths}
     ppl = {k: math.exp(v) if v is not None else None for k, v in loss.items()}
-    factors = sorted({int(f) for f in ev.factors})
+    factors = sorted(set(ev.factors))
     return {
-        "mode": str(ev.mode),
-        "stride": None if ev.stride is None or ev.mode != "sliding" else int(ev.stride),
+        "mode": ev.mode,
+        "stride": None if ev.stride is None or ev.mode != "sliding" else ev.stride,
         "strides": {str(L): r.stride for L, r in results.items()},
         "factors": factors,
         "lengths": lengths,
-        "tokens_requested": int(ev.tokens),
+        "tokens_requested": ev.tokens,
         "ppl": ppl,
         "loss": loss,
         "ppl_by_factor": {str(f): ppl[str(f * train_length)] for f in factors},

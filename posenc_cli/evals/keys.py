@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
-from omegaconf import DictConfig
+from posenc_cli.config.run_config import RunConfig
+from posenc_cli.config.schema import ExtrapolationConfig
 
 
-def data_label(cfg: DictConfig, saved: DictConfig, digest: str) -> str:
+def data_label(cfg: RunConfig, saved: RunConfig, digest: str) -> str:
     """data.name (plus the file's stem for the generic names) and a short content hash, so
     two files of the same name never share a key."""
-    name = str(cfg.data.name)
-    source = cfg.data.get("val_path") or cfg.data.get("path")
-    if name in ("text", str(saved.data.name)) and source:
-        name = f"{name}_{Path(str(source)).stem}"
+    name = cfg.data.name
+    source = cfg.data.val_path or cfg.data.path
+    if name in ("text", saved.data.name) and source:
+        name = f"{name}_{Path(source).stem}"
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}_{digest}")
 
 
@@ -37,30 +37,34 @@ def data_label(cfg: DictConfig, saved: DictConfig, digest: str) -> str:
 TAIL = "tail"
 
 
-def protocol(ev: Any) -> str:
+def protocol(ev: ExtrapolationConfig) -> str:
     """The name of eval.mode's protocol: nonoverlapping, sliding or sliding<stride>."""
     if ev.mode != "sliding":
-        return str(ev.mode)
-    return "sliding" if ev.stride is None else f"sliding{int(ev.stride)}"
+        return ev.mode
+    return "sliding" if ev.stride is None else f"sliding{ev.stride}"
 
 
 def result_key(
-    task: str, label: str | None, ev: Any, saved_ev: Any, identity: list[str] | None = None
+    task: str,
+    label: str | None,
+    ev: ExtrapolationConfig,
+    saved_ev: ExtrapolationConfig,
+    identity: list[str] | None = None,
 ) -> str:
     """``task``, plus the data label, every scoring setting that differs from the run's, and
     the precision or device where they differ from the run's (``identity``)."""
     parts = [task] if label is None else [task, label]
     if protocol(ev) != protocol(saved_ev):
         parts.append(protocol(ev))
-    if int(ev.tokens) != int(saved_ev.tokens):
-        parts.append(f"t{int(ev.tokens)}")
-    factors = sorted({int(f) for f in ev.factors})
-    if factors != sorted({int(f) for f in saved_ev.factors}):
+    if ev.tokens != saved_ev.tokens:
+        parts.append(f"t{ev.tokens}")
+    factors = sorted(set(ev.factors))
+    if factors != sorted(set(saved_ev.factors)):
         parts.append("x" + "-".join(map(str, factors)))
-    method = str(ev.get("rope_scaling", "none"))
+    method = ev.rope_scaling
     if method != "none":  # a factor equal to the default (the largest eval factor) adds nothing
-        factor = ev.get("rope_factor")
+        factor = ev.rope_factor
         usual = 1.0 if method == "dynamic_ntk" else float(max(factors))
-        default = factor is None or float(factor) == usual
-        parts.append(method if default else f"{method}{float(factor):g}")
+        default = factor is None or factor == usual
+        parts.append(method if default else f"{method}{factor:g}")
     return "_".join([*parts, *(identity or [])])

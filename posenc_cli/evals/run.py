@@ -22,15 +22,17 @@ from posenc_cli.config.effect_checks import check_effects
 from posenc_cli.config.eval_sections import eval_option
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import load_run_config, lock_run_dir
-from posenc_cli.config.task_checks import is_task
 from posenc_cli.data.cache import TokenData, cache_root
+from posenc_cli.data.config import DataConfig
 from posenc_cli.data.eval_text import encode_for_eval
 from posenc_cli.data.hf_corpus import SOURCE_KEYS
 from posenc_cli.data.prepare import prepare
 from posenc_cli.data.sources import open_corpus
 from posenc_cli.data.tokenizer import check_not_byte_level
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.memory import check_evaluation_memory
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
@@ -44,21 +46,22 @@ from posenc_cli.evals.writers import (
     take_records,
     write_records,
 )
-from posenc_cli.model import TransformerLM, build_model
+from posenc_cli.model import TransformerLM
 
 #: Data settings that change which tokens are evaluated.
 TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth", *SOURCE_KEYS, "train_tokens")
 ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
 
 
-def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]]:
+def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[str, Any]]:
     """Evaluate ``run_dir``'s last checkpoint; merge into metrics.json; the config used and
     the results by key (each result says whether it replaced an earlier one)."""
-    saved = load_run_config(run_dir)
-    cfg, metrics = apply_overrides(saved, overrides), read_metrics(run_dir)
+    composed = load_run_config(run_dir)
+    asked, metrics = apply_overrides(composed, overrides), read_metrics(run_dir)
+    saved, cfg = typed(composed), typed(asked)
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
-        get_task(str(name)).check(cfg)
+        get_task(name).check(cfg)
     rt = make_runtime(cfg)
     check_evaluation_memory(cfg, rt.device.type == "cuda")
     lock_run_dir(run_dir)
@@ -73,8 +76,10 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[
             cfg,
             rt,
             None,
-            data_name=label or str(cfg.data.name),
-            key_for=lambda task: result_key(task, label, cfg.eval, saved.eval, suffix),
+            data_name=label or cfg.data.name,
+            key_for=lambda task: result_key(
+                task, label, cfg.eval.extrapolation, saved.eval.extrapolation, suffix
+            ),
             writer_for=writers.get,
             extra={"source": source},
         )
@@ -138,7 +143,7 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
     return cfg
 
 
-def load_model(run_dir: Path, cfg: DictConfig, rt: Runtime) -> TransformerLM:
+def load_model(run_dir: Path, cfg: RunConfig, rt: Runtime) -> TransformerLM:
     """The run's model with the weights of checkpoints/last.pt (loaded weights_only)."""
     path, saved = last_checkpoint(run_dir)
     return model_from_checkpoint(path, saved, cfg, rt)
@@ -156,7 +161,7 @@ def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def model_from_checkpoint(
-    path: Path, saved: dict[str, Any], cfg: DictConfig, rt: Runtime
+    path: Path, saved: dict[str, Any], cfg: RunConfig, rt: Runtime
 ) -> TransformerLM:
     """The model of ``cfg`` with the weights of a loaded checkpoint, a mismatch as one line."""
     state = saved["model"]
@@ -174,7 +179,7 @@ def model_from_checkpoint(
     return model.to(rt.device)
 
 
-def run_tokenizer(run_dir: Path, saved: DictConfig) -> Path:
+def run_tokenizer(run_dir: Path, saved: RunConfig) -> Path:
     """The tokenizer the run trained with: its copy in the run directory (training keeps one),
     else the run's data cache (rebuilt if it is gone). A path recorded in metrics.json is not
     followed: the run directory may come from someone else."""
@@ -184,9 +189,9 @@ def run_tokenizer(run_dir: Path, saved: DictConfig) -> Path:
     return prepare(saved.data).tokenizer_path
 
 
-def _same_data(cfg: DictConfig, saved: DictConfig) -> bool:
-    def norm(data: DictConfig, field: str) -> Any:
-        value = data.get(field)
+def _same_data(cfg: RunConfig, saved: RunConfig) -> bool:
+    def norm(data: DataConfig, field: str) -> Any:
+        value = getattr(data, field)
         if field in ("path", "val_path") and value is not None:
             return Path(str(value)).expanduser().resolve()
         return value
@@ -195,7 +200,7 @@ def _same_data(cfg: DictConfig, saved: DictConfig) -> bool:
 
 
 def eval_data(
-    cfg: DictConfig, saved: DictConfig, run_dir: Path, imported: bool = False
+    cfg: RunConfig, saved: RunConfig, run_dir: Path, imported: bool = False
 ) -> tuple[TokenData, str | None, dict[str, Any]]:
     """Held-out ids, a label (None for the run's own data) and where the text came from. An
     imported run has a tokenizer of its own, so its text is always encoded with it."""
@@ -209,23 +214,23 @@ def eval_data(
         if data.tokenizer_path.read_bytes() == tokenizer.read_bytes():
             return data, None, source
         return encode_for_eval(cfg.data, tokenizer, held_out=True), None, source
-    held_out = cfg.data.get("val_path") is not None
+    held_out = cfg.data.val_path is not None
     data = encode_for_eval(cfg.data, tokenizer, held_out=held_out)
     return data, data_label(cfg, saved, source["hash"]), source
 
 
-def data_source(data_cfg: DictConfig) -> dict[str, Any]:
+def data_source(data_cfg: DataConfig) -> dict[str, Any]:
     """The evaluated text: its name, its files and a short hash of their content."""
     corpus = open_corpus(data_cfg)
     digest = corpus.fingerprint(cache_root(data_cfg))
     return {
-        "name": str(data_cfg.name),
-        "path": data_cfg.get("val_path") or data_cfg.get("path") or data_cfg.get("dataset"),
+        "name": data_cfg.name,
+        "path": data_cfg.val_path or data_cfg.path or data_cfg.dataset,
         "hash": digest[:8],
     }
 
 
-def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]) -> None:
+def pin_precision(cfg: RunConfig, metrics: dict[str, Any], overrides: list[str]) -> None:
     """Evaluate in the precision the run actually used, not what `auto` means on this machine
     (bf16 on one, fp32 on another), so that re-evaluating gives the run's own numbers; an
     explicit train.precision=... wins."""
@@ -236,12 +241,12 @@ def pin_precision(cfg: DictConfig, metrics: dict[str, Any], overrides: list[str]
 
 
 def data_for(
-    cfg: DictConfig, saved: DictConfig, run_dir: Path, metrics: dict[str, Any], vocab_size: int
+    cfg: RunConfig, saved: RunConfig, run_dir: Path, metrics: dict[str, Any], vocab_size: int
 ) -> tuple[Any, str | None, dict[str, Any]]:
     """The tokens to evaluate on, their label and source (none for a synthetic task, which
     scores its own fixed test sets); refuses a tokenizer the model does not match (an imported
     model may have more embedding rows than its tokenizer has tokens)."""
-    if is_task(cfg):
+    if cfg.task.synthetic:
         return None, None, {"name": f"task:{cfg.task.name}"}
     imported = bool(metrics.get("imported"))
     data, label, source = eval_data(cfg, saved, run_dir, imported)
@@ -254,14 +259,14 @@ def data_for(
     return data, label, source
 
 
-def record(run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], out: dict[str, Any]) -> None:
+def record(run_dir: Path, cfg: RunConfig, metrics: dict[str, Any], out: dict[str, Any]) -> None:
     """Merge the results into metrics.json, keeping every earlier key not evaluated again."""
     merge_metrics(
         run_dir,
         {
-            "encoding": str(cfg.encoding.name),
-            "seed": int(cfg.seed),
-            "train_length": int(cfg.train.context_length),
+            "encoding": cfg.encoding.name,
+            "seed": cfg.seed,
+            "train_length": cfg.train.context_length,
             **metrics,
             **out,
         },

@@ -8,7 +8,7 @@ from typing import Any
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
-from posenc_cli.config.task_checks import is_task
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.evals.base import EvalTask, get_task
@@ -17,7 +17,7 @@ from posenc_cli.evals.base import EvalTask, get_task
 def run_tasks(
     model: nn.Module,
     data: TokenData | None,
-    cfg: Any,
+    cfg: RunConfig,
     rt: Runtime,
     writer: SummaryWriter | None,
     key_for: Callable[[str], str] = str,
@@ -40,7 +40,7 @@ def run_tasks(
             if why is not None:
                 out[key] = {"skipped": why}
                 continue
-            label = f"task:{cfg.task.name}" if is_task(cfg) else str(cfg.data.name)
+            label = f"task:{cfg.task.name}" if cfg.task.synthetic else cfg.data.name
             result = {
                 "data": data_name or label,
                 "precision": rt.precision,
@@ -59,7 +59,7 @@ def run_tasks(
 def _log(
     task: EvalTask,
     result: dict[str, Any],
-    cfg: Any,
+    cfg: RunConfig,
     key: str,
     writer: SummaryWriter | None,
     writer_for: Callable[[str], SummaryWriter] | None,

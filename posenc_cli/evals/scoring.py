@@ -39,6 +39,7 @@ from torch import nn
 
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.schema import ExtrapolationConfig
 from posenc_cli.data.batches import windows
 from posenc_cli.engine.distributed import shard
 from posenc_cli.engine.runtime import Runtime
@@ -241,24 +242,24 @@ def not_applicable(model: nn.Module, length: int) -> str | None:
     return None
 
 
-def stride_for(ev: Any, length: int) -> int:
+def stride_for(ev: ExtrapolationConfig, length: int) -> int:
     if ev.mode != "sliding":
         return length
-    return length // 2 if ev.stride is None else min(int(ev.stride), length)
+    return length // 2 if ev.stride is None else min(ev.stride, length)
 
 
 def score_lengths(
     model: nn.Module,
     ids: np.ndarray,
     train_length: int,
-    ev: Any,
+    ev: ExtrapolationConfig,
     rt: Runtime,
     prepare: Callable[[int], None] = lambda length: None,
 ) -> tuple[list[tuple[int, int]], dict[int, LengthResult], dict[str, str], list[str]]:
     """The sample's blocks, per-length results, skipped lengths (with reasons) and notes;
     ``prepare(L)`` readies the model for length L (eval.rope_scaling)."""
     lengths = eval_lengths(train_length, ev.factors)
-    n, skipped, notes = token_budget(len(ids), int(ev.tokens), lengths)
+    n, skipped, notes = token_budget(len(ids), ev.tokens, lengths)
     fit = [L for L in lengths if str(L) not in skipped]
     blocks = sample_blocks(max(len(ids) - 1, 0), n, max(fit, default=1))
     if len(blocks) > 1:

@@ -15,18 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import default_d_ff
-from posenc_cli.config.extension import is_extension
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.corpus import EOT
 from posenc_cli.encodings.rope import rotary_frequencies
+from posenc_cli.engine.build import build_model
 from posenc_cli.hf.export_config import Shape, hf_config
 from posenc_cli.hf.layout import llama_state, phi3_state
 from posenc_cli.interchange.export_source import open_run, write_export
-from posenc_cli.model import build_model
 
 FILES = (
     "config.json",
@@ -64,14 +62,14 @@ def export_hf(
 
 
 def run_scaling(
-    cfg: DictConfig, run_dir: Path, method: str, factor: float
+    cfg: RunConfig, run_dir: Path, method: str, factor: float
 ) -> tuple[str, float, int]:
     """The method, factor and original length to write: those a `posenc extend` run was
     fine-tuned with (dynamic NTK as transformers' factor 1, which reaches S at S·L), else the
     options' with the run's own length."""
-    length = int(cfg.train.context_length)
-    if is_extension(cfg):
-        ext = cfg.extend
+    length = cfg.train.context_length
+    ext = cfg.extend
+    if ext.parent is not None:
         if method != "none":
             raise PosencError(
                 f"{run_dir} was fine-tuned with extend.method={ext.method}, which its "
@@ -79,10 +77,10 @@ def run_scaling(
                 "export it without --rope-scaling and --factor",
             )
         if ext.method != "none":
-            method = str(ext.method)
-            length = int(ext.original_length)
-            factor = 1.0 if method == "dynamic_ntk" else float(ext.factor)
-    if method == "yarn" and cfg.encoding.get("yarn_ramp", "hf") == "paper":
+            assert ext.original_length is not None  # set with the parent (config/extension.py)
+            method, length = ext.method, ext.original_length
+            factor = 1.0 if method == "dynamic_ntk" else ext.factor
+    if method == "yarn" and cfg.encoding.params.get("yarn_ramp") == "paper":
         raise PosencError(
             f"{run_dir} uses YaRN's paper ramp (encoding.yarn_ramp=paper), which transformers' "
             "YaRN does not compute",
@@ -127,7 +125,7 @@ def _end_of_text(tok_path: Path) -> int:
     return int(ids[0])
 
 
-def _check_weights_fit(cfg: DictConfig, state: dict[str, Any], run_dir: Path) -> None:
+def _check_weights_fit(cfg: RunConfig, state: dict[str, Any], run_dir: Path) -> None:
     """The checkpoint's weights are those of the model the run's config describes, so the
     exported config.json describes the exported weights (transformers would refuse them)."""
     try:
@@ -141,45 +139,43 @@ def _check_weights_fit(cfg: DictConfig, state: dict[str, Any], run_dir: Path) ->
         ) from None
 
 
-def _check_exportable(cfg: DictConfig, run_dir: Path) -> None:
-    name = str(cfg.encoding.name)
+def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
+    name = cfg.encoding.name
     if name != "rope":
         raise PosencError(
             f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
             "export a run trained with encoding=rope",
         )
-    if float(cfg.encoding.get("p", 1.0)) != 1.0:
+    if cfg.encoding.params.get("p", 1.0) != 1.0:
         raise PosencError(
-            f"{run_dir} uses p-RoPE (encoding.p={cfg.encoding.p}), which "
+            f"{run_dir} uses p-RoPE (encoding.p={cfg.encoding.params['p']}), which "
             "transformers' Llama has no equivalent for",
             "export a run trained with encoding.p=1",
         )
-    if cfg.model.get("logn_scaling", False):
+    if cfg.model.logn_scaling:
         raise PosencError(
             f"{run_dir} uses model.logn_scaling, which transformers' Llama has no equivalent for",
             "export a run trained without log-n scaling",
         )
 
 
-def _shape(cfg: DictConfig, state: dict[str, Any], eot: int) -> Shape:
+def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:
     m = cfg.model
-    enc = cfg.encoding
-    head_dim = int(m.d_model) // int(m.n_heads)
-    _, rotary_dims = rotary_frequencies(
-        head_dim, float(enc.theta), float(enc.get("rotary_fraction", 1.0)), 1.0
-    )
+    enc = cfg.encoding.params
+    head_dim = m.d_model // m.n_heads
+    _, rotary_dims = rotary_frequencies(head_dim, enc["theta"], enc["rotary_fraction"], 1.0)
     return Shape(
         vocab_size=int(state["lm_head.weight"].shape[0]),
-        d_model=int(m.d_model),
-        n_layers=int(m.n_layers),
-        n_heads=int(m.n_heads),
-        n_kv_heads=int(m.get("n_kv_heads") or m.n_heads),
-        d_ff=int(m.d_ff or default_d_ff(int(m.d_model))),
+        d_model=m.d_model,
+        n_layers=m.n_layers,
+        n_heads=m.n_heads,
+        n_kv_heads=m.n_kv_heads or m.n_heads,
+        d_ff=m.d_ff or default_d_ff(m.d_model),
         head_dim=head_dim,
         rotary_dims=rotary_dims,
-        theta=float(enc.theta),
-        train_length=int(cfg.train.context_length),
-        rms_norm_eps=float(m.get("rms_norm_eps", 1e-5)),
+        theta=float(enc["theta"]),
+        train_length=cfg.train.context_length,
+        rms_norm_eps=m.rms_norm_eps,
         eot=eot,
     )
 

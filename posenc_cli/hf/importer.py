@@ -12,15 +12,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given, key_of
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import claim_new_run_dir
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.memory import FLOAT, available_bytes, gib, n_params
 from posenc_cli.engine.metrics import imported_metrics
 from posenc_cli.hf.export import require_safetensors
@@ -29,7 +30,7 @@ from posenc_cli.hf.import_weights import posenc_state, read_safetensors, weight_
 from posenc_cli.hf.source import model_folder
 from posenc_cli.interchange.imported_run import write_imported_run
 from posenc_cli.interchange.weights import check_finite, load_exactly
-from posenc_cli.model import TransformerLM, build_model
+from posenc_cli.model import TransformerLM
 
 
 def import_hf(
@@ -50,24 +51,25 @@ def import_hf(
         ],
         with_hydra=True,
     )
+    run = typed(cfg)
     tok = _tokenizer(folder, vocab)
-    _check_import_memory(cfg, vocab, folder)
-    m = cfg.model
+    _check_import_memory(run, vocab, folder)
+    m = run.model
     state = posenc_state(
         read_safetensors(weight_files(folder)),
-        int(m.n_layers),
-        int(m.d_model) // int(m.n_heads),
-        bool(m.tie_embeddings),
+        m.n_layers,
+        m.d_model // m.n_heads,
+        m.tie_embeddings,
     )
     check_finite(state, folder)
-    model = build_model(cfg, vocab)
+    model = build_model(run, vocab)
     load_exactly(
         model,
         state,
         f"{folder}: config.json and the weights disagree",
         "use the config.json saved with these weights",
     )
-    metrics = _metrics(cfg, model, tok, name, folder)
+    metrics = _metrics(run, model, tok, name, folder)
     run_dir = claim_new_run_dir(cfg, overrides)
     copy = partial(shutil.copyfile, folder / "tokenizer.json")
     write_imported_run(run_dir, cfg, overrides, model, 0, copy, metrics)
@@ -103,7 +105,7 @@ def _tokenizer(folder: Path, model_vocab: int) -> Tokenizer:
     return tok
 
 
-def _check_import_memory(cfg: DictConfig, vocab: int, folder: Path) -> None:
+def _check_import_memory(cfg: RunConfig, vocab: int, folder: Path) -> None:
     """The weights config.json describes, read whole three times over (the file's tensors,
     posenc's layout, the model), must fit before the first byte is read."""
     need = 3 * FLOAT * n_params(cfg, vocab)
@@ -117,7 +119,7 @@ def _check_import_memory(cfg: DictConfig, vocab: int, folder: Path) -> None:
 
 
 def _metrics(
-    cfg: DictConfig, model: TransformerLM, tok: Tokenizer, name: str, folder: Path
+    cfg: RunConfig, model: TransformerLM, tok: Tokenizer, name: str, folder: Path
 ) -> dict[str, Any]:
     files = {"config": folder / "config.json", "tokenizer": folder / "tokenizer.json"}
     imported = {

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 
 from posenc_cli.common.plugins import import_all, subclasses
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.inspection.attention_stats import AttentionStats, collect
 from posenc_cli.inspection.properties import Property
 from posenc_cli.model.transformer import TransformerLM
@@ -29,7 +29,7 @@ class Subject:
     for a config; ``initial`` (runs only) is the run's initialisation, rebuilt from its seed.
     ``text`` holds (B, longest) windows of held-out ids (runs), else None."""
 
-    cfg: DictConfig
+    cfg: RunConfig
     model: TransformerLM
     initial: TransformerLM | None
     train_length: int
@@ -50,7 +50,7 @@ class Subject:
         """The probe's input at ``length``: the held-out windows cut into pieces of that
         length (the same tokens at every length), or seeded random ids for a config."""
         if self.text is None:
-            gen = torch.Generator().manual_seed(int(self.cfg.seed))
+            gen = torch.Generator().manual_seed(self.cfg.seed)
             return torch.randint(0, self.model.vocab_size, (CONFIG_WINDOWS, length), generator=gen)
         T = self.text.shape[1]
         return self.text[:, : T // length * length].reshape(-1, length)

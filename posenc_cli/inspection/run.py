@@ -15,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from posenc_cli.common.atomic import write_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dirs, refuse_links
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.memory import check_inspect_memory
 from posenc_cli.engine.metrics import read_metrics
 from posenc_cli.engine.runtime import make_runtime
@@ -29,7 +30,7 @@ from posenc_cli.inspection.base import InspectReport, Subject, figures
 from posenc_cli.inspection.properties import property_table
 from posenc_cli.inspection.style import png_bytes
 from posenc_cli.inspection.summary import log_tensorboard, summary_markdown
-from posenc_cli.model import TransformerLM, build_model
+from posenc_cli.model import TransformerLM
 
 #: Held-out windows of the longest length a run is probed with (spread over the text).
 RUN_WINDOWS = 4
@@ -38,15 +39,13 @@ RUN_WINDOWS = 4
 def inspect_config(overrides: list[str], out: Path | None) -> InspectReport:
     """Figures of an untrained, configured model (built with the config's seed)."""
     t0 = time.perf_counter()
-    cfg = compose(overrides)
+    cfg = typed(compose(overrides))
     check_inspect_memory(cfg)
-    model = _initial_model(cfg, int(cfg.data.vocab_size))
-    L = int(cfg.train.context_length)
+    model = _initial_model(cfg, cfg.data.vocab_size)
+    L = cfg.train.context_length
     longest, notes = _longest(model, cfg)
     subject = Subject(cfg, model, None, L, longest, None)
-    return _render(
-        InspectReport(_config_out_dir(out, str(cfg.encoding.name)), subject, notes=notes), t0
-    )
+    return _render(InspectReport(_config_out_dir(out, cfg.encoding.name), subject, notes=notes), t0)
 
 
 def _config_out_dir(out: Path | None, encoding: str) -> Path:
@@ -66,8 +65,8 @@ def _config_out_dir(out: Path | None, encoding: str) -> Path:
 def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     """Figures of a trained run's last checkpoint, into RUN/inspect/ and its TensorBoard."""
     t0 = time.perf_counter()
-    saved = load_run_config(run_dir)
-    cfg = apply_overrides(saved, overrides)
+    composed = load_run_config(run_dir)
+    saved, cfg = typed(composed), typed(apply_overrides(composed, overrides))
     out_dir = _run_out_dir(run_dir)
     path, state = last_checkpoint(run_dir)
     step = state.get("step", 0)
@@ -82,7 +81,7 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     longest, notes = _longest(model, cfg)
     text = held_out_windows(np.asarray(data.val), longest, RUN_WINDOWS)
     initial = _initial_model(cfg, model.vocab_size)
-    subject = Subject(cfg, model, initial, int(cfg.train.context_length), longest, text, step)
+    subject = Subject(cfg, model, initial, cfg.train.context_length, longest, text, step)
     report = _render(InspectReport(out_dir, subject, notes=notes), t0)
     log_tensorboard(run_dir, report)
     return report
@@ -99,16 +98,16 @@ def _run_out_dir(run_dir: Path) -> Path:
     return out_dir
 
 
-def _initial_model(cfg: DictConfig, vocab: int) -> TransformerLM:
+def _initial_model(cfg: RunConfig, vocab: int) -> TransformerLM:
     """The model as training initialises it: seeded, then built (engine/trainer.py)."""
-    torch.manual_seed(int(cfg.seed))
+    torch.manual_seed(cfg.seed)
     return build_model(cfg, vocab).eval()
 
 
-def _longest(model: TransformerLM, cfg: DictConfig) -> tuple[int, list[str]]:
+def _longest(model: TransformerLM, cfg: RunConfig) -> tuple[int, list[str]]:
     """The longest evaluation length, capped where the encoding's table ends."""
-    L = int(cfg.train.context_length)
-    longest = max(int(f) for f in cfg.eval.factors) * L
+    L = cfg.train.context_length
+    longest = max(cfg.eval.extrapolation.factors) * L
     limit = model.encoding.max_len
     if limit is not None and longest > limit:
         return limit, [

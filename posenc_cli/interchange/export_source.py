@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from posenc_cli.common.atomic import write_folder_atomic
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import load_run_config, make_dirs, run_in_use
 from posenc_cli.engine import checkpoint
 
@@ -26,7 +25,7 @@ from posenc_cli.engine import checkpoint
 class ExportSource:
     """The run's config, its last checkpoint and its tokenizer file."""
 
-    cfg: DictConfig
+    cfg: RunConfig
     checkpoint: dict[str, Any]
     tokenizer: Path
 
@@ -38,10 +37,10 @@ def check_new_folder(out: Path) -> None:
 
 
 def open_run(
-    run_dir: Path, out: Path, in_use: bool, check: Callable[[DictConfig], None]
+    run_dir: Path, out: Path, in_use: bool, check: Callable[[RunConfig], None]
 ) -> ExportSource:
     """The run to export, after ``check`` of its config and the checks above."""
-    cfg = load_run_config(run_dir)
+    cfg = typed(load_run_config(run_dir))
     check(cfg)
     check_new_folder(out)
     busy = run_in_use(run_dir)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from torch import Tensor, nn
 
 from posenc_cli.common.sizes import default_d_ff
-from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
+from posenc_cli.encodings import PositionalEncoding, Span
 from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.blockwise import KeyValueCache, blockwise_hidden, runs_blockwise
 from posenc_cli.model.context import AttentionContext
@@ -118,25 +118,3 @@ class TransformerLM(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-
-def build_model(cfg: Any, vocab_size: int) -> TransformerLM:
-    """The model described by a composed config (cfg.model, cfg.encoding)."""
-    m = cfg.model
-    enc = build_encoding(cfg.encoding, m.d_model, m.n_heads, m.n_layers)
-    ext = cfg.get("extend")
-    if ext is not None and ext.get("parent") is not None and ext.method != "none":
-        enc.adopt_extension(str(ext.method), float(ext.factor), int(ext.original_length))
-    logn = int(cfg.train.context_length) if m.get("logn_scaling", False) else None
-    return TransformerLM(
-        vocab_size,
-        m.d_model,
-        m.n_layers,
-        m.n_heads,
-        m.d_ff,
-        enc,
-        logn,
-        m.get("n_kv_heads"),
-        float(m.get("rms_norm_eps", 1e-5)),
-        bool(m.get("tie_embeddings", False)),
-    )

@@ -12,12 +12,13 @@ A task is one file in synthetic/tasks/ defining one subclass of ``SyntheticTask`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.plugins import import_all, subclasses
+from posenc_cli.synthetic.config import TaskConfig
 
 #: Special tokens shared by every task; task symbols start at FIRST_SYMBOL.
 PAD = 0
@@ -51,7 +52,9 @@ class SyntheticTask:
     #: What "size" counts, for tables and axis labels.
     size_unit: ClassVar[str] = "items"
 
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: TaskConfig) -> None:
+        """A subclass takes its own keys (configs/task/<name>.yaml) as typed keyword
+        arguments after ``cfg``."""
         self.cfg = cfg
         self._lengths: dict[int, int] = {}
 
@@ -95,15 +98,15 @@ def registry() -> dict[str, type[SyntheticTask]]:
     return {cls.name: cls for cls in subclasses(SyntheticTask) if cls.name}
 
 
-def build_task(task_cfg: Any) -> SyntheticTask:
+def build_task(task_cfg: TaskConfig) -> SyntheticTask:
     """The task of a ``task`` config (not ``lm``), its vocabulary checked."""
     tasks = registry()
-    name = str(task_cfg.name)
+    name = task_cfg.name
     if name not in tasks:
         raise PosencError(
             f"unknown synthetic task '{name}'",
             f"choose task=lm or one of: {', '.join(sorted(tasks))}",
         )
-    task = tasks[name](task_cfg)
-    task.check(max(int(n) for n in [*task_cfg.train_lengths, *task_cfg.test_lengths]))
+    task = tasks[name](task_cfg, **task_cfg.params)
+    task.check(max([*task_cfg.train_lengths, *task_cfg.test_lengths]))
     return task

@@ -20,6 +20,7 @@ from posenc_cli.config.effect_checks import check_extension_schedule
 from posenc_cli.config.encoding_checks import is_rotary
 from posenc_cli.config.extension import child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of, quote
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config, planned_run_dir, run_in_use
 from posenc_cli.engine.extension import parent_checkpoint
 
@@ -144,7 +145,7 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
     require_rotary(run_dir, method)
     parent = load_run_config(run_dir)
     extended_length(int(parent.train.context_length), float(ext.factor))
-    parent_checkpoint(run_dir, parent, "last")
+    parent_checkpoint(run_dir, typed(parent), "last")
     factor = [] if method == "dynamic_ntk" else [f"eval.rope_factor={float(ext.factor):g}"]
     return Job(method, 0, tuple(overrides), eval_overrides=(f"eval.rope_scaling={method}", *factor))
 
@@ -186,7 +187,7 @@ def plan_extension(
     require_rotary(run_dir, str(ext.method))
     parent = load_run_config(run_dir)
     enc = parent.encoding
-    step, sha256 = parent_checkpoint(run_dir, parent, str(ext.checkpoint))
+    step, sha256 = parent_checkpoint(run_dir, typed(parent), str(ext.checkpoint))
     cfg = child_config(parent, ext, run_dir, step, sha256)
     for key in HOW - {"hydra.run.dir"}:
         if given(overrides, key):

@@ -12,14 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from posenc_cli.common import faults
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
-from posenc_cli.config.extension import is_extension
-from posenc_cli.config.task_checks import is_task
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.distributed import Comm, rank0_first
@@ -34,14 +31,14 @@ from posenc_cli.workflows.progress import TrainProgress
 
 
 def run_training(
-    cfg: DictConfig, run_dir: Path, resume: bool = False, comm: Comm | None = None
+    cfg: RunConfig, run_dir: Path, resume: bool = False, comm: Comm | None = None
 ) -> dict[str, Any] | None:
     """Train (or continue) the run in ``run_dir``; the metrics, or None if it had finished.
     ``comm``: this process is one rank of several."""
     started = time.perf_counter()
     rt = make_runtime(cfg, comm)
     data = None
-    if not is_task(cfg):  # a synthetic task makes its instances on the fly
+    if not cfg.task.synthetic:  # a synthetic task makes its instances on the fly
         data = _prepare_in_turn(cfg, rt.comm)
         with rank0_first(rt.comm):  # rank 0 keeps the tokenizer, then the others compare
             _keep_tokenizer(run_dir, data, rt.is_main)
@@ -49,7 +46,7 @@ def run_training(
     trainer = Trainer(cfg, run_dir, rt, data)
     try:
         resumed = resume and _resume(trainer)
-        if not resumed and is_extension(cfg):
+        if not resumed and cfg.extend.parent is not None:
             start_from_parent(trainer.lm, cfg)
         if resumed and trainer.finished:
             console.print(
@@ -73,12 +70,12 @@ def run_training(
     return metrics
 
 
-def _prepare_in_turn(cfg: DictConfig, comm: Comm) -> TokenData:
+def _prepare_in_turn(cfg: RunConfig, comm: Comm) -> TokenData:
     """The data, prepared first by one process per machine (local rank 0), then opened from
     the cache by the others: N ranks never build the same cache entry at once."""
     with rank0_first(comm, local=True):
         data = prepare(cfg.data)
-        check_data_fits(data, cfg)
+        check_data_fits(data, cfg.data, cfg.train.context_length)
     return data
 
 

@@ -22,9 +22,10 @@ from omegaconf import DictConfig, OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import validate
 from posenc_cli.config.groups import config_dir
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import save_run_config
 
-Job = Callable[[DictConfig, Path], Any]
+Job = Callable[[RunConfig, Path], Any]
 
 
 def run_once(cfg: DictConfig, overrides: list[str], run_dir: Path, job: Job) -> Any:
@@ -35,7 +36,7 @@ def run_once(cfg: DictConfig, overrides: list[str], run_dir: Path, job: Job) -> 
         cast(dict[str, Any], OmegaConf.to_container(cfg.hydra.job_logging, resolve=True))
     )
     save_run_config(run_dir, cfg, [o for o in overrides if not _is_hydra_key(o)])
-    return job(_without_hydra(cfg), run_dir.absolute())
+    return job(typed(cfg), run_dir.absolute())
 
 
 def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) -> None:
@@ -48,7 +49,7 @@ def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) ->
         run_dir = Path(hydra.runtime.output_dir)
         check_planned(cfg, expected, run_dir.name)
         save_run_config(run_dir, cfg, list(hydra.overrides.task))
-        return job(cfg, run_dir)
+        return job(typed(cfg), run_dir)
 
     GlobalHydra.instance().clear()
     try:

@@ -20,11 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
 from posenc_cli.common.run_layout import RunDir
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine.distributed import TorchComm, launched_ranks
 from posenc_cli.engine.signals import exit_code, signal_name
 from posenc_cli.workflows.crash import out_of_memory, save_traceback
@@ -38,19 +37,19 @@ LAUNCHER_LOGGERS = ("torch.distributed", "torch.multiprocessing")
 OVERSUBSCRIBE = "POSENC_OVERSUBSCRIBE"
 
 
-def check_nproc(cfg: DictConfig) -> bool:
+def check_nproc(cfg: RunConfig) -> bool:
     """train.nproc and train.threads fit this machine and this way of starting posenc (before
     anything is created); returns whether the run uses CUDA."""
     # deferred: torch only once ranks start; config errors come before it
     import torch
 
-    n = int(cfg.train.nproc)
+    n = cfg.train.nproc
     if n > 1 and launched_ranks() > 1:
         raise PosencError(
             f"train.nproc={n} under torchrun, which starts the processes itself",
             "drop train.nproc (torchrun --nproc-per-node sets the count)",
         )
-    cuda = str(cfg.device) == "cuda" or (str(cfg.device) == "auto" and torch.cuda.is_available())
+    cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if n > 1 and cuda and n > torch.cuda.device_count():
         raise PosencError(
             f"train.nproc={n} but {torch.cuda.device_count()} CUDA GPU(s) are visible",
@@ -64,7 +63,7 @@ def check_nproc(cfg: DictConfig) -> bool:
             f"use train.nproc <= {cores}, or set {OVERSUBSCRIBE}=1 to share cores between ranks",
         )
     threads = cfg.train.threads
-    if threads is not None and int(threads) > cores and not shared:
+    if threads is not None and threads > cores and not shared:
         raise PosencError(
             f"train.threads={threads} but this machine has {cores} usable CPU core(s)",
             f"use train.threads <= {cores} (null: all of them), or set {OVERSUBSCRIBE}=1 to "
@@ -81,14 +80,14 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def run_job(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
+def run_job(cfg: RunConfig, run_dir: Path, resume: bool = False) -> dict[str, Any] | None:
     """What `posenc train`, `posenc resume` and each sweep job run: one process, N ranks
     started here, or (under torchrun) rank 0, which hands the job to the other ranks."""
     if launched_ranks() > 1:
         comm = _comm()
-        comm.broadcast((OmegaConf.to_container(cfg), str(run_dir), resume))
+        comm.broadcast((cfg, str(run_dir), resume))
         return _as_rank(cfg, run_dir, resume, comm)
-    if int(cfg.train.nproc) > 1:
+    if cfg.train.nproc > 1:
         return _spawn(cfg, run_dir, resume)
     return run_training(cfg, run_dir, resume)
 
@@ -96,8 +95,8 @@ def run_job(cfg: DictConfig, run_dir: Path, resume: bool = False) -> dict[str, A
 def follow() -> None:
     """A torchrun rank other than 0: train the job rank 0 hands over."""
     comm = _comm()
-    container, run_dir, resume = comm.broadcast(None)
-    _as_rank(OmegaConf.create(container), Path(run_dir), resume, comm)
+    cfg, run_dir, resume = comm.broadcast(None)
+    _as_rank(cfg, Path(run_dir), resume, comm)
 
 
 def is_follower() -> bool:
@@ -111,9 +110,7 @@ def _comm() -> TorchComm:
     return TorchComm(cuda=torch.cuda.is_available())
 
 
-def _as_rank(
-    cfg: DictConfig, run_dir: Path, resume: bool, comm: TorchComm
-) -> dict[str, Any] | None:
+def _as_rank(cfg: RunConfig, run_dir: Path, resume: bool, comm: TorchComm) -> dict[str, Any] | None:
     console.quiet = comm.rank != 0
     try:
         return run_training(cfg, run_dir, resume, comm)
@@ -121,14 +118,14 @@ def _as_rank(
         comm.close()
 
 
-def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str, Any] | None:
+def rank_main(cfg: RunConfig, run_dir: str, resume: bool) -> dict[str, Any] | None:
     """One rank started by ``_spawn``, in its own process group as torchrun's are, so that a
     Ctrl-C reaches it once, relayed by the launcher, and it stops on a checkpoint."""
     os.setpgrp()
     comm = _comm()
     where = f"rank {comm.rank} of {comm.world_size}"
     try:
-        return _as_rank(OmegaConf.create(container), Path(run_dir), resume, comm)
+        return _as_rank(cfg, Path(run_dir), resume, comm)
     except PosencError as exc:
         raise RankFailure(
             2, f"posenc: error: {exc.what} ({where})" + (f" — {exc.fix}" if exc.fix else "")
@@ -146,15 +143,14 @@ def rank_main(container: dict[str, Any], run_dir: str, resume: bool) -> dict[str
         ) from None
 
 
-def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | None:
+def _spawn(cfg: RunConfig, run_dir: Path, resume: bool) -> dict[str, Any] | None:
     """train.nproc ranks on this machine; rank 0's result, or its failure as one line."""
     # deferred: torch only once ranks start; config errors come before it
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    n = int(cfg.train.nproc)
-    container = OmegaConf.to_container(cfg)
+    n = cfg.train.nproc
     with _quiet_launcher(), _launcher_files(n) as logs:
         config = LaunchConfig(
             min_nodes=1,
@@ -168,7 +164,7 @@ def _spawn(cfg: DictConfig, run_dir: Path, resume: bool) -> dict[str, Any] | Non
             logs_specs=logs,
         )
         try:
-            return elastic_launch(config, rank_main)(container, str(run_dir), resume)[0]
+            return elastic_launch(config, rank_main)(cfg, str(run_dir), resume)[0]
         except ChildFailedError as exc:
             raise failure_report(exc, n, run_dir) from None
         except SignalException as exc:

@@ -29,8 +29,8 @@ from posenc_cli.config.overrides import (
     key_of,
     quote,
 )
+from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
-from posenc_cli.config.task_checks import run_label
 
 
 def run_sweep(overrides: list[str]) -> None:
@@ -42,7 +42,7 @@ def run_sweep(overrides: list[str]) -> None:
     from posenc_cli.workflows.preflight import preflight
 
     for cfg in planned:
-        preflight(cfg, data_fit=False)
+        preflight(typed(cfg), data_fit=False)
     root = claim_sweep_dir(base, overrides)
     print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
     (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))
@@ -122,13 +122,13 @@ def name_by_swept_keys(overrides: list[str]) -> str:
     return f"hydra.job.config.override_dirname.exclude_keys=[{','.join(keys)}]"
 
 
-def sweep_job(cfg: DictConfig, run_dir: Path) -> dict[str, Any] | None:
+def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
     # deferred: a sweep's one-line config errors come before torch
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
     from posenc_cli.workflows.ranks import run_job
 
-    label = run_label(cfg)
+    label = cfg.label()
     console.print(f"[bold]sweep job[/bold] {run_dir.name}")
     t0 = time.perf_counter()
     try:

@@ -24,9 +24,9 @@ from typer.testing import CliRunner
 from posenc_cli.cli.app import app
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.prepare import prepare
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.validation import validation_loss
-from posenc_cli.model import build_model
 from tests.helpers.cli import CLI, run_cli, wait_for
 from tests.helpers.configs import TINY
 

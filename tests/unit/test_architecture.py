@@ -31,7 +31,7 @@ ALLOWED = {
     "evals": {"engine", "config", "data", "model", "synthetic"},
     "engine": {"config", "data", "model", "synthetic"},
     "report": {"config", "encodings", "evals"},
-    "config": {"encodings", "synthetic"},
+    "config": {"encodings", "synthetic", "data"},
     "model": {"encodings", "nn"},
     "encodings": {"nn"},
     "data": set(),

@@ -10,8 +10,7 @@ from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
-from posenc_cli.config.extension import base_length
-from posenc_cli.config.task_checks import is_task
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.evals.base import EvalTask, by_length, log_hparams, model_hparams
 from posenc_cli.evals.keys import TAIL, protocol
 from posenc_cli.evals.length_views import add_length_scalar, log_length_views
@@ -31,21 +30,21 @@ class Extrapolation(EvalTask):
     compare_view = "by_length"
     result_bounds = (("ppl", 1.0), ("loss", 0.0))  # exp(cross-entropy) >= 1, loss >= 0
 
-    def check(self, cfg: Any) -> None:
+    def check(self, cfg: RunConfig) -> None:
         """The token budget holds one window of the shortest length: with less, nothing could
         be scored (a length above the budget alone is skipped, with the reason recorded)."""
-        if is_task(cfg):
+        if cfg.task.synthetic:
             return
-        s = self.settings(cfg)
-        shortest = min(int(f) for f in s.factors) * base_length(cfg)
-        if int(s.tokens) < shortest:
+        s = cfg.eval.extrapolation
+        shortest = min(s.factors) * cfg.base_length()
+        if s.tokens < shortest:
             raise PosencError(
                 f"eval.tokens={s.tokens} is less than one window of the shortest evaluated "
                 f"length {shortest}, so no length could be scored",
                 f"use eval.tokens >= {shortest}, e.g. eval.tokens=262144",
             )
-        unit = s.get("unit_tokens")
-        if unit is not None and int(unit) > shortest:
+        unit = s.unit_tokens
+        if unit is not None and unit > shortest:
             raise PosencError(
                 f"eval.extrapolation.unit_tokens={unit} is larger than a window of the shortest "
                 f"evaluated length {shortest}",
@@ -54,7 +53,7 @@ class Extrapolation(EvalTask):
             )
 
     def run(
-        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+        self, model: nn.Module, data: TokenData | None, cfg: RunConfig, rt: Runtime
     ) -> dict[str, Any]:
         # deferred: torch only when the task runs; compare finds it without
         import torch
@@ -66,13 +65,13 @@ class Extrapolation(EvalTask):
             return extrapolation(
                 model,
                 data.val,
-                base_length(cfg),
-                self.settings(cfg),
+                cfg.base_length(),
+                cfg.eval.extrapolation,
                 rt,
                 data.meta.get("eot_id"),
             )
 
-    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
+    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: RunConfig) -> None:
         """ppl and loss with global_step = length (runs overlay), eval.mode's under ``key/``
         and the tail protocol's under ``key/tail/``, with what context beyond the training
         length changes; the same as a figure and a table (evals/length_views.py); loss by
@@ -86,13 +85,13 @@ class Extrapolation(EvalTask):
         for length, gain in (tail.get("beyond_train_length") or {}).items():
             tag = f"{key}/{TAIL}/loss_change_beyond_L"
             add_length_scalar(writer, tag, gain["difference"], int(length))
-        log_length_views(writer, key, result, int(cfg.train.steps))
+        log_length_views(writer, key, result, cfg.train.steps)
         curve = result["loss_by_position"]
         if curve is not None:
             for start, loss in zip(curve["bucket_edges"][:-1], curve["loss"], strict=True):
                 writer.add_scalar(f"{key}/loss_by_position", loss, start)
 
-    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
+    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: RunConfig) -> None:
         run_hparams(writer, cfg, result)
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -103,11 +102,11 @@ class Extrapolation(EvalTask):
             rows.append((f"ppl by length ({TAIL}: context ≥ length − L/2)", by_length(tail, 1)))
         return rows
 
-    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+    def render(self, run_dir: Path, cfg: RunConfig, key: str, result: dict[str, Any]) -> list[Any]:
         """A table of ppl (with its 95 % interval) by length, then where the numbers went."""
         title = (
             f"{key}: {cfg.encoding.name} (seed {cfg.seed}) on {result['data']} "
-            f"— {result['tokens']:,} tokens, {protocol(self.settings(cfg))}"
+            f"— {result['tokens']:,} tokens, {protocol(cfg.eval.extrapolation)}"
         )
         table = _length_table(title, result)
         tail = result.get(TAIL) or {}
@@ -189,18 +188,18 @@ def _change(gain: dict[str, Any] | None) -> str:
     return f"{gain['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
-def run_hparams(writer: SummaryWriter, cfg: Any, result: dict[str, Any]) -> None:
+def run_hparams(writer: SummaryWriter, cfg: RunConfig, result: dict[str, Any]) -> None:
     """The run's settings with hparams/ppl_x<factor> (and the final val/loss) as its metrics."""
     hp = {
         **model_hparams(cfg),
-        "n_heads": int(cfg.model.n_heads),
-        "context_length": int(cfg.train.context_length),
-        "steps": int(cfg.train.steps),
-        "lr": float(cfg.train.lr),
+        "n_heads": cfg.model.n_heads,
+        "context_length": cfg.train.context_length,
+        "steps": cfg.train.steps,
+        "lr": cfg.train.lr,
     }
     log_hparams(
         writer,
         hp,
         {f"hparams/ppl_x{f}": v for f, v in result["ppl_by_factor"].items()},
-        int(cfg.train.steps),
+        cfg.train.steps,
     )

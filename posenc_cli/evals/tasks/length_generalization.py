@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from posenc_cli.common.run_layout import RunDir
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.evals.base import RECORDS, EvalTask, by_length, log_hparams, model_hparams
 from posenc_cli.evals.instances import INSTANCES_FILE, instances_csv, instances_digest
 from posenc_cli.synthetic.base import build_task
@@ -36,12 +37,12 @@ class LengthGeneralization(EvalTask):
     compare_view = "synthetic"
 
     def run(
-        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+        self, model: nn.Module, data: TokenData | None, cfg: RunConfig, rt: Runtime
     ) -> dict[str, Any]:
         """The test set is the synthetic task's (task.test_lengths, task.test_instances)."""
         task = build_task(cfg.task)
-        lengths = sorted({int(n) for n in cfg.task.test_lengths})
-        count = int(cfg.task.test_instances)
+        lengths = sorted(set(cfg.task.test_lengths))
+        count = cfg.task.test_instances
         exact: dict[str, float | None] = {}
         accuracy: dict[str, float | None] = {}
         skipped: dict[str, str] = {}
@@ -61,7 +62,7 @@ class LengthGeneralization(EvalTask):
             by_instance[n] = score.exact_by_instance
             exact[str(n)] = score.exact_match
             accuracy[str(n)] = score.token_accuracy
-        lo, hi = (int(n) for n in cfg.task.train_lengths)
+        lo, hi = cfg.task.train_lengths
         return {
             "task": task.name,
             "size_unit": task.size_unit,
@@ -76,7 +77,7 @@ class LengthGeneralization(EvalTask):
             RECORDS: {INSTANCES_FILE: instances_csv(by_instance)},
         }
 
-    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
+    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: RunConfig) -> None:
         """Exact match and token accuracy with global_step = length, so runs overlay."""
         prefix = TAG if key == self.name else key
         for n in result["lengths"]:
@@ -84,18 +85,18 @@ class LengthGeneralization(EvalTask):
                 writer.add_scalar(f"{prefix}/exact_match", result["exact_match"][str(n)], n)
                 writer.add_scalar(f"{prefix}/token_accuracy", result["token_accuracy"][str(n)], n)
 
-    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: Any) -> None:
+    def log_summary(self, writer: SummaryWriter, result: dict[str, Any], cfg: RunConfig) -> None:
         """An HParams entry with exact match at each test length (in the run's own folder)."""
         hp = {
-            "task": str(cfg.task.name),
+            "task": cfg.task.name,
             **model_hparams(cfg),
-            "steps": int(cfg.train.steps),
+            "steps": cfg.train.steps,
         }
         log_hparams(
             writer,
             hp,
             {f"hparams/exact_match_{n}": v for n, v in result["exact_match"].items()},
-            int(cfg.train.steps),
+            cfg.train.steps,
         )
 
     def summary(self, result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -109,7 +110,7 @@ class LengthGeneralization(EvalTask):
             )
         ]
 
-    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+    def render(self, run_dir: Path, cfg: RunConfig, key: str, result: dict[str, Any]) -> list[Any]:
         """Exact match and token accuracy by size, and where they went."""
         lo, hi = result["train_lengths"]
         table = Table(

@@ -30,7 +30,7 @@ from rich.table import Table
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
-from posenc_cli.config.extension import base_length
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.evals.base import EvalTask, by_length
 from posenc_cli.evals.retrieval_figure import heatmap
 
@@ -130,7 +130,7 @@ def answer_scores(
 class Retrieval(EvalTask):
     name = "retrieval"
 
-    def check(self, cfg: Any) -> None:
+    def check(self, cfg: RunConfig) -> None:
         s = self.settings(cfg)
         _require(_whole(s.factors, 1), "eval.retrieval.factors", s.factors, "[1,2,4,8,16]")
         _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "200")
@@ -142,13 +142,13 @@ class Retrieval(EvalTask):
         _require(ok, "eval.retrieval.depths", s.depths, "[0,0.5,1] (fractions from 0 to 1)")
 
     def run(
-        self, model: nn.Module, data: TokenData | None, cfg: Any, rt: Runtime
+        self, model: nn.Module, data: TokenData | None, cfg: RunConfig, rt: Runtime
     ) -> dict[str, Any]:
         assert data is not None  # a language-model task: not_applicable keeps task runs out
         s = self.settings(cfg)
         tok = data.tokenizer
         digits = digit_ids(tok.token_to_id)
-        train_length = base_length(cfg)  # a `posenc extend` run: its parent's lengths
+        train_length = cfg.base_length()  # a `posenc extend` run: its parent's lengths
         depths = [float(d) for d in s.depths]
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
         out = _empty_result(train_length, depths, s)
@@ -175,7 +175,7 @@ class Retrieval(EvalTask):
                 )
         return out
 
-    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: Any) -> None:
+    def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: RunConfig) -> None:
         """Digit accuracy, exact match and lift with global_step = length; the heatmap."""
         for length in result["lengths"]:
             k = str(length)
@@ -190,7 +190,7 @@ class Retrieval(EvalTask):
         acc = result.get("digit_accuracy") or {}
         return [("passkey digit accuracy (chance 0.10)", by_length(acc, 2))] if acc else []
 
-    def render(self, run_dir: Path, cfg: Any, key: str, result: dict[str, Any]) -> list[Any]:
+    def render(self, run_dir: Path, cfg: RunConfig, key: str, result: dict[str, Any]) -> list[Any]:
         table = Table(
             title=f"{key}: {cfg.encoding.name} (seed {cfg.seed}), {result['keys']} instances "
             f"per length over {len(result['depths'])} depths; chance: digit accuracy "

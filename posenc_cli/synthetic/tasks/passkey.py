@@ -8,23 +8,29 @@ from __future__ import annotations
 import numpy as np
 
 from posenc_cli.synthetic.base import BOS, FIRST_SYMBOL, QUERY, SEP, Instance, SyntheticTask, need
+from posenc_cli.synthetic.config import TaskConfig
 
 
 class PasskeyTask(SyntheticTask):
     name = "passkey"
     size_unit = "filler tokens"
 
+    def __init__(self, cfg: TaskConfig, digits: int, filler: int) -> None:
+        super().__init__(cfg)
+        self.digits = digits
+        self.filler = filler
+
     @property
     def symbols(self) -> int:
-        return 10 + int(self.cfg.filler)  # digits, then filler symbols
+        return 10 + self.filler  # digits, then filler symbols
 
     def check(self, largest: int) -> None:
-        need(int(self.cfg.filler), 1, "filler", "the filler needs at least one symbol")
-        need(int(self.cfg.digits), 1, "digits", "the passkey needs at least one digit")
+        need(self.filler, 1, "filler", "the filler needs at least one symbol")
+        need(self.digits, 1, "digits", "the passkey needs at least one digit")
 
     def make(self, size: int, rng: np.random.Generator) -> Instance:
-        filler = [FIRST_SYMBOL + 10 + i % int(self.cfg.filler) for i in range(size)]
-        key = (rng.integers(0, 10, int(self.cfg.digits)) + FIRST_SYMBOL).tolist()
+        filler = [FIRST_SYMBOL + 10 + i % self.filler for i in range(size)]
+        key = (rng.integers(0, 10, self.digits) + FIRST_SYMBOL).tolist()
         depth = int(rng.integers(0, size + 1))
         prompt = [BOS, *filler[:depth], SEP, *key, SEP, *filler[depth:], QUERY]
         return Instance.of(prompt, key)

@@ -10,15 +10,20 @@ from __future__ import annotations
 import numpy as np
 
 from posenc_cli.synthetic.base import BOS, FIRST_SYMBOL, SEP, Instance, SyntheticTask, need
+from posenc_cli.synthetic.config import TaskConfig
 
 
 class CopyTask(SyntheticTask):
     name = "copy"
     size_unit = "symbols"
 
+    def __init__(self, cfg: TaskConfig, symbols: int) -> None:
+        super().__init__(cfg)
+        self.alphabet = symbols
+
     @property
     def symbols(self) -> int:
-        return int(self.cfg.symbols)
+        return self.alphabet
 
     def check(self, largest: int) -> None:
         need(self.symbols, 2, "symbols", f"{self.name} needs at least two distinct symbols")

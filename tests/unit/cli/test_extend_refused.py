@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from posenc_cli.cli.app import app
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import expand_sweep
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.extension import ANOTHER
-from posenc_cli.model import build_model
 from posenc_cli.workflows.extend_plan import plan_jobs
 from tests.helpers.locks import locked_elsewhere
 

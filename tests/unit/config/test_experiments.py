@@ -23,7 +23,7 @@ def test_experiment_files_are_global_packages(corpus: Path) -> None:
 
 
 def test_the_gpu_study_is_gpt2_small_at_512_on_wikitext_articles_to_16x(corpus: Path) -> None:
-    from posenc_cli.model import build_model
+    from posenc_cli.engine.build import build_model
 
     cfg = compose(["experiment=extrapolation_gpu"])
     assert (cfg.data.kind, cfg.train.context_length, list(cfg.eval.factors)) == (

@@ -17,7 +17,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.extension import base_length, check_extension_eval, child_config
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
-from posenc_cli.model import build_model
+from posenc_cli.engine.build import build_model
 
 TINY = ["model=tiny", "train.context_length=16", "train.batch_size=4", "train.min_lr=1e-4"]
 PARENT = Path("runs/parent")

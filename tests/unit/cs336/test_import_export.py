@@ -15,7 +15,7 @@ from posenc_cli.cli.app import app
 from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.gpt2_bytes import to_token
 from posenc_cli.engine import checkpoint
-from posenc_cli.model import build_model
+from posenc_cli.engine.build import build_model
 from tests.helpers.locks import locked_elsewhere
 
 TEXT = (

@@ -21,7 +21,7 @@ from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.encodings import PositionalEncoding, Span
 from posenc_cli.encodings.registry import encoding_class
-from posenc_cli.model import build_model
+from posenc_cli.engine.build import build_model
 from posenc_cli.model.context import AttentionContext
 from posenc_cli.workflows.jobs import run_training
 from tests.helpers.configs import FOUR_STEPS

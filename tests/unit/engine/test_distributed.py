@@ -19,12 +19,12 @@ from omegaconf import OmegaConf
 
 from posenc_cli.data.batches import get_batch
 from posenc_cli.data.cache import TokenData
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.distributed import Solo, shard
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.trainer import Trainer
 from posenc_cli.engine.validation import validation_loss
 from posenc_cli.evals.scoring import BATCH_TOKENS, score_length
-from posenc_cli.model import build_model
 
 
 class ThreadComm:

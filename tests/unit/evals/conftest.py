@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import DictConfig
 
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import load
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.cache import TokenData
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.runtime import Runtime
-from posenc_cli.model import TransformerLM, build_model
+from posenc_cli.model import TransformerLM
 
 EVAL_VOCAB = 300
 EVAL_TRAIN_LEN = 16
@@ -33,12 +34,12 @@ def one_thread() -> Iterator[None]:
 
 
 @functools.cache
-def _composed(*overrides: str) -> DictConfig:
-    return compose([*BASE, *overrides])
+def _composed(*overrides: str) -> RunConfig:
+    return load([*BASE, *overrides])
 
 
 @pytest.fixture(scope="session")
-def config() -> Callable[..., DictConfig]:
+def config() -> Callable[..., RunConfig]:
     """config(*overrides): the composed config of BASE + overrides (a private copy)."""
     return lambda *overrides: copy.deepcopy(_composed(*overrides))
 
@@ -52,7 +53,7 @@ def rt() -> Runtime:
 def model_for() -> Callable[..., TransformerLM]:
     """model_for(cfg, seed=0): the config's model, randomly initialised, in eval mode."""
 
-    def make(cfg: DictConfig, seed: int = 0) -> TransformerLM:
+    def make(cfg: RunConfig, seed: int = 0) -> TransformerLM:
         torch.manual_seed(seed)
         return build_model(cfg, EVAL_VOCAB).eval()
 

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from posenc_cli.config.compose import compose
 from posenc_cli.data.tokenizer import train_tokenizer
-from posenc_cli.model import build_model
+from posenc_cli.engine.build import build_model
 
 TEXT = (
     "The cat sat on the mat. The dog sat on the log! A cat, a dog and 42 mats met at the "

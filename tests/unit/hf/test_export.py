@@ -18,7 +18,7 @@ from posenc_cli.config.extension import child_config
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.tokenizer import encode, load_tokenizer
 from posenc_cli.engine import checkpoint
-from posenc_cli.model import build_model
+from posenc_cli.engine.build import build_model
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")

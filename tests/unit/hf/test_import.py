@@ -14,8 +14,8 @@ from posenc_cli.cli.app import app
 from posenc_cli.config.rundir import load_run_config, unlock_run_dir
 from posenc_cli.data.tokenizer import eot_id, train_tokenizer
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.metrics import read_metrics
-from posenc_cli.model import build_model
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")

@@ -14,7 +14,8 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.encodings import build_encoding
-from posenc_cli.model.transformer import TransformerLM, build_model
+from posenc_cli.engine.build import build_model
+from posenc_cli.model.transformer import TransformerLM
 
 D = 32
 H = 4

@@ -84,7 +84,7 @@ def rope_run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
 
     from posenc_cli.config.compose import compose
     from posenc_cli.data.tokenizer import train_tokenizer
-    from posenc_cli.model import build_model
+    from posenc_cli.engine.build import build_model
 
     cfg = compose(
         ["model=tiny", "train.context_length=16", "data=text", f"data.path={corpus}"]

@@ -44,7 +44,7 @@ def test_an_evaluation_the_machine_cannot_hold_is_refused_with_evals_own_keys(
 
 
 def test_the_parameter_count_is_the_models_own() -> None:
-    from posenc_cli.model import build_model
+    from posenc_cli.engine.build import build_model
 
     cfg = compose(["model=tiny"])
     assert n_params(cfg, 300) == build_model(cfg, 300).num_parameters()

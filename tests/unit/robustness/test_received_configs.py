@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from posenc_cli.cli.app import app
 from posenc_cli.config.compose import compose
 from posenc_cli.data.tokenizer import train_tokenizer
-from posenc_cli.model import build_model
+from posenc_cli.engine.build import build_model
 
 SECRET = "s3cr3t-value-never-shown"
 

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from posenc_cli.synthetic.base import BOS, FIRST_SYMBOL, QUERY, SEP, build_task, registry
 from posenc_cli.synthetic.batches import IGNORE, collate, draw, evaluation_set, training_batch
+from posenc_cli.synthetic.config import task_config
 
 SIZES = (1, 2, 7, 16, 33)
 
@@ -21,10 +22,8 @@ def task_names(repo: Path) -> list[str]:
 
 
 def make(repo: Path, name: str, **params: object):
-    cfg = OmegaConf.load(repo / "configs" / "task" / f"{name}.yaml").task
-    for key, value in params.items():
-        cfg[key] = value
-    return build_task(cfg)
+    values = OmegaConf.to_container(OmegaConf.load(repo / "configs" / "task" / f"{name}.yaml"))
+    return build_task(task_config({**values["task"], **params}))
 
 
 def test_every_task_yaml_has_its_generator(repo: Path) -> None:

@@ -9,11 +9,13 @@ from omegaconf import OmegaConf
 
 from posenc_cli.synthetic.base import build_task
 from posenc_cli.synthetic.batches import evaluation_set
+from posenc_cli.synthetic.config import task_config
 from posenc_cli.synthetic.scoring import answer_loss, score_answers
 
 
 def task_of(repo: Path, name: str):
-    return build_task(OmegaConf.load(repo / "configs" / "task" / f"{name}.yaml").task)
+    values = OmegaConf.to_container(OmegaConf.load(repo / "configs" / "task" / f"{name}.yaml"))
+    return build_task(task_config(values["task"]))
 
 
 class Oracle(torch.nn.Module):

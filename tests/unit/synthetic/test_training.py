@@ -10,19 +10,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
 from posenc_cli.common import faults
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import load
+from posenc_cli.engine.build import build_model
 from posenc_cli.engine.runtime import make_runtime
 from posenc_cli.engine.step import make_optimizer, train_step
 from posenc_cli.engine.trainer import Trainer
 from posenc_cli.evals.tasks.length_generalization import LengthGeneralization
-from posenc_cli.model import build_model
 from posenc_cli.synthetic.base import build_task
 from posenc_cli.synthetic.batches import collate, draw, evaluation_set
+from posenc_cli.synthetic.config import task_config
 from posenc_cli.synthetic.scoring import score_answers
 
 TINY = [
@@ -60,13 +61,15 @@ def task_names(repo: Path) -> list[str]:
 
 @pytest.mark.encodings
 def test_every_task_trains_and_scores_with_this_encoding(name: str, repo: Path) -> None:
-    cfg = compose([f"encoding={name}", *TINY[:-1]])
+    cfg = load([f"encoding={name}", *TINY[:-1]])
     rt = make_runtime(cfg)
     for task_name in task_names(repo):
-        task_cfg = OmegaConf.load(repo / "configs" / "task" / f"{task_name}.yaml").task
-        task_cfg.train_lengths = [1, 4]
-        task_cfg.test_lengths = [4, 8]
-        task = build_task(task_cfg)
+        values = OmegaConf.to_container(
+            OmegaConf.load(repo / "configs" / "task" / f"{task_name}.yaml")
+        )
+        task = build_task(
+            task_config({**values["task"], "train_lengths": [1, 4], "test_lengths": [4, 8]})
+        )
         cfg.train.context_length = task.sequence_length(4) - 1
         torch.manual_seed(0)
         model = build_model(cfg, task.vocab_size)
@@ -78,7 +81,7 @@ def test_every_task_trains_and_scores_with_this_encoding(name: str, repo: Path) 
 
 
 def trainer(cfg_overrides: list[str], run_dir: Path) -> Trainer:
-    cfg = compose(cfg_overrides)
+    cfg = load(cfg_overrides)
     return Trainer(cfg, run_dir, make_runtime(cfg), None)
 
 
@@ -129,7 +132,7 @@ def test_a_resumed_task_run_continues_exactly(
 
 
 def test_lengths_past_a_learned_table_are_not_applicable() -> None:
-    cfg = compose(
+    cfg = load(
         [
             "task=copy",
             "encoding=learned",
@@ -169,12 +172,8 @@ def test_the_cli_writes_results_and_tensorboard(tmp_path: Path) -> None:
 
 
 def test_progress_and_sweep_lines_name_the_task_of_a_task_run() -> None:
-    from posenc_cli.config.task_checks import run_label
-
-    def cfg(task: str) -> DictConfig:
-        return OmegaConf.create({"encoding": {"name": "rope"}, "seed": 2, "task": {"name": task}})
-
-    assert [run_label(cfg("lm")), run_label(cfg("copy"))] == ["rope seed 2", "rope copy seed 2"]
+    lm, copy = (load(["encoding=rope", "seed=2", f"task={task}"]) for task in ("lm", "copy"))
+    assert [lm.label(), copy.label()] == ["rope seed 2", "rope copy seed 2"]
 
 
 @pytest.mark.parametrize(
