@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import DictConfig
 
-from posenc_cli.config.compose import load
+from posenc_cli.config.compose import compose, load
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.build import build_model
@@ -36,6 +37,13 @@ def one_thread() -> Iterator[None]:
 @functools.cache
 def _composed(*overrides: str) -> RunConfig:
     return load([*BASE, *overrides])
+
+
+@pytest.fixture(scope="session")
+def composed() -> Callable[..., DictConfig]:
+    """composed(*overrides): BASE + overrides as composed, before it is typed (what `posenc
+    eval`'s overrides apply to)."""
+    return lambda *overrides: compose([*BASE, *overrides])
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from posenc_cli.config.run_config import typed
 from posenc_cli.data.cache import TokenData
 from posenc_cli.data.tokenizer import train_tokenizer
 from posenc_cli.evals.retrieval_figure import heatmap
@@ -58,14 +59,16 @@ class Bigram(nn.Module):
         return self.table(x)
 
 
-def _cfg(config):
+def _cfg(composed):
     from posenc_cli.evals.run import apply_overrides
 
-    return apply_overrides(config(), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[8,16]"])
+    return typed(
+        apply_overrides(composed(), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[8,16]"])
+    )
 
 
-def test_a_model_that_copies_the_key_scores_one(config, text_data, rt) -> None:
-    result = Retrieval().run(Induction(), text_data, _cfg(config), rt)
+def test_a_model_that_copies_the_key_scores_one(composed, text_data, rt) -> None:
+    result = Retrieval().run(Induction(), text_data, _cfg(composed), rt)
     assert result["lengths"] == [128, 256] and not result["skipped"]
     for k in ("128", "256"):
         assert result["exact_match"][k] == 1.0 and result["digit_accuracy"][k] == 1.0
@@ -75,10 +78,10 @@ def test_a_model_that_copies_the_key_scores_one(config, text_data, rt) -> None:
         assert 10 < lo <= result["lift"][k] <= hi
 
 
-def test_a_model_that_never_sees_the_sentence_scores_at_chance(config, text_data, rt) -> None:
+def test_a_model_that_never_sees_the_sentence_scores_at_chance(composed, text_data, rt) -> None:
     """The bigram model's answer logits are the same with and without the sentence: lift 0
     exactly, its interval [0, 0], and accuracy equal to its accuracy without the key."""
-    result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
+    result = Retrieval().run(Bigram(), text_data, _cfg(composed), rt)
     assert result["chance"] == {"digit_accuracy": 0.1, "exact_match": 1e-5, "lift": 0.0}
     for k in ("128", "256"):
         assert result["lift"][k] == pytest.approx(0.0, abs=1e-5)
@@ -113,9 +116,9 @@ def test_instances_depend_on_the_seed_alone_and_hide_the_sentence_once(text_data
 
 
 def test_the_heatmap_is_an_image_of_lengths_by_depths(
-    config, text_data, rt, tmp_path: Path
+    composed, text_data, rt, tmp_path: Path
 ) -> None:
-    result = Retrieval().run(Bigram(), text_data, _cfg(config), rt)
+    result = Retrieval().run(Bigram(), text_data, _cfg(composed), rt)
     image = heatmap(result, "bigram")
     assert image is not None and image.ndim == 3 and image.shape[2] == 3
 
@@ -133,25 +136,28 @@ def test_a_tokenizer_without_a_token_per_digit_is_skipped_with_its_reason() -> N
         "eval.retrieval.seed=-1",
     ],
 )
-def test_bad_settings_are_one_line_before_anything_runs(config, bad: str) -> None:
+def test_bad_settings_are_one_line_before_anything_runs(composed, bad: str) -> None:
     from posenc_cli.common.errors import PosencError
     from posenc_cli.evals.run import apply_overrides
 
-    cfg = apply_overrides(config(), ["eval.tasks=[retrieval]", bad])
+    cfg = typed(apply_overrides(composed(), ["eval.tasks=[retrieval]", bad]))
     with pytest.raises(PosencError, match=bad.split("=")[0].replace(".", r"\.")):
         Retrieval().check(cfg)
 
 
 @pytest.mark.encodings
 def test_every_encoding_is_scored_or_skipped_with_a_reason(
-    name: str, config, model_for, text_data, rt
+    name: str, composed, model_for, text_data, rt
 ) -> None:
     """A random tiny model of each encoding: every length is scored (probabilities, exact
     match and lift in range) or, past a learned table, skipped with the number it needs."""
     from posenc_cli.evals.run import apply_overrides
 
-    cfg = apply_overrides(
-        config(f"encoding={name}"), ["eval.tasks=[retrieval]", "eval.retrieval.factors=[4,8]"]
+    cfg = typed(
+        apply_overrides(
+            composed(f"encoding={name}"),
+            ["eval.tasks=[retrieval]", "eval.retrieval.factors=[4,8]"],
+        )
     )
     model = model_for(cfg)
     with torch.no_grad():
@@ -171,10 +177,10 @@ def test_every_encoding_is_scored_or_skipped_with_a_reason(
 
 
 def test_a_length_beyond_the_held_out_text_is_skipped_with_its_reason(
-    config, text_data, rt
+    composed, text_data, rt
 ) -> None:
     short = TokenData(text_data.train, text_data.val[:100], text_data.tokenizer_path, {})
-    result = Retrieval().run(Induction(), short, _cfg(config), rt)
+    result = Retrieval().run(Induction(), short, _cfg(composed), rt)
     assert result["lengths"] == [128, 256] and not result["digit_accuracy"]
     assert "compare" not in result  # nothing scored: no table in `posenc compare`
     assert all("longer than the held-out text" in why for why in result["skipped"].values())

@@ -18,11 +18,11 @@ def test_each_method_scores_differently_and_restores_the_model(
     plain_cfg = config("eval.factors=[1,4]")
     model = model_for(plain_cfg)
     trained = model.encoding.inv_freq.clone()
-    plain = extrapolation(model, val_ids(), TRAIN_LEN, plain_cfg.eval, rt)
+    plain = extrapolation(model, val_ids(), TRAIN_LEN, plain_cfg.eval.extrapolation, rt)
     assert "rope_scaling" not in plain
     for method in ("pi", "ntk", "dynamic_ntk", "yarn", "llama3"):
         cfg = config("eval.factors=[1,4]", f"eval.rope_scaling={method}")
-        result = extrapolation(model, val_ids(), TRAIN_LEN, cfg.eval, rt)
+        result = extrapolation(model, val_ids(), TRAIN_LEN, cfg.eval.extrapolation, rt)
         assert (
             torch.equal(model.encoding.inv_freq, trained) and model.encoding.attention_factor == 1.0
         )
@@ -38,27 +38,34 @@ def test_each_method_scores_differently_and_restores_the_model(
 
 def test_an_explicit_factor_is_used_and_keyed(config, model_for, val_ids, rt) -> None:
     cfg = config("eval.factors=[1,4]", "eval.rope_scaling=pi", "eval.rope_factor=2")
-    result = extrapolation(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval, rt)
+    result = extrapolation(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval.extrapolation, rt)
     assert result["rope_factors"] == {"16": 2.0, "64": 2.0}
-    saved = config().eval
-    assert result_key("extrapolation", None, cfg.eval, saved) == "extrapolation_x1-4_pi2"
+    saved = config().eval.extrapolation
     assert (
-        result_key("extrapolation", None, config("eval.rope_scaling=yarn").eval, saved)
+        result_key("extrapolation", None, cfg.eval.extrapolation, saved) == "extrapolation_x1-4_pi2"
+    )
+    assert (
+        result_key(
+            "extrapolation", None, config("eval.rope_scaling=yarn").eval.extrapolation, saved
+        )
         == "extrapolation_yarn"
     )
 
 
 def test_a_factor_equal_to_the_default_gets_the_default_key(config) -> None:
-    saved = config().eval
-    explicit = config("eval.rope_scaling=yarn", "eval.rope_factor=16").eval
+    saved = config().eval.extrapolation
+    explicit = config("eval.rope_scaling=yarn", "eval.rope_factor=16").eval.extrapolation
     assert result_key("extrapolation", None, explicit, saved) == "extrapolation_yarn"
 
 
 def test_dynamic_ntk_takes_transformers_factor(config, model_for, val_ids, rt) -> None:
     cfg = config("eval.factors=[1,4]", "eval.rope_scaling=dynamic_ntk", "eval.rope_factor=2")
-    result = extrapolation(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval, rt)
+    result = extrapolation(model_for(cfg), val_ids(), TRAIN_LEN, cfg.eval.extrapolation, rt)
     assert result["rope_factors"] == {"16": 1.0, "64": 7.0}  # 2·64/16 - (2 - 1)
-    saved = config().eval
-    assert result_key("extrapolation", None, cfg.eval, saved) == "extrapolation_x1-4_dynamic_ntk2"
-    plain = config("eval.rope_scaling=dynamic_ntk", "eval.rope_factor=1").eval
+    saved = config().eval.extrapolation
+    assert (
+        result_key("extrapolation", None, cfg.eval.extrapolation, saved)
+        == "extrapolation_x1-4_dynamic_ntk2"
+    )
+    plain = config("eval.rope_scaling=dynamic_ntk", "eval.rope_factor=1").eval.extrapolation
     assert result_key("extrapolation", None, plain, saved) == "extrapolation_dynamic_ntk"

@@ -38,8 +38,7 @@ def evaluate(config, model_for, val_ids, rt):
         ids = val_ids()
         ids[::97] = EOT  # documents of 96 tokens
         model = model_for(cfg)
-        settings = get_task("extrapolation").settings(cfg)
-        return ids, model, extrapolation(model, ids, L, settings, rt, EOT)
+        return ids, model, extrapolation(model, ids, L, cfg.eval.extrapolation, rt, EOT)
 
     return run
 

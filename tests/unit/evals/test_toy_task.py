@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from posenc_cli.cli.console import print_eval_result, print_run_summary
 from posenc_cli.common.console import console
+from posenc_cli.config.run_config import typed
 from posenc_cli.evals.base import EvalTask, task_of
 from posenc_cli.evals.run import EvalWriters, apply_overrides
 from posenc_cli.evals.runner import run_tasks
@@ -48,11 +49,17 @@ def _evaluate(cfg: Any, model: Any, data: Any, rt: Any, run_dir: Path) -> dict[s
 
 
 def test_a_task_from_tests_runs_logs_and_prints(
-    config, model_for, token_data, rt, tmp_path: Path
+    composed, model_for, token_data, rt, tmp_path: Path
 ) -> None:
-    cfg = apply_overrides(
-        config(),
-        ["eval.tasks=[mean_token,extrapolation]", "eval.mean_token.scale=3", "eval.factors=[1]"],
+    cfg = typed(
+        apply_overrides(
+            composed(),
+            [
+                "eval.tasks=[mean_token,extrapolation]",
+                "eval.mean_token.scale=3",
+                "eval.factors=[1]",
+            ],
+        )
     )
     data = token_data(600)
     out = _evaluate(cfg, model_for(cfg), data, rt, tmp_path)
@@ -81,24 +88,25 @@ def test_a_task_from_tests_runs_logs_and_prints(
     assert "mean token x scale" in text.split("posenc run")[1] and "ppl by length" in text
 
 
-def test_its_settings_default_to_its_own_and_the_older_flat_keys_still_map(config) -> None:
-    cfg = apply_overrides(config(), ["eval.tasks=[mean_token]", "eval.mode=sliding"])
+def test_its_settings_default_to_its_own_and_the_older_flat_keys_still_map(composed) -> None:
+    asked = apply_overrides(composed(), ["eval.tasks=[mean_token]", "eval.mode=sliding"])
+    cfg = typed(asked)
     assert MeanToken().settings(cfg).scale == 2.0
-    assert cfg.eval.extrapolation.mode == "sliding" == cfg.eval.mode
+    assert cfg.eval.extrapolation.mode == "sliding" == asked.eval.mode
 
 
-def test_a_saved_config_of_flat_eval_keys_loads_into_the_section(config, tmp_path: Path) -> None:
+def test_a_saved_config_of_flat_eval_keys_loads_into_the_section(composed, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
     from posenc_cli.config.rundir import load_run_config
 
-    saved = OmegaConf.to_container(config(), resolve=True)
+    saved = OmegaConf.to_container(composed(), resolve=True)
     del saved["eval"]["extrapolation"]  # a run saved before the sections: flat values only
     saved["eval"].update(factors=[1, 8], mode="sliding", stride=4)
     (tmp_path / ".hydra").mkdir()
     OmegaConf.save(OmegaConf.create(saved), tmp_path / ".hydra" / "config.yaml")
     cfg = apply_overrides(load_run_config(tmp_path), ["eval.extrapolation.stride=2"])
-    section = cfg.eval.extrapolation
+    section = typed(cfg).eval.extrapolation
     assert (list(section.factors), section.mode, section.stride, section.tokens) == (
         [1, 8],
         "sliding",
