@@ -56,9 +56,8 @@ ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
 def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[str, Any]]:
     """Evaluate ``run_dir``'s last checkpoint; merge into metrics.json; the config used and
     the results by key (each result says whether it replaced an earlier one)."""
-    composed = load_run_config(run_dir)
-    asked, metrics = apply_overrides(composed, overrides), read_metrics(run_dir)
-    saved, cfg = typed(composed), typed(asked)
+    composed, metrics = load_run_config(run_dir), read_metrics(run_dir)
+    saved, cfg = typed(composed), typed(apply_overrides(composed, overrides))
     pin_precision(cfg, metrics, overrides)
     for name in cfg.eval.tasks:
         get_task(name).check(cfg)
@@ -67,7 +66,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[s
     lock_run_dir(run_dir)
     model = load_model(run_dir, cfg, rt)
     data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
-    suffix = identity_suffix(rt, metrics)
+    suffix, ev = identity_suffix(rt, metrics), cfg.eval.extrapolation
     writers = EvalWriters(run_dir)
     try:
         out = run_tasks(
@@ -77,9 +76,7 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[s
             rt,
             None,
             data_name=label or cfg.data.name,
-            key_for=lambda task: result_key(
-                task, label, cfg.eval.extrapolation, saved.eval.extrapolation, suffix
-            ),
+            key_for=lambda task: result_key(task, label, ev, saved.eval.extrapolation, suffix),
             writer_for=writers.get,
             extra={"source": source},
         )

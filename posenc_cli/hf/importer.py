@@ -55,12 +55,8 @@ def import_hf(
     tok = _tokenizer(folder, vocab)
     _check_import_memory(run, vocab, folder)
     m = run.model
-    state = posenc_state(
-        read_safetensors(weight_files(folder)),
-        m.n_layers,
-        m.d_model // m.n_heads,
-        m.tie_embeddings,
-    )
+    weights = read_safetensors(weight_files(folder))
+    state = posenc_state(weights, m.n_layers, m.d_model // m.n_heads, m.tie_embeddings)
     check_finite(state, folder)
     model = build_model(run, vocab)
     load_exactly(

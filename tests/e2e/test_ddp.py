@@ -22,6 +22,7 @@ import torch
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.prepare import prepare
 from posenc_cli.engine.build import build_model
@@ -166,7 +167,7 @@ def test_evaluation_split_over_two_ranks_equals_one_process(
     assert trained["extrapolation"]["tokens"] == 4096  # several batches per length and rank
     torch.set_num_threads(1)
     data = prepare(cfg.data)
-    model = build_model(cfg, data.meta["vocab_size"])
+    model = build_model(typed(cfg), data.meta["vocab_size"])
     model.load_state_dict(weights(two_ranks))
     one = validation_loss(model, data, cfg, Runtime(torch.device("cpu"), "fp32"))
     assert one == trained["final_val_loss"]

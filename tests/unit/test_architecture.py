@@ -29,7 +29,7 @@ ALLOWED = {
     "cs336": {"interchange", "engine", "config", "model", "nn"},
     "interchange": {"engine", "config", "model"},
     "evals": {"engine", "config", "data", "model", "synthetic"},
-    "engine": {"config", "data", "model", "synthetic"},
+    "engine": {"config", "data", "model", "encodings", "synthetic"},
     "report": {"config", "encodings", "evals"},
     "config": {"encodings", "synthetic", "data"},
     "model": {"encodings", "nn"},

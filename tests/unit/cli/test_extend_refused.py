@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import compose, load
 from posenc_cli.config.overrides import expand_sweep
 from posenc_cli.engine.build import build_model
 from posenc_cli.engine.extension import ANOTHER
@@ -69,7 +69,7 @@ def trained_parent(tmp_path: Path, encoding: str) -> Path:
     """A run directory of ``encoding`` whose checkpoint holds its (untrained) tiny model."""
     run = parent(tmp_path, encoding)
     (run / "checkpoints").mkdir()
-    model = build_model(compose(["model=tiny", f"encoding={encoding}"]), 64)
+    model = build_model(load(["model=tiny", f"encoding={encoding}"]), 64)
     torch.save({"model": model.state_dict(), "step": 5}, run / "checkpoints" / "last.pt")
     return run
 

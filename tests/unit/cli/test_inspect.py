@@ -104,6 +104,7 @@ def test_a_trained_run_gets_its_figures_and_tensorboard(
 ) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    from posenc_cli.config.run_config import typed
     from posenc_cli.config.rundir import load_run_config
     from posenc_cli.engine.runtime import make_runtime
     from posenc_cli.evals.run import apply_overrides, load_model
@@ -112,7 +113,7 @@ def test_a_trained_run_gets_its_figures_and_tensorboard(
     for _ in range(2 if name == "rope" else 1):  # a second one replaces the first one's files
         code, output = invoke(["inspect", str(run)])
         assert code == 0, output
-    cfg = apply_overrides(load_run_config(run), [])
+    cfg = typed(apply_overrides(load_run_config(run), []))
     enc = load_model(run, cfg, make_runtime(cfg)).encoding
     assert {p.name for p in (run / "inspect").glob("*.png")} == expected_figures(enc, True)
     events = list(run.glob("events.out.tfevents.*.inspect"))

@@ -24,13 +24,13 @@ def test_the_two_studies_plan_every_encoding_once() -> None:
 
 def test_a_finished_sweep_job_releases_its_run_directory(tmp_path) -> None:
     """A joblib worker runs many jobs: each must leave its run free for `posenc eval`."""
-    from omegaconf import OmegaConf
-
+    from posenc_cli.config.compose import load
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
     from posenc_cli.workflows.sweep import sweep_job
 
     run = tmp_path / "job"
-    cfg = OmegaConf.create({"encoding": {"name": "rope"}, "seed": 0})  # fails at once
+    cfg = load(["train.threads=1"])
+    cfg.data.kind, cfg.data.path = "text", str(tmp_path / "gone.txt")  # fails at once
     assert sweep_job(cfg, run) is None and (run / "FAILED.txt").is_file()
     lock_run_dir(run)  # free again: the job released its lock
     unlock_run_dir(run)
@@ -66,16 +66,15 @@ def test_a_sweep_refuses_several_tasks_per_job_and_names_the_installed_launchers
 def test_a_multi_process_job_that_fails_is_a_failed_job_and_a_signal_stops_the_sweep(
     tmp_path, monkeypatch, code: int, outcome: str
 ) -> None:
-    from omegaconf import OmegaConf
-
     from posenc_cli.common.errors import RankFailure
+    from posenc_cli.config.compose import load
     from posenc_cli.workflows import ranks, sweep
 
     def fail(cfg, run_dir):
         raise RankFailure(code, "posenc: error: disk full (rank 1 of 2) — free space")
 
     monkeypatch.setattr(ranks, "run_job", fail)
-    cfg = OmegaConf.create({"encoding": {"name": "rope"}, "seed": 0})
+    cfg = load(["encoding=rope", "seed=0"])
     if outcome == "stop":
         with pytest.raises(KeyboardInterrupt):
             sweep.sweep_job(cfg, tmp_path / "job")

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from posenc_cli.config.compose import compose
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import expand_sweep
+from posenc_cli.config.run_config import typed
 
 
 def test_experiment_files_are_global_packages(corpus: Path) -> None:
@@ -44,7 +45,7 @@ def test_the_gpu_study_is_gpt2_small_at_512_on_wikitext_articles_to_16x(corpus: 
     d_ff = 2048  # embedding + head, 12 blocks, final norm
     expected = 2 * V * d + layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d
     with torch.device("meta"):  # shapes only: no 540 MB of weights to initialise
-        built = build_model(cfg, cfg.data.vocab_size)
+        built = build_model(typed(cfg), cfg.data.vocab_size)
     assert built.num_parameters() == expected == 135_285_504
     assert swept("extrapolation_gpu") == SEED_ENCODINGS
 

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.extension import base_length, check_extension_eval, child_config
+from posenc_cli.config.run_config import typed
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
 from posenc_cli.engine.build import build_model
 
@@ -75,7 +76,7 @@ def test_another_scaling_of_a_fine_tuned_run_is_refused() -> None:
 
 @pytest.mark.parametrize("method", ["pi", "ntk", "dynamic_ntk", "yarn", "llama3"])
 def test_the_model_is_built_with_the_methods_frequencies(method: str) -> None:
-    enc = build_model(child(f"method={method}", "factor=4"), 50).encoding
+    enc = build_model(typed(child(f"method={method}", "factor=4")), 50).encoding
     want, attention = scaled_frequencies(
         method, enc.trained_inv_freq, enc.theta, enc.rotary_dims, 4.0, 16
     )
@@ -88,11 +89,11 @@ def test_the_model_is_built_with_the_methods_frequencies(method: str) -> None:
 
 
 def test_pi_divides_every_trained_frequency_by_the_factor() -> None:
-    enc = build_model(child("method=pi", "factor=4"), 50).encoding
+    enc = build_model(typed(child("method=pi", "factor=4")), 50).encoding
     torch.testing.assert_close(enc.inv_freq, (enc.trained_inv_freq / 4).float())
 
 
 def test_none_and_plain_runs_keep_the_trained_frequencies() -> None:
     for cfg in (child("method=none"), composed(*TINY)):
-        enc = build_model(cfg, 50).encoding
+        enc = build_model(typed(cfg), 50).encoding
         torch.testing.assert_close(enc.inv_freq, enc.trained_inv_freq.float())

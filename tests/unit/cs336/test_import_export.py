@@ -94,9 +94,10 @@ def test_imported_model_gives_the_plain_models_logits(
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["encoding"] == "rope" and metrics["imported"]["from"] == "cs336"
     assert len(metrics["imported"]["checkpoint_sha256"]) == 64
+    from posenc_cli.config.run_config import typed
     from posenc_cli.config.rundir import load_run_config
 
-    model = build_model(load_run_config(run), 300)
+    model = build_model(typed(load_run_config(run)), 300)
     model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
     ids = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(1))
     exact = cs336["logits"]({k: v.double() for k, v in state.items()}, ids)

@@ -18,6 +18,7 @@ from torch import Tensor
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.added_encodings import register_encoding, unregister_encoding
 from posenc_cli.config.compose import compose
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.encodings import PositionalEncoding, Span
 from posenc_cli.encodings.registry import encoding_class
@@ -64,7 +65,7 @@ def trained(
     run_dir = tmp_path_factory.mktemp("toy-run")
     (run_dir / ".hydra").mkdir()
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # what Hydra's runner writes
-    run_training(cfg, run_dir)
+    run_training(typed(cfg), run_dir)
     yield cfg, run_dir
     unregister_encoding("toy_decay")
 
@@ -82,7 +83,7 @@ def test_the_toy_trains_and_evaluates_end_to_end(trained: Any) -> None:
 def test_its_attention_is_softmax_with_its_bias_by_hand(trained: Any) -> None:
     cfg, _ = trained
     torch.manual_seed(0)
-    model = build_model(cfg, 300)
+    model = build_model(typed(cfg), 300)
     assert isinstance(model.encoding, ToyDecay) and model.encoding.slope == 0.25
     attn = model.layers[0].attn
     n = 12

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import load
 from posenc_cli.engine import checkpoint
 
 
@@ -35,7 +35,7 @@ def test_a_checkpoint_changed_after_its_save_is_refused(tmp_path: Path) -> None:
     resume, inspect all read through checkpoint.load)."""
     model = torch.nn.Linear(3, 2)
     path = tmp_path / "best.pt"
-    checkpoint.save_atomic(checkpoint.best_state(model, 5, 4.2, OmegaConf.create({})), path)
+    checkpoint.save_atomic(checkpoint.best_state(model, 5, 4.2, load([])), path)
     assert checkpoint.load(path)["step"] == 5
     state = torch.load(path, weights_only=True)
     assert state["weights_sha256"] == checkpoint.weights_digest(model)

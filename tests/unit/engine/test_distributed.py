@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
+from posenc_cli.config.compose import load
 from posenc_cli.data.batches import get_batch
 from posenc_cli.data.cache import TokenData
 from posenc_cli.engine.build import build_model
@@ -93,12 +93,9 @@ def on_ranks(world_size: int, job: Callable[[Runtime], Any]) -> list[Any]:
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, torch.nn.Module, TokenData]:
     torch.set_num_threads(1)
-    cfg = OmegaConf.create(
-        {
-            "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": None},
-            "encoding": OmegaConf.load(Path(__file__).parents[3] / "configs/encoding/alibi.yaml"),
-            "train": {"batch_size": 4, "eval_batches": 5, "context_length": 16},
-        }
+    cfg = load(
+        ["encoding=alibi", "model=tiny", "model.n_heads=2", "train.batch_size=4"]
+        + ["train.eval_batches=5", "train.context_length=16"]
     )
     torch.manual_seed(0)
     model = build_model(cfg, 300).eval()
@@ -131,8 +128,8 @@ def test_the_ranks_slices_are_the_global_batch_of_one_process() -> None:
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_validation_split_over_ranks_is_the_one_process_loss_exactly(tiny, world_size) -> None:
     cfg, model, data = tiny
-    one = validation_loss(model, data, cfg, Runtime(torch.device("cpu"), "fp32"))
-    split = on_ranks(world_size, lambda rt: validation_loss(model, data, cfg, rt))
+    one = validation_loss(model, data, cfg.train, Runtime(torch.device("cpu"), "fp32"))
+    split = on_ranks(world_size, lambda rt: validation_loss(model, data, cfg.train, rt))
     assert split == [one] * world_size
 
 

@@ -27,9 +27,9 @@ def test_auto_is_bf16_on_cpus_with_native_bf16_only(
 def test_explicit_bf16_on_a_cpu_without_it_warns(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from omegaconf import OmegaConf
+    from posenc_cli.config.compose import load
 
-    cfg = OmegaConf.create({"device": "cpu", "train": {"threads": None, "precision": "bf16"}})
+    cfg = load(["device=cpu", "train.precision=bf16"])
     monkeypatch.setattr(runtime, "cpu_has_fast_bf16", lambda: False)
     assert runtime.make_runtime(cfg).precision == "bf16"
     assert "emulated and slower than fp32" in capsys.readouterr().out

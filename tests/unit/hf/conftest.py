@@ -11,6 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from posenc_cli.config.compose import compose
+from posenc_cli.config.run_config import typed
 from posenc_cli.data.tokenizer import train_tokenizer
 from posenc_cli.engine.build import build_model
 
@@ -42,7 +43,7 @@ def _make_run(root: Path, overrides: list[str], seed: int = 0) -> Path:
     tok = train_tokenizer(iter([TEXT]), 300)
     tok.save(str(run / "tokenizer.json"))
     torch.manual_seed(seed)
-    model = build_model(cfg, tok.get_vocab_size())
+    model = build_model(typed(cfg), tok.get_vocab_size())
     with torch.no_grad():  # RMSNorm gains start at 1: make them matter too
         for name, p in model.named_parameters():
             if "ln" in name:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from posenc_cli.cli.app import app
 from posenc_cli.config.compose import compose
 from posenc_cli.config.extension import child_config
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.data.tokenizer import encode, load_tokenizer
 from posenc_cli.engine import checkpoint
@@ -30,7 +31,7 @@ def posenc_logits(
     run: Path, ids: torch.Tensor, method: str = "none", factor: float = 1.0
 ) -> torch.Tensor:
     cfg = load_run_config(run)
-    model = build_model(cfg, 300)
+    model = build_model(typed(cfg), 300)
     model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
     model.encoding.extend_context(method, factor, int(cfg.train.context_length))
     with torch.no_grad():
@@ -106,7 +107,7 @@ def test_an_extension_is_exported_with_its_method(
     with torch.no_grad():
         theirs = model(batch).logits
     cfg = load_run_config(child)
-    ours = build_model(cfg, 300)
+    ours = build_model(typed(cfg), 300)
     ours.load_state_dict(checkpoint.load(child / "checkpoints" / "last.pt")["model"])
     with torch.no_grad():
         error = (theirs - ours(batch)).abs().max().item()

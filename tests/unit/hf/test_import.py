@@ -11,6 +11,7 @@ from tokenizers import Tokenizer, models
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config, unlock_run_dir
 from posenc_cli.data.tokenizer import eot_id, train_tokenizer
 from posenc_cli.engine import checkpoint
@@ -81,7 +82,7 @@ def imported(llama: Path, run: Path) -> Path:
 
 def max_logit_error(folder: Path, run: Path) -> float:
     """max |Δ| between transformers' logits and posenc's on the imported run, at 3x its length."""
-    cfg = load_run_config(run)
+    cfg = typed(load_run_config(run))
     model = build_model(cfg, ROWS)
     model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
     ids = torch.randint(0, ROWS, (2, 3 * TRAIN_LENGTH), generator=torch.Generator().manual_seed(1))
@@ -95,9 +96,9 @@ def max_logit_error(folder: Path, run: Path) -> float:
 
 def test_posenc_computes_transformers_logits(llama: Path, tmp_path: Path) -> None:
     run = imported(llama, tmp_path / "run")
-    cfg = load_run_config(run)
+    cfg = typed(load_run_config(run))
     assert (cfg.model.n_heads, cfg.model.n_kv_heads, cfg.model.tie_embeddings) == (4, 2, True)
-    assert (cfg.encoding.theta, cfg.model.rms_norm_eps) == (500.0, 1e-6)
+    assert (cfg.encoding.params["theta"], cfg.model.rms_norm_eps) == (500.0, 1e-6)
     state = checkpoint.load(run / "checkpoints" / "last.pt")["model"]
     assert torch.equal(state["lm_head.weight"], state["token_embeddings.weight"])
     error = max_logit_error(llama, run)

@@ -11,7 +11,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import compose, load
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.encodings import build_encoding
 from posenc_cli.engine.build import build_model
@@ -86,9 +87,9 @@ def test_a_run_saved_before_these_keys_builds_the_same_model(tmp_path: Path) -> 
     OmegaConf.save(OmegaConf.create(cfg), run / ".hydra" / "config.yaml")
     old = load_run_config(run)
     torch.manual_seed(0)
-    built = build_model(old, VOCAB)
+    built = build_model(typed(old), VOCAB)
     torch.manual_seed(0)
-    new = build_model(compose(["model=tiny"]), VOCAB)
+    new = build_model(load(["model=tiny"]), VOCAB)
     assert built.lm_head.weight is not built.token_embeddings.weight
     assert built.ln_final.eps == 1e-5
     assert {k: v.shape for k, v in built.state_dict().items()} == {

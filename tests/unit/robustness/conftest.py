@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
 from posenc_cli.common.run_layout import LOCK_FILE
+from posenc_cli.config.run_config import typed
 from posenc_cli.data.content_hash import MEMO
 
 #: Where the working folder of a refused command keeps its earlier run.
@@ -98,7 +99,7 @@ def rope_run(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
     )
     torch.manual_seed(0)
     (run / "checkpoints").mkdir()
-    state = build_model(cfg, 300).state_dict()
+    state = build_model(typed(cfg), 300).state_dict()
     torch.save({"model": state, "step": 3}, run / "checkpoints" / "last.pt")
     return run
 

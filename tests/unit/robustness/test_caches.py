@@ -182,7 +182,7 @@ def test_damaged_entries_are_rebuilt(
     np.testing.assert_array_equal(np.array(again.train), train)
     np.testing.assert_array_equal(np.array(again.val), val)
     assert untimed(again.meta) == untimed(meta)
-    check_data_fits(again, OmegaConf.create({"data": cfg, "train": {"context_length": 16}}))
+    check_data_fits(again, cfg, 16)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import compose, load
+from posenc_cli.config.run_config import typed
 from posenc_cli.engine.memory import n_params, training_needs
 from posenc_cli.workflows import crash
 from tests.helpers.configs import TINY
@@ -47,12 +48,12 @@ def test_the_parameter_count_is_the_models_own() -> None:
     from posenc_cli.engine.build import build_model
 
     cfg = compose(["model=tiny"])
-    assert n_params(cfg, 300) == build_model(cfg, 300).num_parameters()
+    assert n_params(typed(cfg), 300) == build_model(typed(cfg), 300).num_parameters()
 
 
 def test_the_estimate_grows_with_the_key_it_names() -> None:
-    small = training_needs(compose(["train.batch_size=8"]), 4096)
-    big = training_needs(compose(["train.batch_size=80"]), 4096)
+    small = training_needs(load(["train.batch_size=8"]), 4096)
+    big = training_needs(load(["train.batch_size=80"]), 4096)
     assert big[1].bytes > 9 * (small[1].bytes - small[0].bytes)
     assert big[0] == small[0] and big[2].bytes > small[2].bytes
 

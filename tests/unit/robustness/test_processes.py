@@ -17,7 +17,8 @@ import torch
 
 from posenc_cli.cli import app
 from posenc_cli.common.errors import PosencError, RankFailure
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import compose, load
+from posenc_cli.config.run_config import typed
 from posenc_cli.workflows import ranks
 
 #: (argv, extra environment, what the line says).
@@ -42,9 +43,9 @@ def test_a_process_count_this_machine_cannot_run_is_refused(
 def test_oversubscription_is_an_explicit_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = compose(["train.nproc=1000", "device=cpu"])
     with pytest.raises(PosencError):
-        ranks.check_nproc(cfg)
+        ranks.check_nproc(typed(cfg))
     monkeypatch.setenv(ranks.OVERSUBSCRIBE, "1")
-    assert ranks.check_nproc(cfg) is False
+    assert ranks.check_nproc(typed(cfg)) is False
 
 
 def test_nproc_is_refused_under_torchrun_and_beyond_the_visible_gpus(monkeypatch) -> None:
@@ -52,17 +53,17 @@ def test_nproc_is_refused_under_torchrun_and_beyond_the_visible_gpus(monkeypatch
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(PosencError, match="under torchrun, which starts the processes itself"):
-        ranks.check_nproc(cfg)
+        ranks.check_nproc(typed(cfg))
     monkeypatch.delenv("RANK")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(PosencError) as exc:
-        ranks.check_nproc(cfg)
+        ranks.check_nproc(typed(cfg))
     assert str(exc.value) == (
         "train.nproc=2 but 1 CUDA GPU(s) are visible — use train.nproc "
         "<= 1 (one process per GPU), or device=cpu"
     )
-    ranks.check_nproc(compose(["train.nproc=2", "device=cpu"]))  # CPU ranks: any number
+    ranks.check_nproc(load(["train.nproc=2", "device=cpu"]))  # CPU ranks: any number
 
 
 def test_only_training_runs_under_torchrun(monkeypatch, capsys) -> None:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
 from posenc_cli.config.compose import compose
+from posenc_cli.config.run_config import typed
 from posenc_cli.data.tokenizer import train_tokenizer
 from posenc_cli.engine.build import build_model
 
@@ -38,7 +39,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
     tok.save(str(run / "tokenizer.json"))
     torch.manual_seed(0)
     (run / "checkpoints").mkdir()
-    state = build_model(cfg, 300).state_dict()
+    state = build_model(typed(cfg), 300).state_dict()
     torch.save({"model": state, "step": 3}, run / "checkpoints" / "last.pt")
     return run
 
