@@ -36,7 +36,8 @@ import torch
 
 from posenc_cli.bench.case import evaluation_step, training_step
 from posenc_cli.common.errors import PosencError
-from posenc_cli.config.compose import compose
+from posenc_cli.config.compose import load
+from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine.build import build_model
 from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory
 from posenc_cli.engine.step import make_optimizer
@@ -66,10 +67,12 @@ class Variant:
         return cls(text, precision, bool(flags), encoding or None)
 
 
-def make_step(variant: Variant, cfg: Any, x: torch.Tensor, y: torch.Tensor, evaluate: bool) -> Any:
+def make_step(
+    variant: Variant, cfg: RunConfig, x: torch.Tensor, y: torch.Tensor, evaluate: bool
+) -> Any:
     """A fresh model (same seed for every variant) and its training step or no-grad forward."""
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, int(cfg.data.vocab_size))
+    model = build_model(cfg, cfg.data.vocab_size)
     if evaluate:
         return evaluation_step(model, x, variant.precision, variant.compile)
     opt = make_optimizer(model, cfg.train)
@@ -111,9 +114,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def tokens_per_step(cfg: Any, evaluate: int | None) -> tuple[int, int]:
+def tokens_per_step(cfg: RunConfig, evaluate: int | None) -> tuple[int, int]:
     """(batch, length) of one timed step: the training batch, or one sequence of --eval."""
-    return (1, evaluate) if evaluate else (int(cfg.train.batch_size), int(cfg.train.context_length))
+    return (1, evaluate) if evaluate else (cfg.train.batch_size, cfg.train.context_length)
 
 
 def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.Namespace) -> None:
@@ -122,7 +125,7 @@ def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.
     clock = CLOCKS[args.clock]
     batch, length = tokens_per_step(cfg, args.eval)
     gen = torch.Generator().manual_seed(cfg.seed)
-    ids = torch.randint(0, int(cfg.data.vocab_size), (batch, length + 1), generator=gen)
+    ids = torch.randint(0, cfg.data.vocab_size, (batch, length + 1), generator=gen)
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
     for v, v_cfg in zip(variants, configs, strict=True):
         v.step = make_step(v, v_cfg, x, y, bool(args.eval))
@@ -134,7 +137,9 @@ def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.
             v.times += [timed(v.step, clock) for _ in range(args.steps)]
 
 
-def report(variants: list[Variant], cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+def report(
+    variants: list[Variant], cfg: RunConfig, args: argparse.Namespace
+) -> list[dict[str, Any]]:
     """One printed line and one JSON row per variant, ratios to the first variant."""
     batch, length = tokens_per_step(cfg, args.eval)
     tokens = batch * length
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         variants = [Variant.parse(v) for v in args.variants.split(",")]
         configs = [
-            compose([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])
+            load([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])
             for v in variants
         ]
     except PosencError as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, cast
 
@@ -9,6 +10,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options
+from posenc_cli.config.run_config import RunConfig
+from posenc_cli.config.schema import BenchConfig, TrainConfig
 
 #: The prefix of the one line a case process prints its result on (bench/case.py), read by
 #: the parent (bench/suite.py); here so that the parent need not import torch to know it.
@@ -32,7 +35,7 @@ def check_bench(cfg: DictConfig) -> None:
             "give all, one name or a list of names, e.g. bench.encodings=[none,rope]",
         )
     known = group_options("encoding")
-    for name in encodings(cfg):
+    for name in encodings(chosen):
         if name not in known:
             raise PosencError(
                 f"unknown encoding '{name}' in bench.encodings",
@@ -40,9 +43,9 @@ def check_bench(cfg: DictConfig) -> None:
             )
 
 
-def encodings(cfg: DictConfig) -> list[str]:
-    """bench.encodings: "all" (every configs/encoding/*.yaml, `none` first) or a list."""
-    chosen = cfg.bench.encodings
+def encodings(chosen: Any) -> list[str]:
+    """bench.encodings: "all" (every configs/encoding/*.yaml, `none` first), a name or a list
+    of names (check_bench checked which)."""
     names = (
         group_options("encoding")
         if chosen == "all"
@@ -53,29 +56,28 @@ def encodings(cfg: DictConfig) -> list[str]:
     return sorted(names, key=lambda n: (n != "none", names.index(n)))
 
 
-def cases(cfg: DictConfig) -> list[dict[str, Any]]:
+def cases(cfg: RunConfig, b: BenchConfig) -> list[dict[str, Any]]:
     """One spec per (encoding, mode, length); the first one describes the matmul peak."""
-    b = cfg.bench
     common = {
-        "threads": int(b.threads or os.cpu_count() or 1),
-        "precision": str(b.precision),
-        "compile": bool(b.compile),
-        "vocab_size": int(cfg.data.vocab_size),
-        "model": OmegaConf.to_container(cfg.model),
-        "warmup": int(b.warmup_steps),
+        "threads": b.threads or os.cpu_count() or 1,
+        "precision": b.precision,
+        "compile": b.compile,
+        "vocab_size": cfg.data.vocab_size,
+        "model": dataclasses.asdict(cfg.model),
+        "warmup": b.warmup_steps,
     }
-    specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": int(b.matmul_size)}]
-    for name in encodings(cfg):
-        specs += encoding_cases(cfg, name, common)
+    specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": b.matmul_size}]
+    for name in encodings(b.encodings):
+        specs += encoding_cases(cfg.train, b, name, common)
     return specs
 
 
-def encoding_cases(cfg: DictConfig, name: str, common: dict[str, Any]) -> list[dict[str, Any]]:
+def encoding_cases(
+    t: TrainConfig, b: BenchConfig, name: str, common: dict[str, Any]
+) -> list[dict[str, Any]]:
     """One encoding's training case and its evaluation case per factor of bench.eval_factors."""
-    b = cfg.bench
-    t = cfg.train
     own = {
-        "train": {"context_length": int(b.context_length)},  # what ${train.…} reads
+        "train": {"context_length": b.context_length},  # what ${train.…} reads
         "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"),
     }
     resolved = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(own), resolve=True))
@@ -84,18 +86,18 @@ def encoding_cases(cfg: DictConfig, name: str, common: dict[str, Any]) -> list[d
     train = {
         **base,
         "kind": "train",
-        "length": int(b.context_length),
-        "batch": int(b.batch_size),
-        "timed": int(b.timed_steps),
-        "optimizer": {k: t[k] for k in ("lr", "beta1", "beta2", "weight_decay")},
+        "length": b.context_length,
+        "batch": b.batch_size,
+        "timed": b.timed_steps,
+        "optimizer": {k: getattr(t, k) for k in ("lr", "beta1", "beta2", "weight_decay")},
     }
     evals = [
         {
             **base,
             "kind": "eval",
-            "length": int(f * b.context_length),
+            "length": f * b.context_length,
             "batch": 1,
-            "timed": int(b.eval_steps),
+            "timed": b.eval_steps,
             "warmup": 1,
         }
         for f in b.eval_factors

@@ -15,6 +15,7 @@ needs only half of it. MFU = FLOPs per token x tokens/s / the measured matmul pe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -34,6 +35,7 @@ from posenc_cli.common.console import console
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
+from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 
 DEFAULT_DIR = "outputs/bench/${now:%Y-%m-%d}/${now:%H-%M-%S}"
@@ -166,7 +168,9 @@ def machine(threads: int) -> dict[str, Any]:
 def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run every case in order, printing a line per case; writes bench.json and bench.md
     (the table, then where and how it was measured: the command, machine, date, load)."""
-    specs = cases(cfg)
+    run = typed(cfg)
+    assert run.bench is not None  # compose_bench composes the bench section
+    specs = cases(run, run.bench)
     if run_dir.exists():  # an empty hydra.run.dir given by the user
         run_dir.mkdir(parents=True, exist_ok=True)
     else:
@@ -182,7 +186,7 @@ def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None
         "again at the end, the higher counts): "
         + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peak.items())
     )
-    records = run_cases(specs[1:], float(cfg.bench.case_timeout_s), int(cfg.bench.repeats))
+    records = run_cases(specs[1:], run.bench.case_timeout_s, run.bench.repeats)
     peak = {k: max(v, measure_peak(specs[0]).get(k, 0.0)) for k, v in peak.items()}
     finish(records, peak)
     report = {
@@ -191,7 +195,7 @@ def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None
         "machine": {**machine(specs[0]["threads"]), "load_before": load, "load_after": load_now()},
         "matmul_peak_gflops": peak,
         "flops_convention": FLOPS_CONVENTION,
-        "config": OmegaConf.to_container(cfg.bench),
+        "config": dataclasses.asdict(run.bench),
         "model": specs[0]["model"],
         "records": records,
         "run_dir": str(run_dir),

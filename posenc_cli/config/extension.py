@@ -11,25 +11,16 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
 
 
-def is_extension(cfg: Any) -> bool:
+def is_extension(cfg: DictConfig) -> bool:
     """The run was made by `posenc extend` (its config names a parent)."""
     ext = cfg.get("extend")
     return ext is not None and ext.get("parent") is not None
-
-
-def base_length(cfg: Any) -> int:
-    """The length that evaluation factors multiply: the parent's training length for an
-    extension, the run's own otherwise."""
-    if is_extension(cfg):
-        return int(cfg.extend.original_length)
-    return int(cfg.train.context_length)
 
 
 def extended_length(length: int, factor: float) -> int:
@@ -75,7 +66,7 @@ def child_config(
     return cfg
 
 
-def check_extension_eval(cfg: Any) -> None:
+def check_extension_eval(cfg: DictConfig) -> None:
     """An extension is evaluated with the method it was fine-tuned with, not another one."""
     if not is_extension(cfg):
         return

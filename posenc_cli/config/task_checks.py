@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from posenc_cli.synthetic.base import SyntheticTask
 
 
-def is_task(cfg: Any) -> bool:
+def is_task(cfg: DictConfig) -> bool:
     """A synthetic-task run (anything but task=lm, the language modelling default)."""
     return str(cfg.get("task", {}).get("name", "lm")) != "lm"
 

@@ -12,6 +12,7 @@ name its YAML gives, so a config can then name it but still never import anythin
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
@@ -25,7 +26,7 @@ PACKAGE = "posenc_cli.encodings"
 _ALLOWED: dict[str, type[PositionalEncoding]] = {}
 
 
-def encoding_params(enc_cfg: Any) -> dict[str, Any]:
+def encoding_params(enc_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The constructor parameters of an encoding config (everything but its description)."""
     return {str(k): v for k, v in dict(enc_cfg).items() if k not in META_KEYS}
 
@@ -72,7 +73,9 @@ def encoding_class(target: str) -> type[PositionalEncoding]:
     return cls
 
 
-def build_encoding(enc_cfg: Any, d_model: int, n_heads: int, n_layers: int) -> PositionalEncoding:
+def build_encoding(
+    enc_cfg: Mapping[str, Any], d_model: int, n_heads: int, n_layers: int
+) -> PositionalEncoding:
     """Instantiate the encoding with its YAML parameters, once its constructor's rules pass (a
     wrong parameter is one line, parameters.py)."""
     cls = encoding_class(enc_cfg["_target_"])
