@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import MISSING
+
 from posenc_cli.common.errors import closest
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -116,9 +118,7 @@ def _number(x: float | None) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def key(default: Any = None, factory: Any = None, **rule: Any) -> Any:
-    """A schema field with its Rule."""
-    meta = {"rule": Rule(**rule)}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+def key(**rule: Any) -> Any:
+    """A schema field with its Rule and no value of its own: the YAML in configs/ holds every
+    default, once (OmegaConf's MISSING until a composed config fills it)."""
+    return field(default=MISSING, metadata={"rule": Rule(**rule)})

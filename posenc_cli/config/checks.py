@@ -45,18 +45,17 @@ def _fields(prefix: str, obj: Any) -> list[tuple[str, dataclasses.Field[Any]]]:
 
 
 def check_keys_present(plain: DictConfig) -> None:
-    """A key deleted with ~KEY would otherwise be filled in silently by the schema default."""
-    for name, f in schema_keys():
+    """A key deleted with ~KEY is refused, not filled in from elsewhere."""
+    for name, _ in schema_keys():
         section, _, leaf = name.rpartition(".")
         node = OmegaConf.select(plain, section) if section else plain
         if node is None and section in COMMAND_SECTIONS:
             continue
         if isinstance(node, DictConfig) and leaf not in node.keys():
-            factory = f.default_factory
-            default = factory() if factory is not dataclasses.MISSING else f.default
             raise PosencError(
                 f"{name} is missing from the config",
-                f"set it instead of deleting it, e.g. {name}={default}",
+                f"set it instead of deleting it (configs/{section or 'config.yaml'} has its "
+                "default)",
             )
         if node is None:
             raise PosencError(
@@ -70,7 +69,10 @@ def check_rules(cfg: DictConfig) -> None:
     for name, f in schema_keys():
         rule = f.metadata.get("rule")
         section, _, leaf = name.rpartition(".")
-        value = (OmegaConf.select(cfg, section) if section else cfg)[leaf]
+        node = OmegaConf.select(cfg, section) if section else cfg
+        if OmegaConf.is_missing(node, leaf):
+            continue  # a command's section not composed, or a ??? that validate names itself
+        value = node[leaf]
         if rule is not None and (problem := rule.problem(name, value)) is not None:
             raise PosencError(problem, rule.advice(name, value))
     _check_relations(cfg)

@@ -19,7 +19,6 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import (
     InterpolationResolutionError,
-    MissingMandatoryValue,
     OmegaConfBaseException,
     ValidationError,
 )
@@ -174,15 +173,23 @@ def _unresolvable_key(cfg: DictConfig, prefix: str = "") -> str | None:
     return None
 
 
+#: What a data option's mandatory ``???`` key takes, for the message that asks for it.
+NEEDED = {
+    "dataset": "a hub name or a local folder",
+    "path": "FILE_OR_DIR",
+    "val_path": "FILE_OR_DIR",
+}
+
+
 def _check_data_path(cfg: DictConfig) -> None:
-    for key in ("path", "val_path"):
-        try:
-            value = cfg.data[key]
-        except MissingMandatoryValue:
+    for key in cfg.data:
+        if OmegaConf.is_missing(cfg.data, str(key)):
             raise PosencError(
                 f"data={cfg.data.name} needs data.{key}",
-                f"add data.{key}=FILE_OR_DIR to the command",
-            ) from None
+                f"add data.{key}={NEEDED.get(str(key), 'VALUE')} to the command",
+            )
+    for key in ("path", "val_path"):
+        value = cfg.data[key]
         if value is None:
             continue
         if not Path(str(value)).expanduser().exists():

@@ -25,12 +25,13 @@ from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.common.run_layout import LOCK_FILE, RunDir
+from posenc_cli.config.defaults import new_run_values, raw_values
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options, option_file
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import load_received, resolve_received
-from posenc_cli.config.schema import COMMAND_SECTIONS, RootConfig
+from posenc_cli.config.schema import COMMAND_SECTIONS
 from posenc_cli.config.task_checks import prepare_task
 from posenc_cli.encodings.names import META_KEYS
 
@@ -228,9 +229,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
         or not isinstance(cfg.get("data"), DictConfig)
     ):
         raise PosencError(f"'{saved}' is not a posenc config", "restore it from the run's owner")
-    defaults = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
-    # keys added since the run was made get defaults
-    cfg = cast(DictConfig, OmegaConf.merge(defaults, cfg))
+    cfg = cast(DictConfig, OmegaConf.merge(new_run_values(), cfg))  # keys added since it ran
     # older runs saved the bench section too: a run's config holds none, old or new
     kept: list[Any] = [k for k in cfg if k not in COMMAND_SECTIONS]  # a received key: any type
     cfg = OmegaConf.masked_copy(cfg, kept)
@@ -274,11 +273,3 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
             )
         trusted[key] = value
     return trusted
-
-
-def raw_values(cfg: DictConfig) -> dict[Any, Any]:
-    """The node's values as written, an interpolation as its ``${...}`` text: a saved config's
-    interpolations are never resolved (they could read the environment of someone else)."""
-    values = OmegaConf.to_container(cfg, resolve=False)
-    assert isinstance(values, dict)
-    return values

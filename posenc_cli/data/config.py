@@ -10,25 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import MISSING
+
 from posenc_cli.common.rules import key
 
 
 @dataclass
 class DataConfig:
-    name: str = key("sotu", name=True)
-    kind: str = key("sotu", choices=("sotu", "text", "hf"))
-    path: str | None = None
-    val_path: str | None = None
+    name: str = key(name=True)
+    kind: str = key(choices=("sotu", "text", "hf"))
+    path: str | None = MISSING
+    val_path: str | None = MISSING
     vocab_size: int = key(
-        4096, lo=257, hi=2**31 - 1, low="is smaller than the byte alphabet plus <|endoftext|> (257)"
+        lo=257, hi=2**31 - 1, low="is smaller than the byte alphabet plus <|endoftext|> (257)"
     )
-    val_every_nth: int = key(20, lo=2)
-    cache_dir: str = "~/.cache/posenc"
-    dataset: str | None = None
-    subset: str | None = None
-    split: str = "train"
-    text_field: str = "text"
-    data_files: Any = None
-    revision: str | None = None
-    train_tokens: int | None = key(None, lo=1)
-    documents: str = key("rows", choices=("rows", "wikitext_articles"))
+    val_every_nth: int = key(lo=2)
+    cache_dir: str = MISSING
+    dataset: str | None = MISSING
+    subset: str | None = MISSING
+    split: str = MISSING
+    text_field: str = MISSING
+    data_files: Any = MISSING
+    revision: str | None = MISSING
+    train_tokens: int | None = key(lo=1)
+    documents: str = key(choices=("rows", "wikitext_articles"))

@@ -163,13 +163,13 @@ def test_evaluation_split_over_two_ranks_equals_one_process(
     two_ranks: Path, cache_dir: Path
 ) -> None:
     trained = metrics(two_ranks)
-    cfg = load_run_config(two_ranks)
+    cfg = typed(load_run_config(two_ranks))
     assert trained["extrapolation"]["tokens"] == 4096  # several batches per length and rank
     torch.set_num_threads(1)
     data = prepare(cfg.data)
-    model = build_model(typed(cfg), data.meta["vocab_size"])
+    model = build_model(cfg, data.meta["vocab_size"])
     model.load_state_dict(weights(two_ranks))
-    one = validation_loss(model, data, cfg, Runtime(torch.device("cpu"), "fp32"))
+    one = validation_loss(model, data, cfg.train, Runtime(torch.device("cpu"), "fp32"))
     assert one == trained["final_val_loss"]
     res = run_cli(["eval", str(two_ranks)], two_ranks.parent, cache_dir)
     assert res.returncode == 0, res.stderr

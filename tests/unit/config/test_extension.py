@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
-from posenc_cli.config.extension import base_length, check_extension_eval, child_config
+from posenc_cli.config.extension import check_extension_eval, child_config
 from posenc_cli.config.run_config import typed
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
 from posenc_cli.engine.build import build_model
@@ -44,7 +44,7 @@ def test_the_new_run_trains_longer_at_a_constant_rate_and_records_its_parent() -
     assert t.batch_size == 1  # 4 windows of 16 -> 1 window of 64: the same tokens per step
     ext = cfg.extend
     assert (ext.parent, ext.parent_step, ext.original_length) == (str(PARENT), 20, 16)
-    assert base_length(cfg) == 16 and base_length(composed(*TINY)) == 16
+    assert typed(cfg).base_length() == 16 and typed(composed(*TINY)).base_length() == 16
     validate(cfg)
 
 
