@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.config.schema import (
     BenchConfig,
     EvalConfig,
@@ -28,7 +30,11 @@ from posenc_cli.data.config import DataConfig
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.synthetic.config import TaskConfig, task_config
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 @dataclass
@@ -142,3 +148,21 @@ def _eval_settings(ev: dict[str, Any]) -> EvalSettings:
 def _section(cls: type[T], values: dict[str, Any]) -> T:
     """A schema section's dataclass from its resolved values (nested sections included)."""
     return cast(T, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values)))
+
+
+def checked_section(cls: type[D], values: Any, prefix: str) -> D:
+    """``values`` as the dataclass ``cls``, every field's type and Rule checked: one line
+    naming ``prefix``.<key> for the first value refused."""
+    try:
+        node = cast(DictConfig, OmegaConf.merge(OmegaConf.structured(cls), values))
+    except ValidationError as exc:
+        raise PosencError(
+            f"wrong type for '{prefix}.{exc.key}': {str(exc.msg).splitlines()[0]}",
+            f"give a value of the type in configs/ ({prefix}.*)",
+        ) from None
+    for f in dataclasses.fields(cls):
+        rule = f.metadata.get("rule")
+        name, value = f"{prefix}.{f.name}", node[f.name]
+        if rule is not None and (problem := rule.problem(name, value)) is not None:
+            raise PosencError(problem, rule.advice(name, value))
+    return cast(D, OmegaConf.to_object(node))

@@ -12,13 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from omegaconf import DictConfig
-
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.plugins import import_all, subclasses
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.eval_sections import task_settings
-from posenc_cli.config.run_config import RunConfig
+from posenc_cli.config.run_config import RunConfig, checked_section
 
 if TYPE_CHECKING:  # torch is imported only where a task runs (compare reads results only)
     from torch import nn
@@ -58,12 +56,22 @@ class EvalTask:
     #: received metrics.json holding a value no run could have written (report/validity.py).
     result_bounds: ClassVar[tuple[tuple[str, float], ...]] = ()
 
-    def settings(self, cfg: RunConfig) -> DictConfig:
-        """eval.<name>.* of the run's config over the task's defaults (older flat keys mapped)."""
-        return task_settings(cfg.eval, self.name, self.defaults)
+    #: The typed settings of eval.<name>.*: a dataclass whose fields carry their Rules
+    #: (common/rules.py), declared in the task's own file; None: a plain mapping.
+    settings_class: ClassVar[type | None] = None
+
+    def settings(self, cfg: RunConfig) -> Any:
+        """eval.<name>.* of the run's config over the task's defaults: an instance of
+        ``settings_class``, each value checked against its Rule, or the mapping."""
+        merged = task_settings(cfg.eval, self.name, self.defaults)
+        if self.settings_class is None:
+            return merged
+        return checked_section(self.settings_class, merged, f"eval.{self.name}")
 
     def check(self, cfg: RunConfig) -> None:
-        """Raise PosencError (one line) for settings the task cannot use, before any run."""
+        """Raise PosencError (one line) for settings the task cannot use, before any run: by
+        default, the typed settings' Rules."""
+        self.settings(cfg)
 
     def not_applicable(self, model: nn.Module, cfg: RunConfig) -> str | None:
         """Why this task cannot evaluate ``model`` of the run ``cfg`` at all, or None."""

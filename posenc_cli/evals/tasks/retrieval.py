@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from omegaconf import ListConfig
 from rich.table import Table
 
-from posenc_cli.common.errors import PosencError
+from posenc_cli.common.rules import key
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.evals.base import EvalTask, by_length
@@ -127,32 +126,32 @@ def answer_scores(
     return (picked.argmax(-1) == y).all(-1), (best_digit == y).float().mean(-1), logp
 
 
+@dataclass
+class RetrievalSettings:
+    """eval.retrieval.*, typed; configs/eval/tasks/retrieval.yaml holds the values."""
+
+    factors: list[int] = key(lo=1, nonempty=True)
+    depths: list[float] = key(lo=0, hi=1, nonempty=True)  # fractions of the filler
+    passkeys: int = key(lo=1)
+    seed: int = key(lo=0)
+
+
 class Retrieval(EvalTask):
     name = "retrieval"
-
-    def check(self, cfg: RunConfig) -> None:
-        s = self.settings(cfg)
-        _require(_whole(s.factors, 1), "eval.retrieval.factors", s.factors, "[1,2,4,8,16]")
-        _require(_whole([s.passkeys], 1), "eval.retrieval.passkeys", s.passkeys, "200")
-        _require(_whole([s.seed], 0), "eval.retrieval.seed", s.seed, "0")
-        depths = list(s.depths) if isinstance(s.depths, ListConfig) else []
-        ok = bool(depths) and all(
-            isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d <= 1 for d in depths
-        )
-        _require(ok, "eval.retrieval.depths", s.depths, "[0,0.5,1] (fractions from 0 to 1)")
+    settings_class = RetrievalSettings
 
     def run(
         self, model: nn.Module, data: TokenData | None, cfg: RunConfig, rt: Runtime
     ) -> dict[str, Any]:
         assert data is not None  # a language-model task: not_applicable keeps task runs out
-        s = self.settings(cfg)
+        s: RetrievalSettings = self.settings(cfg)
         tok = data.tokenizer
         digits = digit_ids(tok.token_to_id)
         train_length = cfg.base_length()  # a `posenc extend` run: its parent's lengths
-        depths = [float(d) for d in s.depths]
+        depths = s.depths
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
         out = _empty_result(train_length, depths, s)
-        for length in sorted({int(f) * train_length for f in s.factors}):
+        for length in sorted({f * train_length for f in s.factors}):
             out["lengths"].append(length)
             k = str(length)
             if digits is None:
@@ -165,8 +164,8 @@ class Retrieval(EvalTask):
                 digits,
                 length,
                 depths,
-                int(s.passkeys),
-                int(s.seed),
+                s.passkeys,
+                s.seed,
             ):
                 _record(out, k, _scores(model, cases, digits, rt), [c.depth for c in cases])
             else:
@@ -233,27 +232,13 @@ def _scores(model: nn.Module, cases: list[Instance], digits: list[int], rt: Runt
     return both.reshape(3, len(cases), 2).transpose(0, 2, 1)
 
 
-def _whole(values: Any, low: int) -> bool:
-    """A non-empty list of whole numbers >= ``low``."""
-    return (
-        isinstance(values, (list, ListConfig))
-        and len(values) > 0
-        and all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in values)
-    )
-
-
-def _require(ok: bool, key: str, value: Any, example: str) -> None:
-    if not ok:
-        raise PosencError(f"{key}={value} is not a valid setting", f"e.g. {key}={example}")
-
-
-def _empty_result(train_length: int, depths: list[float], s: Any) -> dict[str, Any]:
+def _empty_result(train_length: int, depths: list[float], s: RetrievalSettings) -> dict[str, Any]:
     """The result before any length is scored: the settings, chance levels, tables empty."""
     return {
         "train_length": train_length,
         "depths": depths,
-        "keys": int(s.passkeys),
-        "seed": int(s.seed),
+        "keys": s.passkeys,
+        "seed": s.seed,
         "chance": {"digit_accuracy": 0.1, "exact_match": 10.0**-KEY_DIGITS, "lift": 0.0},
         "lengths": [],
         **{m: {} for m in METRICS},
