@@ -33,6 +33,10 @@ def _lengths(task: DictConfig, key: str) -> list[int]:
     return [int(v) for v in value]
 
 
+#: The words for a task key's kind, by the type of its default.
+KINDS = {bool: "true or false", int: "a whole number"}
+
+
 def _check_keys(task: DictConfig, name: str) -> None:
     """Exactly the keys of configs/task/<name>.yaml, each of its default's type."""
     defaults = option_values("task", name)
@@ -51,7 +55,7 @@ def _check_keys(task: DictConfig, name: str) -> None:
         value = task[key]
         if isinstance(default, (bool, int)) and type(value) is not type(default):
             raise PosencError(
-                f"task.{key}={value!r} is not a {type(default).__name__}",
+                f"task.{key}={value!r} is not {KINDS[type(default)]}",
                 f"e.g. task.{key}={str(default).lower()}",
             )
 

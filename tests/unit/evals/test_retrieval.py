@@ -135,6 +135,7 @@ def test_a_tokenizer_without_a_token_per_digit_is_skipped_with_its_reason() -> N
         "eval.retrieval.factors=[]",
         "eval.retrieval.seed=-1",
         "eval.retrieval.passkeys=many",
+        "eval.retrieval.depths=[x]",
     ],
 )
 def test_bad_settings_are_one_line_before_anything_runs(composed, bad: str) -> None:
