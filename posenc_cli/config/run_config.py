@@ -157,8 +157,7 @@ def checked_section(cls: type[D], values: Any, prefix: str) -> D:
         node = cast(DictConfig, OmegaConf.merge(OmegaConf.structured(cls), values))
     except ValidationError as exc:
         raise PosencError(
-            f"wrong type for '{prefix}.{exc.full_key or exc.key}': "
-            f"{str(exc.msg).splitlines()[0]}",
+            f"wrong type for '{prefix}.{exc.full_key or exc.key}': {str(exc.msg).splitlines()[0]}",
             f"give a value of the type in configs/ ({prefix}.*)",
         ) from None
     for f in dataclasses.fields(cls):
