@@ -8,6 +8,7 @@ other run, and `posenc resume` names its origin when it refuses to train it.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ def write_imported_run(
     save_tokenizer: Callable[[Path], None],
     metrics: dict[str, Any],
 ) -> None:
-    """Fill the claimed ``run_dir``, then release it, so `posenc eval` can take it at once."""
+    """Fill the claimed ``run_dir``, then release it, so `posenc eval` can take it at once. An
+    import stopped midway (a signal, a full disk) removes the directory it had just claimed:
+    a run without its checkpoints would look like one that is still training."""
     layout = RunDir(run_dir)
     try:
         save_run_config(run_dir, cfg, overrides)
@@ -48,5 +51,8 @@ def write_imported_run(
         save_atomic(state, layout.checkpoint("last"))
         save_atomic({**state, "val_loss": None}, layout.checkpoint("best"))
         merge_metrics(run_dir, metrics)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         unlock_run_dir(run_dir)

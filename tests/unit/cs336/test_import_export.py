@@ -247,3 +247,22 @@ def test_a_posenc_checkpoint_of_another_encoding_is_refused(
     res = import_cs336((path, vocab, merges), "run", tmp_path, monkeypatch)
     assert res.exit_code == 2 and "posenc checkpoint of encoding 'alibi'" in res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_an_import_stopped_midway_leaves_no_run_directory(
+    tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM after the config and tokenizer are written, at the first checkpoint: one line,
+    exit 143, and the half-made run directory is gone (it would look like a run in training)."""
+    import signal
+
+    ckpt = save_checkpoint(tmp_path, cs336["random_state"](), "bare")
+    vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
+    monkeypatch.setattr(
+        "posenc_cli.interchange.imported_run.save_atomic",
+        lambda *a, **k: signal.raise_signal(signal.SIGTERM),
+    )
+    res = import_cs336((ckpt, vocab, merges), "run", tmp_path, monkeypatch)
+    assert res.exit_code == 143 and res.stderr == "posenc: stopped by SIGTERM\n"
+    assert not (tmp_path / "run").exists()
+    assert {p.name for p in tmp_path.iterdir()} == {"bare.pt", "vocab.json", "merges.txt"}

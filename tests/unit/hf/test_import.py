@@ -203,3 +203,17 @@ def test_an_imported_tokenizer_separates_documents_with_its_own_end_of_text() ->
     assert eot_id(Tokenizer(models.BPE(vocab=vocab, merges=[]))) == 2
     del vocab["<|end_of_text|>"]
     assert eot_id(Tokenizer(models.BPE(vocab=vocab, merges=[]))) == 1
+
+
+def test_an_import_stopped_midway_leaves_no_run_directory(
+    llama: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+
+    monkeypatch.setattr(
+        "posenc_cli.interchange.imported_run.save_atomic",
+        lambda *a, **k: signal.raise_signal(signal.SIGTERM),
+    )
+    result = CliRunner().invoke(app, ["import-hf", str(llama), f"hydra.run.dir={tmp_path / 'run'}"])
+    assert result.exit_code == 143 and result.stderr == "posenc: stopped by SIGTERM\n"
+    assert not (tmp_path / "run").exists()

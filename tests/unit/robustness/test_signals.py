@@ -56,6 +56,7 @@ CASES = [
         sigterm,
     ),
     (["compare", "RUN"], "posenc_cli.report.compare.load_runs", sigterm),
+    (["export-hf", "RUN", "out"], "safetensors.torch.save_file", sigterm),  # config.json written
 ]
 
 
