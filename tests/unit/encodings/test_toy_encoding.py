@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import torch
@@ -21,6 +21,7 @@ from posenc_cli.config.compose import compose
 from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config
 from posenc_cli.encodings import PositionalEncoding, Span
+from posenc_cli.encodings.parameters import POSITIVE
 from posenc_cli.encodings.registry import encoding_class
 from posenc_cli.engine.build import build_model
 from posenc_cli.model.context import AttentionContext
@@ -36,7 +37,12 @@ class ToyDecay(PositionalEncoding):
     relative = True
 
     def __init__(
-        self, d_model: int, n_heads: int, head_dim: int, n_layers: int, slope: float = 0.5
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        n_layers: int,
+        slope: Annotated[float, POSITIVE],
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.slope = float(slope)
@@ -97,6 +103,12 @@ def test_its_attention_is_softmax_with_its_bias_by_hand(trained: Any) -> None:
         logits = logits.masked_fill(i[None, :] > i[:, None], -math.inf)
         naive = attn.output_proj((logits.softmax(-1) @ v).transpose(1, 2).flatten(2))
     torch.testing.assert_close(fast, naive, rtol=1e-5, atol=1e-5)
+
+
+def test_its_typed_parameter_is_checked_like_a_shipped_one(trained: Any) -> None:
+    """The constructor's Rule refuses a slope <= 0 before anything is built."""
+    with pytest.raises(PosencError, match="encoding.slope=-1 is not a number > 0"):
+        compose(["encoding=toy_decay", "encoding.slope=-1"])
 
 
 def test_a_config_alone_cannot_name_a_class_outside_posenc(trained: Any) -> None:
