@@ -36,6 +36,7 @@ class ModelConfig:
     n_kv_heads: int | None = key(lo=1)
     rms_norm_eps: float = key(lo=0, lo_open=True)
     tie_embeddings: bool = MISSING
+    qk_norm: bool = MISSING
 
 
 @dataclass

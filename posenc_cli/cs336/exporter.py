@@ -54,6 +54,11 @@ def _check_rope(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} uses encoding '{cfg.encoding.name}'; CS336's model is RoPE",
             "export a run trained with encoding=rope",
         )
+    if cfg.model.qk_norm:
+        raise PosencError(
+            f"{run_dir} uses model.qk_norm; CS336's model has no QK-norm weights",
+            "export a run trained without QK-norm",
+        )
 
 
 def _write_files(

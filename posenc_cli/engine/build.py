@@ -45,4 +45,5 @@ def build_lm(
         m.n_kv_heads,
         m.rms_norm_eps,
         m.tie_embeddings,
+        m.qk_norm,
     )

@@ -41,7 +41,8 @@ def n_params(cfg: RunConfig, vocab: int) -> int:
     m = cfg.model
     d = m.d_model
     d_ff = m.d_ff if m.d_ff else default_d_ff(d)
-    return 2 * vocab * d + m.n_layers * (4 * d * d + 3 * d * d_ff + 2 * d) + d
+    qk_norm = 2 * (d // m.n_heads) if m.qk_norm else 0
+    return 2 * vocab * d + m.n_layers * (4 * d * d + 3 * d * d_ff + 2 * d + qk_norm) + d
 
 
 def forward_bytes(cfg: RunConfig, vocab: int, tokens: int, backward: bool) -> int:

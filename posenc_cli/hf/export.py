@@ -157,6 +157,11 @@ def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} uses model.logn_scaling, which transformers' Llama has no equivalent for",
             "export a run trained without log-n scaling",
         )
+    if cfg.model.qk_norm:
+        raise PosencError(
+            f"{run_dir} uses model.qk_norm, which transformers' Llama has no weights for",
+            "export a run trained without QK-norm",
+        )
 
 
 def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:

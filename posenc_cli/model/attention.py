@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from posenc_cli.model.blockwise import KeyValueCache
 from posenc_cli.model.context import AttentionContext
 from posenc_cli.model.folded import separable_attention
-from posenc_cli.nn.layers import Linear
+from posenc_cli.nn.layers import Linear, RMSNorm
 
 
 class BiasedAttention(torch.autograd.Function):
@@ -85,10 +85,19 @@ def _wide(x: Tensor) -> Tensor:
 class CausalSelfAttention(nn.Module):
     """CS336 multi-head attention: q/k/v/output projections without biases. With
     ``n_kv_heads`` < ``n_heads``, grouped-query attention: each key/value head serves
-    n_heads/n_kv_heads consecutive query heads (Llama's layout)."""
+    n_heads/n_kv_heads consecutive query heads (Llama's layout). With ``qk_norm``, each head's
+    query and key are RMS-normalised over the head dimension with a learned gain, after the
+    projections and before the encoding transforms them (QK-norm as Qwen3 and Gemma 3 apply
+    it), whatever the encoding."""
 
     def __init__(
-        self, d_model: int, n_heads: int, layer: int, n_kv_heads: int | None = None
+        self,
+        d_model: int,
+        n_heads: int,
+        layer: int,
+        n_kv_heads: int | None = None,
+        qk_norm: bool = False,
+        eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.n_heads = n_heads
@@ -99,6 +108,8 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = Linear(d_model, self.n_kv_heads * self.head_dim)
         self.v_proj = Linear(d_model, self.n_kv_heads * self.head_dim)
         self.output_proj = Linear(d_model, d_model)
+        self.q_norm = RMSNorm(self.head_dim, eps) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, eps) if qk_norm else None
 
     def _heads(self, x_BTD: Tensor) -> Tensor:
         B, T, _ = x_BTD.shape
@@ -124,6 +135,8 @@ class CausalSelfAttention(nn.Module):
             self.grouped(self.k_proj(x_BtD)),
             self.grouped(self.v_proj(x_BtD)),
         )
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)  # per head: repeating k's heads commutes
         end = start + x_BtD.shape[1]
         pos = ctx.pos_T[start:end]
         qt, kt = ctx.encoding.transform_qk(q, k, pos, pos, self.layer)

@@ -25,10 +25,11 @@ class TransformerBlock(nn.Module):
         layer: int,
         n_kv_heads: int | None = None,
         eps: float = 1e-5,
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         self.ln1 = RMSNorm(d_model, eps)
-        self.attn = CausalSelfAttention(d_model, n_heads, layer, n_kv_heads)
+        self.attn = CausalSelfAttention(d_model, n_heads, layer, n_kv_heads, qk_norm, eps)
         self.ln2 = RMSNorm(d_model, eps)
         self.ffn = SwiGLU(d_model, d_ff)
 
@@ -60,6 +61,7 @@ class TransformerLM(nn.Module):
         n_kv_heads: int | None = None,
         rms_norm_eps: float = 1e-5,
         tie_embeddings: bool = False,
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
@@ -68,7 +70,7 @@ class TransformerLM(nn.Module):
         self.encoding = encoding
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, i, n_kv_heads, rms_norm_eps)
+            TransformerBlock(d_model, n_heads, d_ff, i, n_kv_heads, rms_norm_eps, qk_norm)
             for i in range(n_layers)
         )
         self.ln_final = RMSNorm(d_model, rms_norm_eps)
