@@ -184,7 +184,7 @@ def test_progress_and_sweep_lines_name_the_task_of_a_task_run() -> None:
         (["task=copy", "task.test_lengths=[4,8]"], "reach the longest training length"),
         (["task=associative_recall", "task.key_symbols=10"], "too small"),
         (["task=copy", "task.symbols=1"], "too small"),
-        (["task=copy", "task.symbols=abc"], "not a int"),
+        (["task=copy", "task.symbols=abc"], "not a whole number"),
         (["task=copy", "+task.bogus=1"], "has no key task.bogus"),
         (["+task.symbols=4"], "task=lm"),
     ],
