@@ -55,7 +55,6 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         (["train", "eval.tasks=[nope]"], "unknown evaluation task 'nope'"),
         (["train", "encoding.name=../../x"], "encoding.name is '../../x', not a plain name"),
         (["train", "model=huge"], "unknown model 'huge'"),
-        (["train", "task=copy", "task.symbols=abc"], "task.symbols='abc' is not a whole number"),
         (["train", "data=hf"], "data=hf needs data.dataset — add data.dataset="),
         (["train", "train.stepz=3"], "unknown key 'train.stepz' (did you mean 'steps'?)"),
         (["train", "model.d_model=100", "model.n_heads=3"], "not divisible by model.n_heads"),
