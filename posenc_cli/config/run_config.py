@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
@@ -30,11 +30,7 @@ from posenc_cli.data.config import DataConfig
 from posenc_cli.encodings.names import META_KEYS
 from posenc_cli.synthetic.config import TaskConfig, task_config
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
 T = TypeVar("T")
-D = TypeVar("D", bound="DataclassInstance")
 
 
 @dataclass
@@ -150,7 +146,7 @@ def _section(cls: type[T], values: dict[str, Any]) -> T:
     return cast(T, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values)))
 
 
-def checked_section(cls: type[D], values: Any, prefix: str) -> D:
+def checked_section(cls: type[T], values: Any, prefix: str) -> T:
     """``values`` as the dataclass ``cls``, every field's type and Rule checked: one line
     naming ``prefix``.<key> for the first value refused."""
     try:
@@ -160,9 +156,9 @@ def checked_section(cls: type[D], values: Any, prefix: str) -> D:
             f"wrong type for '{prefix}.{exc.full_key or exc.key}': {str(exc.msg).splitlines()[0]}",
             f"give a value of the type in configs/ ({prefix}.*)",
         ) from None
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cast(Any, cls)):  # a dataclass: the caller declares it
         rule = f.metadata.get("rule")
         name, value = f"{prefix}.{f.name}", node[f.name]
         if rule is not None and (problem := rule.problem(name, value)) is not None:
             raise PosencError(problem, rule.advice(name, value))
-    return cast(D, OmegaConf.to_object(node))
+    return cast(T, OmegaConf.to_object(node))
