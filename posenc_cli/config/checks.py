@@ -54,8 +54,8 @@ def check_keys_present(plain: DictConfig) -> None:
         if isinstance(node, DictConfig) and leaf not in node.keys():
             raise PosencError(
                 f"{name} is missing from the config",
-                f"set it instead of deleting it (configs/{section or 'config.yaml'} has its "
-                "default)",
+                "set it instead of deleting it (configs/"
+                f"{section.split('.')[0] + '/' if section else 'config.yaml'} has its default)",
             )
         if node is None:
             raise PosencError(
