@@ -245,6 +245,7 @@ def _reference_attention(
     v_BHSE: torch.Tensor,
     scale: float,
     bias: torch.Tensor | None = None,
+    enc: PositionalEncoding | None = None,
 ) -> torch.Tensor:
     T = q_BHTE.shape[-2]
     S = k_BHSE.shape[-2]
@@ -253,14 +254,18 @@ def _reference_attention(
         logits = logits + bias
     mask = torch.ones(T, S, dtype=torch.bool, device=q_BHTE.device).triu(S - T + 1)
     logits = logits.masked_fill(mask, -math.inf)
+    if enc is not None and enc.has_own_weights:
+        module = _reference_module(type(enc).__module__.rpartition(".")[2])
+        return module.attention_weights(enc, logits) @ v_BHSE
     return torch.softmax(logits, dim=-1) @ v_BHSE
 
 
 @pytest.fixture(scope="session")
 def reference_attention() -> Callable[..., torch.Tensor]:
-    """reference_attention(q, k, v, scale, bias=None): plain softmax(q·kᵀ·scale + bias +
-    causal)·v for T queries that end with the S keys — the definition the fused path must
-    match."""
+    """reference_attention(q, k, v, scale, bias=None, enc=None): plain softmax(q·kᵀ·scale +
+    bias + causal)·v for T queries that end with the S keys — the definition the fused path
+    must match; for an encoding with its own weights (stick-breaking) the paper's weights
+    (tests/reference/NAME.py ``attention_weights``) in place of the softmax."""
     return _reference_attention
 
 

@@ -13,9 +13,10 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import PositionalEncoding, first_position, range_key
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.parameters import EVEN, POSITIVE
+from posenc_cli.encodings.span import first_position, range_key
 
 
 def inverse_frequencies(dim: int, base: float = 10000.0) -> Tensor:

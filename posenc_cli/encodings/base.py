@@ -14,13 +14,12 @@ An encoding overrides only what its paper changes; every hook here is a no-op:
                      DeBERTa, CoPE) or the layer's input (FoX), computed per layer and chunk;
 * ``key_bias``       the key term v_j of a content bias separable as u_i + v_j (FoX): attention
                      folds it into the fused kernel as one more key dimension, and the
-                     materialised ``content_bias`` serves only the readers of logits (inspect).
+                     materialised ``content_bias`` serves only the readers of logits (inspect);
+* ``attention_weights`` the weights a row of logits gives its keys, softmax unless the encoding
+                     replaces it (stick-breaking); the model then forms each chunk's logits
+                     explicitly, and ``posenc inspect`` reads the same weights.
 
-Positions are usually the range 0 … T-1 (shifted by an offset in tests). With randomized
-positions (train.position_range) they are a sorted subset of a longer range: ``Span`` then
-carries the positions themselves, and every cache keyed by position geometry (``range_key``)
-is bypassed, because two different subsets can share their ends and their count.
-
+Positions and the caches keyed by them: encodings/span.py.
 Whether an encoding has a bias, and of which kind, follows from the hooks it overrides.
 """
 
@@ -35,57 +34,7 @@ from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.cache import BoundedCache
-
-
-@dataclass(frozen=True, eq=False)
-class Span:
-    """The positions of a forward or of a chunk of it, on one device: the contiguous range
-    [start, start + length), or, when ``values`` is given, those sorted distinct positions
-    (``start`` the first, ``stop`` one past the last). Compared by identity: two different
-    sets may share their ends and count, so no equality of spans can be trusted as a key."""
-
-    start: int
-    length: int
-    device: torch.device
-    values: Tensor | None = field(default=None, compare=False, repr=False)
-    last: int = -1
-
-    def __post_init__(self) -> None:
-        if self.last < 0:
-            last = (
-                self.start + self.length - 1
-                if self.values is None
-                else int(self.values[-1])
-                if self.length
-                else self.start - 1
-            )
-            object.__setattr__(self, "last", last)
-
-    @classmethod
-    def of(cls, values: Tensor) -> Span:
-        """The span of explicit sorted positions (randomized positions)."""
-        if values.numel() == 0:
-            return cls(0, 0, values.device)
-        return cls(int(values[0]), values.numel(), values.device, values, int(values[-1]))
-
-    @property
-    def contiguous(self) -> bool:
-        return self.values is None
-
-    @property
-    def stop(self) -> int:
-        return self.last + 1
-
-    def positions(self) -> Tensor:
-        if self.values is not None:
-            return self.values
-        return torch.arange(self.start, self.stop, device=self.device)
-
-    def part(self, a: int, b: int) -> Span:
-        """The positions of indices [a, b) of this span."""
-        if self.values is None:
-            return Span(self.start + a, b - a, self.device)
-        return Span.of(self.values[a:b])
+from posenc_cli.encodings.span import Span, range_key
 
 
 @dataclass
@@ -128,6 +77,7 @@ class PositionalEncoding(nn.Module):
     has_content_bias: ClassVar[bool] = False
     has_key_bias: ClassVar[bool] = False
     has_content_attention: ClassVar[bool] = False
+    has_own_weights: ClassVar[bool] = False
     #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
     #: may rescale their frequencies (``extend_context``).
     rotary: ClassVar[bool] = False
@@ -149,6 +99,11 @@ class PositionalEncoding(nn.Module):
         cls.has_content_attention = (
             cls.content_attention is not PositionalEncoding.content_attention
         )
+        cls.has_own_weights = cls.attention_weights is not PositionalEncoding.attention_weights
+        if cls.has_own_weights and (
+            cls.has_distance_bias or cls.has_pair_bias or cls.has_content_bias or cls.has_key_bias
+        ):
+            raise TypeError(f"{cls.__name__}: an encoding with its own weights takes no bias")
 
     @classmethod
     def check_relations(cls, params: Mapping[str, Any]) -> None:
@@ -161,6 +116,12 @@ class PositionalEncoding(nn.Module):
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.n_layers = n_layers
+
+    @property
+    def scores_per_sequence(self) -> bool:
+        """Each sequence has its own (H, T, S) scores to materialise: a content bias, or
+        weights that are not a softmax (``attention_weights``)."""
+        return self.has_content_bias or self.has_own_weights
 
     @property
     def has_bias(self) -> bool:
@@ -218,6 +179,13 @@ class PositionalEncoding(nn.Module):
         whose differences must survive. Only differences of v matter: attention rebases it."""
         raise NotImplementedError
 
+    def attention_weights(self, logits_BHtS: Tensor) -> Tensor:
+        """(B, H, t, S) weights of t queries, the last t of the S keys, from their scaled
+        logits with the causal mask folded in (-inf where j > i): a softmax. An encoding that
+        replaces the softmax overrides this and has no logit bias; the model then forms each
+        query chunk's logits explicitly (``bias_buffers`` counts its tensors)."""
+        return torch.softmax(logits_BHtS, dim=-1)
+
     def position_bias(self, pos_T: Tensor, pos_S: Tensor) -> Tensor:
         """(1, H, T, S) materialised ``pair_bias`` or ``distance_bias`` with -inf where j > i."""
         distance = pos_T[:, None] - pos_S[None, :]
@@ -273,19 +241,3 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}"
-
-
-def first_position(pos: Tensor) -> int:
-    """First position of a contiguous range (0 for an empty one)."""
-    return int(pos[0]) if pos.numel() else 0
-
-
-def range_key(pos: Tensor) -> tuple[int, int, str] | None:
-    """(first, count, device) when the sorted distinct positions ``pos`` are a contiguous
-    range, which they then identify; None for any other set (randomized positions), which a
-    cache must not key by its ends."""
-    n = pos.numel()
-    first = first_position(pos)
-    if n and int(pos[-1]) - first + 1 != n:
-        return None
-    return first, n, str(pos.device)

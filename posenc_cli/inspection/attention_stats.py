@@ -12,6 +12,7 @@ layer and head, so 16x the training length fits in memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,15 @@ from torch import Tensor
 from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.probe import LayerProbe
 from posenc_cli.model.transformer import TransformerLM
+
+#: Attention weights from a chunk's masked logits (B, H, t, S): a softmax, or the encoding's own.
+Weigh = Callable[[Tensor], Tensor]
+
+
+def softmax_rows(logits_BHtS: Tensor) -> Tensor:
+    """The softmax over each row of keys, what most encodings' weights are."""
+    return torch.softmax(logits_BHtS, dim=-1)
+
 
 #: Elements of one chunk's (B, H, t, S) probabilities (float32): 16 M, 64 MB.
 CHUNK_ELEMENTS = 2**24
@@ -53,12 +63,15 @@ class StatsAccumulator:
         self.queries = 0
         self.train_length = train_length
 
-    def add(self, raw: Tensor, bias: Tensor, start: int) -> None:
+    def add(self, raw: Tensor, bias: Tensor, start: int, weigh: Weigh = softmax_rows) -> None:
+        """Add queries [start, start + t): their scaled logits ``raw`` and ``bias`` (causal
+        mask included), weighed as the model weighs them (the encoding's
+        ``attention_weights``)."""
         B, H, t, S = raw.shape
         i = torch.arange(start, start + t)[:, None]
         dist = i - torch.arange(S)[None, :]
         valid = dist >= 0
-        p = torch.softmax(raw + bias, dim=-1)
+        p = weigh(raw + bias)
         self.distance += (p * dist.clamp(min=0)).sum(-1).sum((0, 2)).double()
         self.entropy += -torch.special.xlogy(p, p).sum(-1).sum((0, 2)).double()
         far = (p * (dist >= self.train_length)).sum(-1)  # (B, H, t)
@@ -87,7 +100,7 @@ def collect(model: TransformerLM, ids_BT: Tensor, train_length: int) -> Attentio
         rows = max(16, CHUNK_ELEMENTS // max(1, B * attn.n_heads * T))
         for s in range(0, T, rows):
             raw, bias = probe.logits(s, min(T, s + rows))
-            acc.add(raw, bias, s)
+            acc.add(raw, bias, s, enc.attention_weights)
         accs.append(acc)
 
     handles = [block.attn.register_forward_pre_hook(hook) for block in model.blocks]

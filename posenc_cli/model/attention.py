@@ -154,7 +154,9 @@ class CausalSelfAttention(nn.Module):
         scale = enc.softmax_scale(self.head_dim)
         q, k, qt, kt, v = self._projected(x_BTD, ctx)
         with _no_cpu_autocast(v):
-            if enc.has_key_bias:
+            if enc.has_own_weights:
+                y = self._weighted(qt, kt, v, ctx, scale)
+            elif enc.has_key_bias:
                 y = separable_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
             elif enc.has_content_bias:
                 y = self._chunked(q, k, qt, kt, v, ctx, scale, x_BTD)
@@ -163,7 +165,7 @@ class CausalSelfAttention(nn.Module):
             elif enc.has_distance_bias:
                 y = self._toeplitz(qt, kt, v, ctx, scale)
             else:
-                y = F.scaled_dot_product_attention(qt, kt, v, is_causal=True, scale=scale)
+                y = _causal(qt, kt, v, scale)
         return self._merged(y, q.dtype)  # the projections' dtype (bf16 under autocast)
 
     def forward_block(
@@ -205,6 +207,20 @@ class CausalSelfAttention(nn.Module):
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
+    def _weighted(
+        self, q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, scale: float
+    ) -> Tensor:
+        """Weights that are not a softmax (``attention_weights``, stick-breaking): each query
+        chunk's scaled logits formed in float32, masked, weighed by the encoding, through
+        autograd."""
+        parts = []
+        for s, e in ctx.chunks(self.n_heads, q.shape[0]):
+            logits = _wide(torch.matmul(q[:, :, s:e], k[:, :, :e].transpose(-1, -2))) * scale
+            future = torch.ones(e - s, e, dtype=torch.bool, device=q.device).triu(s + 1)
+            weights = ctx.encoding.attention_weights(logits.masked_fill(future, float("-inf")))
+            parts.append(torch.matmul(weights.to(v.dtype), v[:, :, :e]))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+
     def _chunked(
         self,
         q: Tensor,
@@ -237,6 +253,19 @@ class CausalSelfAttention(nn.Module):
             for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=2)
+
+
+def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    """Causal attention with no bias. CPU's fused kernel wants v as wide as q and k (torch
+    2.13): with wider queries and keys (PoPE's 2E) SDPA falls back to the math kernel, which
+    materialises (B, H, T, S). Without autograd v is zero-padded to their width and the output
+    sliced back (5x faster at 2048 tokens, docs/performance.md); in training, at the usual
+    lengths, the math kernel is as fast."""
+    pad = q.shape[-1] - v.shape[-1]
+    if pad <= 0 or q.device.type != "cpu" or torch.is_grad_enabled():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    y = F.scaled_dot_product_attention(q, k, F.pad(v, (0, pad)), is_causal=True, scale=scale)
+    return y[..., : v.shape[-1]]
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float) -> Tensor:

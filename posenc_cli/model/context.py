@@ -18,7 +18,8 @@ import math
 import torch
 from torch import Tensor
 
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, Span
+from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
+from posenc_cli.encodings.span import Span
 
 #: Largest bias workspace (bytes, one layer, one chunk) before queries are chunked, on CPU:
 #: small enough that a chunk's bias stays in the last-level cache between the kernels that
@@ -105,10 +106,10 @@ class AttentionContext:
         """
         T = self.span.length
         enc = self.encoding
-        if not enc.has_bias:
+        if not enc.has_bias and not enc.has_own_weights:
             return [(0, T)]
-        toeplitz = not enc.has_content_bias and not self.materialised
-        b = 1 if not enc.has_content_bias else (batch or self.batch)
+        toeplitz = not enc.scores_per_sequence and not self.materialised
+        b = batch or self.batch if enc.scores_per_sequence else 1
         grad = torch.is_grad_enabled()
         budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
         cells = max(1, budget // (4 * enc.bias_buffers * b * n_heads))

@@ -3,7 +3,8 @@
 `posenc inspect` needs each head's attention probabilities, which the fast paths of
 attention.py never form (SDPA fuses them away). This recomputes them from the layer's input
 through the same hooks and the same per-forward context, so what it reports is what the model
-attends to: tests check that softmax(raw + bias)·v reproduces the layer's output.
+attends to: tests check that the encoding's weights of raw + bias (a softmax for most), times v,
+reproduce the layer's output.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def test_fused_attention_equals_reference(
         assert bias.dim() == 4 and bias.dtype == torch.float32
         assert bias.shape[1:] == (attn.n_heads, train_len, train_len)
     q, k = enc.transform_qk(q, k, pos, pos, layer)
-    y = reference_attention(q, k, v, enc.softmax_scale(attn.head_dim), bias)
+    y = reference_attention(q, k, v, enc.softmax_scale(attn.head_dim), bias, enc)
     reference = attn.output_proj(y.transpose(1, 2).reshape(2, train_len, d_model))
     torch.testing.assert_close(fused, reference, rtol=1e-5, atol=1e-5)
 

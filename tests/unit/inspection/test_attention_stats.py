@@ -77,7 +77,7 @@ def test_the_probe_reproduces_every_layers_output(
     def hook(attn: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
         probe = LayerProbe(attn, *args)
         raw, bias = probe.logits(0, 24)
-        y = torch.softmax(raw + bias, dim=-1) @ probe.v
+        y = model.encoding.attention_weights(raw + bias) @ probe.v
         B, H, T, E = y.shape
         seen.append((attn.output_proj(y.transpose(1, 2).reshape(B, T, H * E)), output))
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from posenc_cli.encodings import Span
-from posenc_cli.model.attention import BiasedAttention
+from posenc_cli.model.attention import BiasedAttention, _causal
 from posenc_cli.model.context import (
     ACCELERATOR_BIAS_BUDGET,
     DEFAULT_BIAS_BUDGET,
@@ -191,3 +191,16 @@ def test_a_shared_bias_is_cast_once_for_an_accelerators_autocast(make_model) -> 
         assert cast.dtype == torch.bfloat16 and torch.equal(cast, bias.to(torch.bfloat16))
         assert ctx.for_kernel(bias.requires_grad_()) is bias
     assert ctx.for_kernel(bias.detach()).dtype == torch.float32
+
+
+def test_queries_wider_than_values_give_the_definition_without_autograd(
+    reference_attention,
+) -> None:
+    """PoPE's q and k are 2E wide: evaluation pads v to reach CPU's fused kernel."""
+    gen = torch.Generator().manual_seed(2)
+    q, k = (torch.randn(2, 3, 40, 16, generator=gen) for _ in range(2))
+    v = torch.randn(2, 3, 40, 8, generator=gen)
+    with torch.no_grad():
+        got = _causal(q, k, v, 0.3)
+    assert got.shape == v.shape
+    torch.testing.assert_close(got, reference_attention(q, k, v, 0.3), rtol=1e-5, atol=1e-6)
