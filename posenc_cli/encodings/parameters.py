@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
@@ -48,8 +48,14 @@ class Parameter:
     nullable: bool
     rule: Rule
     required: bool
+    #: A list parameter's elements (``list[str]``: str), each held to ``rule``; None otherwise.
+    element: type | None = None
 
     def admits(self, value: Any) -> bool:
+        if self.element is not None and value is not None:
+            listed = isinstance(value, Sequence) and not isinstance(value, str)
+            item = Parameter(self.element, False, self.rule, True)
+            return listed and bool(value) and all(item.admits(v) for v in value)
         if self.kind in (int, float) or self.rule.choices:
             return self.rule.admits(value, self.kind is int, self.nullable)
         if value is None:
@@ -57,6 +63,9 @@ class Parameter:
         return isinstance(value, self.kind)
 
     def words(self) -> str:
+        if self.element is not None:
+            item = Parameter(self.element, False, self.rule, True).words()
+            return f"a non-empty list, each {item}" + (" (or null)" if self.nullable else "")
         if self.kind in (int, float) or self.rule.choices:
             return self.rule.words(self.kind is int, self.nullable)
         return f"a {self.kind.__name__}" + (" or null" if self.nullable else "")
@@ -87,8 +96,11 @@ def parameters(cls: type) -> dict[str, Parameter]:
         options = typing.get_args(hint) if union else (hint,)
         kinds = [k for k in options if k is not type(None)]
         kind = kinds[0] if len(kinds) == 1 and isinstance(kinds[0], type) else object
+        element = None
+        if len(kinds) == 1 and typing.get_origin(kinds[0]) is list:
+            kind, element = list, typing.get_args(kinds[0])[0]
         required = p.default is inspect.Parameter.empty
-        out[name] = Parameter(kind, type(None) in options, rule, required)
+        out[name] = Parameter(kind, type(None) in options, rule, required, element)
     return out
 
 
@@ -136,4 +148,6 @@ def shown(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return "[" + ",".join(shown(v) for v in value) + "]"
     return str(value)

@@ -62,6 +62,13 @@ CASES = [
     (str, 3, False),
     (bool, True, True),
     (bool, 1, False),
+    (Annotated[list[str], Rule(choices=("rope", "none"))], ["rope", "none"], True),
+    (Annotated[list[str], Rule(choices=("rope", "none"))], ["rope", "nope"], False),
+    (Annotated[list[str], Rule(choices=("rope", "none"))], [], False),
+    (Annotated[list[str], Rule(choices=("rope", "none"))], "rope", False),
+    (Annotated[list[int], Rule(lo=1)], [1, 3], True),
+    (Annotated[list[int], Rule(lo=1)], [1, 0], False),
+    (Annotated[list[int], Rule(lo=1)], [1.5], False),
 ]
 
 
