@@ -23,8 +23,9 @@ def extend(
         list[str] | None,
         typer.Argument(
             show_default=False,
-            help="extend.method (none|pi|ntk|dynamic_ntk|yarn|llama3), extend.factor, "
-            "extend.steps (0: the method without fine-tuning), extend.lr, "
+            help="extend.method (none|pi|ntk|dynamic_ntk|yarn|llama3|longrope), "
+            "extend.factor, extend.steps (0: the method without fine-tuning; the only choice "
+            "for longrope, with extend.long_factor and extend.short_factor), extend.lr, "
             "extend.warmup_steps, extend.batch_size, extend.checkpoint; "
             "experiment=context_extension; device, train.threads, hydra.run.dir, ...",
         ),

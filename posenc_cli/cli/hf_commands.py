@@ -23,13 +23,17 @@ def export_hf(
         typer.Option(
             "--rope-scaling",
             help="Context extension written into config.json: none, pi, ntk, "
-            "dynamic_ntk, yarn or llama3",
+            "dynamic_ntk, yarn, llama3 or longrope (the rescale factors and S of the run's "
+            "eval.rope_* settings, e.g. an imported LongRoPE checkpoint's)",
         ),
     ] = "none",
     factor: Annotated[
         float | None,
         typer.Option(
-            "--factor", help="The extension factor S of --rope-scaling", show_default=False
+            "--factor",
+            help="The extension factor S of --rope-scaling (longrope: the run's "
+            "eval.rope_factor when not given)",
+            show_default=False,
         ),
     ] = None,
     in_use: bool = IN_USE,
@@ -63,8 +67,17 @@ def import_hf(
         from posenc_cli.hf.importer import import_hf as run_import
 
         run_dir = run_import(model, list(overrides or []), allow_download, revision)
-        print(
-            f"posenc: imported {model} as {run_dir}; evaluate it with: posenc eval {run_dir} "
-            "eval.rope_scaling=yarn eval.rope_factor=4",
-            flush=True,
+        print(f"posenc: imported {model} as {run_dir}; {_how_to_evaluate(run_dir)}", flush=True)
+
+
+def _how_to_evaluate(run_dir: Path) -> str:
+    """The command that evaluates the imported run: a LongRoPE checkpoint's own evaluation
+    is in its config; a plain one is shown with a scaling method beside it."""
+    from posenc_cli.config.rundir import load_run_config  # deferred with the import stage
+
+    if str(load_run_config(run_dir).eval.extrapolation.rope_scaling) == "longrope":
+        return (
+            f"evaluate it with: posenc eval {run_dir} (LongRoPE as transformers runs it; "
+            "eval.rope_scaling=none for plain RoPE)"
         )
+    return f"evaluate it with: posenc eval {run_dir} eval.rope_scaling=yarn eval.rope_factor=4"

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.encoding_checks import check_encoding
 from posenc_cli.config.extension import check_extension_eval
+from posenc_cli.config.rescale_checks import check_extend_sets
 from posenc_cli.config.schema import COMMAND_SECTIONS, RootConfig
 
 #: Sections whose keys depend on the chosen option (an encoding's or a task's own parameters).
@@ -118,11 +119,6 @@ def _check_relations(cfg: DictConfig) -> None:
         f"train.nproc={t.nproc} with device=mps: torch.distributed has no MPS backend",
         "use train.nproc=1 on Apple GPUs, or device=cpu",
     )
-    ev = cfg.eval
-    _require(
-        ev.rope_factor is None or ev.rope_scaling != "none",
-        f"eval.rope_factor={ev.rope_factor} has no effect with eval.rope_scaling={ev.rope_scaling}",
-        "drop eval.rope_factor, or pick eval.rope_scaling=pi|ntk|dynamic_ntk|yarn|llama3",
-    )
     check_extension_eval(cfg)
+    check_extend_sets(cfg.extend)
     check_encoding(cfg)

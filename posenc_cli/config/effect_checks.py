@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.overrides import given
+from posenc_cli.config.rescale_checks import check_given_sets
 from posenc_cli.config.task_checks import is_task
 
 STRIDE_KEYS = ("eval.stride", "eval.extrapolation.stride")
@@ -38,6 +39,7 @@ def check_effects(cfg: DictConfig, overrides: list[str]) -> None:
     """The data source and the extrapolation settings (after the older flat eval.* keys were
     folded into eval.extrapolation) against this command's ``overrides``."""
     _check_data_source(cfg, overrides)
+    check_given_sets(cfg.eval.extrapolation, overrides)
     if "extrapolation" in cfg.eval.tasks and not is_task(cfg):
         _check_stride(cfg.eval.extrapolation, int(cfg.train.context_length), overrides)
 

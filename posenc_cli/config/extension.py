@@ -39,6 +39,13 @@ def child_config(
 ) -> DictConfig:
     """The new run's config: the parent's, trained at S·L for extend.steps at a constant
     rate after warmup, recording its parent."""
+    if ext.method == "longrope":
+        raise PosencError(
+            f"extend.method=longrope with extend.steps={ext.steps}: fine-tuning with LongRoPE's "
+            "rescale factors is not supported yet",
+            "use extend.steps=0 (the parent evaluated with them), or fine-tune with another "
+            "method, e.g. extend.method=yarn",
+        )
     cfg = copy.deepcopy(parent)
     L = int(parent.train.context_length)
     S = float(ext.factor)

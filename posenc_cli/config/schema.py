@@ -63,6 +63,11 @@ class TrainConfig:
     position_range: int | None = key(lo=2, hi=2**31 - 1)
 
 
+def rescale_factors() -> Any:
+    """A set of LongRoPE rescale factors: each one divides a rotary pair's frequency."""
+    return key(lo=0, lo_open=True, nonempty=True, fix="give one number > 0 per rotated pair")
+
+
 @dataclass
 class ExtrapolationConfig:
     """eval.extrapolation.*: the extrapolation task's settings (configs/eval/tasks/)."""
@@ -74,6 +79,8 @@ class ExtrapolationConfig:
     position_buckets: int = key(lo=1)
     rope_scaling: str = key(choices=ROPE_SCALING)
     rope_factor: float | None = key(lo=1)
+    rope_long_factor: list[float] | None = rescale_factors()
+    rope_short_factor: list[float] | None = rescale_factors()
     unit_tokens: int | None = key(lo=1)
     tail_targets: int = key(lo=0)
 
@@ -101,6 +108,8 @@ class EvalConfig:
     position_buckets: int = older_name("position_buckets")
     rope_scaling: str = older_name("rope_scaling")
     rope_factor: float | None = older_name("rope_factor")
+    rope_long_factor: list[float] | None = older_name("rope_long_factor")
+    rope_short_factor: list[float] | None = older_name("rope_short_factor")
 
 
 @dataclass
@@ -134,6 +143,8 @@ class ExtendConfig:
     warmup_steps: int = key(lo=0)
     batch_size: int | None = key(lo=1)
     checkpoint: str = key(choices=("last", "best"))
+    long_factor: list[float] | None = rescale_factors()
+    short_factor: list[float] | None = rescale_factors()
     parent: str | None = MISSING
     parent_step: int | None = key(lo=0)
     parent_sha256: str | None = MISSING

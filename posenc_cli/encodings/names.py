@@ -9,4 +9,4 @@ encoding classes, so they answer before torch would have finished loading.
 #: and the class said whether it rotates: read from such a run, they are ignored.
 META_KEYS = frozenset({"_target_", "name", "description", "paper", "checks", "rotary"})
 #: eval.rope_scaling values; "none" evaluates the trained frequencies as they are.
-ROPE_SCALING_METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
+ROPE_SCALING_METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3", "longrope")

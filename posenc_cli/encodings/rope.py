@@ -14,6 +14,7 @@ nothing: the model is `none`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Annotated
 
 import torch
@@ -26,12 +27,18 @@ from posenc_cli.encodings.parameters import EVEN, POSITIVE, YARN_RAMPS
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
 
 
+def rotated_dims(head_dim: int, rotary_fraction: float) -> int:
+    """E, the dimensions of a head that rotate: at least one pair, a whole number of pairs
+    (what LongRoPE's per-pair factors are counted against)."""
+    return max(2, 2 * round(rotary_fraction * head_dim / 2))
+
+
 def rotary_frequencies(
     head_dim: int, theta: float, rotary_fraction: float, p: float
 ) -> tuple[Tensor, int]:
     """(E/2,) float64 θ_k with zeros for the unrotated pairs, and the rotated dimensions
     (``rotary_fraction`` in (0, 1] and ``p`` in [0, 1], as the constructor's rules check)."""
-    rotary_dims = max(2, 2 * round(rotary_fraction * head_dim / 2))
+    rotary_dims = rotated_dims(head_dim, rotary_fraction)
     inv = torch.zeros(head_dim // 2, dtype=torch.float64)
     inv[: rotary_dims // 2] = theta ** (
         -torch.arange(0, rotary_dims, 2, dtype=torch.float64) / rotary_dims
@@ -79,9 +86,16 @@ class RotaryEncoding(PositionalEncoding):
         self.adopted = (method, float(factor), int(original_length))
         self.extend_context("none", 1.0, original_length)
 
-    def extend_context(self, method: str, factor: float, original_length: int) -> None:
+    def extend_context(
+        self,
+        method: str,
+        factor: float,
+        original_length: int,
+        rescale: Sequence[float] | None = None,
+    ) -> None:
         """Evaluate with ``method``'s frequencies for extension factor ``factor``
-        (rope_scaling.py); ``none`` restores the trained (or adopted) ones."""
+        (rope_scaling.py); ``none`` restores the trained (or adopted) ones. ``rescale``:
+        LongRoPE's factors, one per rotated pair, for the length about to be evaluated."""
         if method == "none":
             method, factor, original_length = self.adopted
         inv, self.attention_factor = scaled_frequencies(
@@ -92,13 +106,15 @@ class RotaryEncoding(PositionalEncoding):
             factor,
             original_length,
             self.yarn_ramp,
+            rescale,
         )
         self.inv_freq = inv.float().to(self.inv_freq.device)
         self._phases.clear()
 
     def phase(self, pos: Tensor) -> Tensor:
         """a·e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
-        thousands), a the attention factor (1 unless YaRN), cached per position range."""
+        thousands), a the attention factor (1 unless YaRN or LongRoPE), cached per position
+        range."""
         return self.cached(self._phases, pos, lambda: torch.complex(*self._cos_sin_uncached(pos)))
 
     def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:

@@ -8,11 +8,14 @@ every method is the one Hugging Face transformers computes (``modeling_rope_util
 and most published checkpoints follow): a model configured there with ``rope_scaling`` is the
 model posenc evaluates. YaRN's paper ramp (continuous in the rotations r) differs from that
 code's ramp (over rounded pair indices) and stays available as ``encoding.yarn_ramp=paper``.
+LongRoPE takes its per-pair factors from its caller: the long or the short set, whichever
+transformers would use at the evaluated length (evals/context_extension.py).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -82,6 +85,34 @@ def llama3(inv_freq: Tensor, factor: float, original_length: int) -> Tensor:
     return torch.where(wavelength > original_length / LLAMA3_LOW, inv_freq / factor, out)
 
 
+def longrope_attention(factor: float, original_length: int) -> float:
+    """LongRoPE's attention factor on q and k each (Ding et al. 2024; transformers'
+    ``_compute_longrope_parameters`` when no attention_factor is given): sqrt(1 + ln S / ln L),
+    which keeps the attention's entropy from growing with log S; 1 when S <= 1."""
+    if factor <= 1.0:
+        return 1.0
+    return math.sqrt(1 + math.log(factor) / math.log(original_length))
+
+
+def longrope(
+    inv_freq: Tensor,
+    rescale: Sequence[float],
+    rotary_dims: int,
+    factor: float,
+    original_length: int,
+) -> tuple[Tensor, float]:
+    """LongRoPE (Ding et al. 2024; its rescaled RoPE with no initial positions n̂ left
+    unscaled, as Phi-3 and transformers use it): θ'_k = θ_k / λ_k, one rescale factor λ_k per
+    rotated pair (fastest first); pairs past the rotated ones keep θ. The frequencies depend on
+    the λ alone, S only on the attention factor."""
+    pairs = rotary_dims // 2
+    if len(rescale) != pairs:
+        raise ValueError(f"LongRoPE needs {pairs} rescale factors, got {len(rescale)}")
+    lam = torch.ones_like(inv_freq)
+    lam[:pairs] = torch.tensor(list(rescale), dtype=inv_freq.dtype)
+    return inv_freq / lam, longrope_attention(factor, original_length)
+
+
 def scaled_frequencies(
     method: str,
     inv_freq: Tensor,
@@ -90,10 +121,12 @@ def scaled_frequencies(
     factor: float,
     original_length: int,
     yarn_ramp: str = "hf",
+    rescale: Sequence[float] | None = None,
 ) -> tuple[Tensor, float]:
     """The inverse frequencies and attention factor ``method`` gives for extension factor S
     (``dynamic_ntk`` is NTK-aware with the S its caller computes for each evaluated length:
-    transformers' S·L'/L - (S - 1), evals/context_extension.py)."""
+    transformers' S·L'/L - (S - 1), evals/context_extension.py; ``longrope`` divides by the
+    ``rescale`` factors its caller picked for the evaluated length, whatever S is)."""
     if method not in METHODS:
         raise PosencError(
             f"unknown eval.rope_scaling '{method}'", "choose one of: " + ", ".join(METHODS)
@@ -101,22 +134,37 @@ def scaled_frequencies(
     inv = inv_freq.double()
     zero = inv == 0
     inv = torch.where(zero, torch.ones_like(inv), inv)  # no division by 0 (masked below)
-    if method == "none" or factor <= 1.0:
-        out = inv
-        attention = 1.0
-    elif method == "pi":
-        out = position_interpolation(inv, factor)
-        attention = 1.0
-    elif method in ("ntk", "dynamic_ntk"):
-        out = ntk_aware(inv, base, rotary_dims, factor)
-        attention = 1.0
-    elif method == "yarn":
+    if method == "longrope":
+        if rescale is None:
+            raise ValueError("LongRoPE needs its rescale factors")
+        out, attention = longrope(inv, rescale, rotary_dims, factor, original_length)
+    elif method == "none" or factor <= 1.0:
+        out, attention = inv, 1.0
+    else:
+        out, attention = _stretched(
+            method, inv, base, rotary_dims, factor, original_length, yarn_ramp
+        )
+    return out.masked_fill(zero, 0.0), attention
+
+
+def _stretched(
+    method: str,
+    inv: Tensor,
+    base: float,
+    rotary_dims: int,
+    factor: float,
+    original_length: int,
+    yarn_ramp: str,
+) -> tuple[Tensor, float]:
+    """The methods that stretch by S > 1 alone (no zero frequencies reach here)."""
+    if method == "pi":
+        return position_interpolation(inv, factor), 1.0
+    if method in ("ntk", "dynamic_ntk"):
+        return ntk_aware(inv, base, rotary_dims, factor), 1.0
+    if method == "yarn":
         if yarn_ramp == "paper":
             ramp = yarn_paper_ramp(inv, original_length)
         else:
             ramp = yarn_hf_ramp(inv, base, rotary_dims, original_length)
-        out, attention = yarn(inv, factor, ramp)
-    else:
-        out = llama3(inv, factor, original_length)
-        attention = 1.0
-    return out.masked_fill(zero, 0.0), attention
+        return yarn(inv, factor, ramp)
+    return llama3(inv, factor, original_length), 1.0

@@ -4,7 +4,8 @@
 re-running it reproduces it). Anything else gets a suffix per difference, in this order:
 ``_<data label>`` for other text, ``_<protocol>`` (``sliding8``, ``sliding``, ``nonoverlapping``)
 for another mode or stride, ``_t<tokens>`` for another eval.tokens, ``_x<f1-f2-..>`` for other
-eval.factors, ``_<rope scaling>`` (``_yarn``; ``_yarn4`` with eval.rope_factor=4) — e.g.
+eval.factors, ``_<rope scaling>`` (``_yarn``; ``_yarn4`` with eval.rope_factor=4; ``_longrope``,
+whose rescale factors the result records rather than the key) — e.g.
 ``extrapolation_sliding8``, ``extrapolation_text_other_x1-16``, ``extrapolation_pi`` — so other
 evaluations never overwrite the main curve (eval.position_buckets changes only the curve's
 resolution and adds no suffix), then ``_<precision>`` and ``_<device>`` where they differ from

@@ -43,16 +43,19 @@ def export_hf(
     in_use: bool = False,
 ) -> list[Path]:
     """Check the options and the run, write FILES into a new folder ``out``; returns their
-    paths. ``factor`` None: not given (1, or what an extension run was fine-tuned with);
+    paths. ``factor`` None: not given (1, what an extension run was fine-tuned with, or for
+    longrope the run's eval.rope_factor);
     ``in_use``: export the last checkpoint of a run another process still trains."""
-    factor = _given_factor(method, factor)
+    given = _given_factor(method, factor)
     source = open_run(run_dir, out, in_use, lambda cfg: _check_exportable(cfg, run_dir))
     cfg, state = source.cfg, source.checkpoint["model"]
     _check_weights_fit(cfg, state, run_dir)
     eot = _end_of_text(source.tokenizer)
-    method, factor, length = run_scaling(cfg, run_dir, method, factor)
+    method, S, length = run_scaling(cfg, run_dir, method, given)
     shape = replace(_shape(cfg, state, int(eot)), train_length=length)
-    config = hf_config(shape, method, factor)
+    config = hf_config(
+        shape, method, S, run_rescale(cfg, run_dir) if method == "longrope" else None
+    )
     tensors = llama_state(state, shape.n_layers, shape.head_dim, shape.rotary_dims)
     if config["model_type"] == "phi3":
         tensors = phi3_state(tensors, shape.n_layers)
@@ -62,12 +65,20 @@ def export_hf(
 
 
 def run_scaling(
-    cfg: RunConfig, run_dir: Path, method: str, factor: float
+    cfg: RunConfig, run_dir: Path, method: str, factor: float | None
 ) -> tuple[str, float, int]:
     """The method, factor and original length to write: those a `posenc extend` run was
     fine-tuned with (dynamic NTK as transformers' factor 1, which reaches S at S·L), else the
-    options' with the run's own length."""
+    options' with the run's own length (longrope's factor by default the S its evaluation
+    uses, eval.rope_factor; the others' 1)."""
     length = cfg.train.context_length
+    if method == "longrope" and factor is None:
+        factor = cfg.eval.extrapolation.rope_factor
+        if factor is None:
+            raise PosencError(
+                f"{run_dir}'s config sets no eval.rope_factor, the S longrope would write",
+                "give it, e.g. --factor 4",
+            )
     ext = cfg.extend
     if ext.parent is not None:
         if method != "none":
@@ -86,20 +97,34 @@ def run_scaling(
             "YaRN does not compute",
             "export a run with encoding.yarn_ramp=hf, or without --rope-scaling yarn",
         )
-    return method, factor, length
+    return method, 1.0 if factor is None else factor, length
 
 
-def _given_factor(method: str, factor: float | None) -> float:
-    """The factor to write; never silently ignored: one without a method, or one that is not
-    a finite number, is refused before anything is read."""
+def run_rescale(cfg: RunConfig, run_dir: Path) -> tuple[list[float], list[float]]:
+    """LongRoPE's two factor sets, from the run's evaluation settings (an imported LongRoPE
+    checkpoint's; config loading checked their lengths against the rotated pairs)."""
+    ev = cfg.eval.extrapolation
+    if ev.rope_long_factor is None or ev.rope_short_factor is None:
+        raise PosencError(
+            f"{run_dir}'s config has no LongRoPE rescale factors (eval.rope_long_factor and "
+            "eval.rope_short_factor)",
+            "export a run imported from a LongRoPE checkpoint, or choose another --rope-scaling",
+        )
+    return list(ev.rope_long_factor), list(ev.rope_short_factor)
+
+
+def _given_factor(method: str, factor: float | None) -> float | None:
+    """The factor given (None: not given); never silently ignored: one without a method, or
+    one that is not a finite number, is refused before anything is read."""
     if factor is None:
-        return 1.0
+        return None
     if not math.isfinite(factor):
         raise PosencError(f"--factor {factor} is not a finite number", "give e.g. --factor 4")
     if method == "none":
         raise PosencError(
             f"--factor {factor:g} has no effect without --rope-scaling",
-            "add --rope-scaling yarn (or pi, ntk, dynamic_ntk, llama3), or leave --factor out",
+            "add --rope-scaling yarn (or pi, ntk, dynamic_ntk, llama3, longrope), or leave "
+            "--factor out",
         )
     return factor
 

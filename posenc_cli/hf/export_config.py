@@ -2,8 +2,9 @@
 rotates (transformers' Llama rotates every dimension; Phi-3 is the same decoder with fused
 projections and a ``partial_rotary_factor``).
 
-A context-extension method becomes transformers' ``rope_scaling``: pi is ``linear``, llama3 and
-yarn keep their names, dynamic_ntk is ``dynamic``, and static NTK-aware scaling is the plain
+A context-extension method becomes transformers' ``rope_scaling``: pi is ``linear``, llama3,
+yarn and longrope keep their names (longrope with both sets of rescale factors), dynamic_ntk
+is ``dynamic``, and static NTK-aware scaling is the plain
 RoPE of base b·S^(E/(E-2)). Every method is the one posenc's `eval.rope_scaling` computes
 (encodings/rope_scaling.py follows transformers' formulas; YaRN's paper ramp,
 `encoding.yarn_ramp=paper`, has no transformers equivalent).
@@ -18,7 +19,9 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.rope_regions import LLAMA3_HIGH, LLAMA3_LOW, YARN_ALPHA, YARN_BETA
 
 #: --rope-scaling values.
-METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3")
+METHODS = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3", "longrope")
+#: LongRoPE's rescale factors: (long set, short set), one factor per rotated pair each.
+Rescale = tuple[list[float], list[float]]
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,11 @@ class Shape:
     eot: int
 
 
-def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict | None, int]:
-    """rope_theta, rope_scaling and max_position_embeddings for ``method`` at ``factor``."""
+def rope_settings(
+    method: str, factor: float, shape: Shape, rescale: Rescale | None = None
+) -> tuple[float, dict | None, int]:
+    """rope_theta, rope_scaling and max_position_embeddings for ``method`` at ``factor``
+    (``rescale``: longrope's factor sets)."""
     if method not in METHODS:
         raise PosencError(
             f"unknown --rope-scaling '{method}'", "choose one of: " + ", ".join(METHODS)
@@ -58,13 +64,29 @@ def rope_settings(method: str, factor: float, shape: Shape) -> tuple[float, dict
     if method == "ntk":
         return shape.theta * factor ** (E / (E - 2)), None, longer
     if shape.rotary_dims < shape.head_dim:
-        raise PosencError(
-            f"--rope-scaling {method} with partial rotary has no transformers "
-            "equivalent (Phi-3's rotary only knows longrope)",
-            "use --rope-scaling ntk, or export without scaling",
+        raise _partial_refusal(method)
+    if method == "longrope":
+        assert rescale is not None  # export.py reads the run's sets first
+        long, short = rescale
+        scaling: dict[str, Any] = {"rope_type": "longrope", "long_factor": long}
+        scaling.update(short_factor=short, factor=factor, original_max_position_embeddings=L)
+        return shape.theta, scaling, longer
+    return shape.theta, scaling_entry(method, factor, L), L if method == "dynamic_ntk" else longer
+
+
+def _partial_refusal(method: str) -> PosencError:
+    """Why a method that rescales with partial rotary has no transformers equivalent."""
+    if method == "longrope":
+        return PosencError(
+            "--rope-scaling longrope with partial rotary: transformers' Phi-3 applies "
+            "LongRoPE's attention factor to the rotated dimensions only, posenc to whole heads",
+            "export a run that rotates every dimension, or use --rope-scaling ntk",
         )
-    scaling = scaling_entry(method, factor, L)
-    return shape.theta, scaling, L if method == "dynamic_ntk" else longer
+    return PosencError(
+        f"--rope-scaling {method} with partial rotary has no transformers equivalent "
+        "(Phi-3's rotary only knows longrope)",
+        "use --rope-scaling ntk, or export without scaling",
+    )
 
 
 def scaling_entry(method: str, factor: float, train_length: int) -> dict[str, Any]:
@@ -90,9 +112,11 @@ def scaling_entry(method: str, factor: float, train_length: int) -> dict[str, An
     }[method]
 
 
-def hf_config(shape: Shape, method: str, factor: float) -> dict[str, Any]:
-    """The config.json dictionary."""
-    theta, scaling, max_positions = rope_settings(method, factor, shape)
+def hf_config(
+    shape: Shape, method: str, factor: float, sets: Rescale | None = None
+) -> dict[str, Any]:
+    """The config.json dictionary (``sets``: longrope's factor sets)."""
+    theta, scaling, max_positions = rope_settings(method, factor, shape, sets)
     partial = shape.rotary_dims < shape.head_dim
     config: dict[str, Any] = {
         "architectures": ["Phi3ForCausalLM" if partial else "LlamaForCausalLM"],
@@ -120,12 +144,15 @@ def hf_config(shape: Shape, method: str, factor: float) -> dict[str, Any]:
         "use_cache": True,
         "torch_dtype": "float32",
     }
-    if partial:
-        config.update(
-            partial_rotary_factor=shape.rotary_dims / shape.head_dim,
-            original_max_position_embeddings=shape.train_length,
-            sliding_window=None,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-        )
-    return config
+    return {**config, **_phi3_fields(shape)} if partial else config
+
+
+def _phi3_fields(shape: Shape) -> dict[str, Any]:
+    """What Phi-3's config adds: the rotated fraction of each head and its original length."""
+    return {
+        "partial_rotary_factor": shape.rotary_dims / shape.head_dim,
+        "original_max_position_embeddings": shape.train_length,
+        "sliding_window": None,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+    }

@@ -52,6 +52,17 @@ class Fields:
             raise self.refuse(key, value, "a finite number > 0" if positive else "a finite number")
         return float(value)
 
+    def factors(self, key: str, count: int) -> list[float]:
+        """A list of ``count`` finite numbers > 0 (LongRoPE's rescale factors, one per pair)."""
+        value = self.data.get(key)
+        what = f"a list of {count} numbers > 0"
+        if not isinstance(value, list) or len(value) != count:
+            raise self.refuse(key, value, what)
+        for x in value:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < math.inf:
+                raise self.refuse(key, value, what)
+        return [float(x) for x in value]
+
     def flag(self, key: str, default: bool) -> bool:
         """A JSON true or false; null or absent is ``default``."""
         value = self.data.get(key)

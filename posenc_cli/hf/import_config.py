@@ -3,7 +3,8 @@
 posenc's RoPE model is a Llama decoder (RMSNorm, SwiGLU, rotary attention without biases), so
 a llama checkpoint maps one to one, and mistral or qwen2 ones do when they use nothing Llama
 lacks (sliding-window attention, projection biases). Both spellings of the rotary settings are
-read: ``rope_parameters`` (transformers 5) and ``rope_theta`` with ``rope_scaling`` (earlier).
+read: ``rope_parameters`` (transformers 5) and ``rope_theta`` with ``rope_scaling`` (earlier);
+hf/import_rope.py reads them, LongRoPE included.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.hf.fields import Fields
+from posenc_cli.hf.import_rope import rope_settings
 
 #: model_type values whose decoder is Llama's.
 FAMILIES = ("llama", "mistral", "qwen2")
@@ -60,7 +62,7 @@ def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
     if heads % kv_heads:
         raise f.refuse("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads={heads}")
     return {
-        "encoding.theta": rope_theta(f, where),
+        **rope_settings(f, where, d_model // heads),
         "model.d_model": d_model,
         "model.n_layers": f.integer("num_hidden_layers"),
         "model.n_heads": heads,
@@ -68,30 +70,8 @@ def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
         "model.d_ff": f.integer("intermediate_size"),
         "model.rms_norm_eps": f.number("rms_norm_eps", 1e-6, positive=True),
         "model.tie_embeddings": f.flag("tie_word_embeddings", False),
-        "train.context_length": f.integer("max_position_embeddings"),
         "data.vocab_size": max(f.integer("vocab_size"), 257),
     }
-
-
-def rope_theta(f: Fields, where: Path) -> float:
-    """The base θ of plain RoPE; a checkpoint trained with scaled or partial rotary is refused
-    (posenc evaluates the extension methods itself, on the plain frequencies)."""
-    rope = f.section("rope_parameters")
-    scaling = f.section("rope_scaling")
-    kind = rope.text("rope_type") or scaling.text("rope_type") or scaling.text("type") or "default"
-    if kind != "default":
-        raise PosencError(
-            f"{where} was trained with rope_type '{kind}'",
-            "import a checkpoint with plain RoPE (rope_type default); posenc applies "
-            "scaling at evaluation: eval.rope_scaling=…",
-        )
-    fraction = rope.number("partial_rotary_factor", f.number("partial_rotary_factor", 1.0))
-    if fraction != 1.0:
-        raise PosencError(
-            f"{where} rotates part of each head (partial_rotary_factor={fraction})",
-            "import a Llama checkpoint that rotates every dimension",
-        )
-    return rope.number("rope_theta", f.number("rope_theta", 10000.0, positive=True), positive=True)
 
 
 def _check_family(f: Fields, where: Path) -> None:

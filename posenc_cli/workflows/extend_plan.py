@@ -3,7 +3,8 @@
 planned and checked before the first one runs. ``extend.steps=0`` is the method without
 fine-tuning: the parent evaluated as `posenc eval RUN eval.rope_scaling=M eval.rope_factor=S`
 would, on the same tokens. A grid puts its runs in ROOT/<method>-<steps>; a method that needs
-RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding."""
+RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding, and
+longrope, which is not fine-tuned yet, keeps only its steps=0 job."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from posenc_cli.config.effect_checks import check_extension_schedule
 from posenc_cli.config.encoding_checks import is_rotary
 from posenc_cli.config.extension import child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of, quote
+from posenc_cli.config.rescale_checks import EVAL_SETS, EXTEND_SETS, check_sets, rotated_pairs
 from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config, planned_run_dir, run_in_use
 from posenc_cli.engine.extension import parent_checkpoint
@@ -86,9 +88,9 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     for combo in combos:
         given = dict(o.split("=", 1) for o in combo)
         method = given.get("extend.method", str(requested.extend.method))
-        if method != "none" and not rotary:
-            continue
         steps = int(given.get("extend.steps", requested.extend.steps))
+        if (method != "none" and not rotary) or (method == "longrope" and steps > 0):
+            continue
         where = [o for o in combo if key_of(o) != "hydra.run.dir"]
         where.append(f"hydra.run.dir={quote(str(root / _folder(method, steps, given, combos)))}")
         job = _job(run_dir, where, compose(where, with_hydra=True), grid=True)
@@ -145,9 +147,27 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
     require_rotary(run_dir, method)
     parent = load_run_config(run_dir)
     extended_length(int(parent.train.context_length), float(ext.factor))
+    evaluation = evaluation_overrides(ext, parent)
     parent_checkpoint(run_dir, typed(parent), "last")
-    factor = [] if method == "dynamic_ntk" else [f"eval.rope_factor={float(ext.factor):g}"]
-    return Job(method, 0, tuple(overrides), eval_overrides=(f"eval.rope_scaling={method}", *factor))
+    return Job(method, 0, tuple(overrides), eval_overrides=evaluation)
+
+
+def evaluation_overrides(ext: DictConfig, parent: DictConfig) -> tuple[str, ...]:
+    """What `posenc eval PARENT` is given to score the method without fine-tuning: the method,
+    S (dynamic NTK: transformers' 1) and, for longrope, the rescale factors extend.* gives,
+    checked against the parent's rotated pairs."""
+    method = str(ext.method)
+    out = [f"eval.rope_scaling={method}"]
+    if method != "dynamic_ntk":
+        out.append(f"eval.rope_factor={float(ext.factor):g}")
+    if method == "longrope":
+        m = parent.model
+        pairs = rotated_pairs(m.d_model, m.n_heads, typed(parent).encoding.params)
+        check_sets({f"extend.{k}": ext[k] for k in EXTEND_SETS}, pairs)
+        for key, name in zip(EVAL_SETS, EXTEND_SETS, strict=True):
+            if ext[name] is not None:  # else searched when the parent is evaluated
+                out.append(f"eval.{key}=[{','.join(repr(float(x)) for x in ext[name])}]")
+    return tuple(out)
 
 
 def _grid_root(requested: DictConfig, args: list[str]) -> Path:

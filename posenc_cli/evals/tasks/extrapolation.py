@@ -59,17 +59,17 @@ class Extrapolation(EvalTask):
         import torch
 
         from posenc_cli.evals.extrapolation_result import extrapolation
+        from posenc_cli.evals.longrope_search import SEARCH_NOTE, searched_sets
 
         assert data is not None  # a language-model task: not_applicable keeps task runs out
+        L = cfg.base_length()
+        ev, search = searched_sets(model, data.val, L, cfg.eval.extrapolation, rt, cfg.seed)
         with torch.no_grad():
-            return extrapolation(
-                model,
-                data.val,
-                cfg.base_length(),
-                cfg.eval.extrapolation,
-                rt,
-                data.meta.get("eot_id"),
-            )
+            result = extrapolation(model, data.val, L, ev, rt, data.meta.get("eot_id"))
+        if search is not None:
+            result["rope_search"] = search
+            result["notes"].append(SEARCH_NOTE)
+        return result
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: RunConfig) -> None:
         """ppl and loss with global_step = length (runs overlay), eval.mode's under ``key/``

@@ -35,6 +35,8 @@ def test_the_schema_holds_no_value_and_every_key_has_one_in_the_yamls() -> None:
         "eval.position_buckets",
         "eval.rope_scaling",
         "eval.rope_factor",
+        "eval.rope_long_factor",
+        "eval.rope_short_factor",
     }
     assert {k: f.default for k, f in keys.items() if k not in aliases} == dict.fromkeys(
         set(keys) - aliases, "???"

@@ -1,5 +1,6 @@
-"""A posenc RoPE run written by hand (config, tokenizer, random weights) and the Hugging Face
-libraries pinned offline, for the export and import tests."""
+"""A posenc RoPE run written by hand (config, tokenizer, random weights), a transformers
+LongRoPE checkpoint, and the Hugging Face libraries pinned offline, for the export and import
+tests."""
 
 from __future__ import annotations
 
@@ -62,3 +63,39 @@ def make_run(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def text() -> str:
     return TEXT
+
+
+@pytest.fixture
+def longrope(tmp_path: Path) -> Path:
+    """A folder of a random LlamaForCausalLM with LongRoPE (transformers 5's rope_parameters)
+    for 64 tokens, trained at 16: head_dim 8, so 4 pairs, the long set rising (as LongRoPE's
+    search keeps it), the short one near 1; 300 embedding rows, a tokenizer of 300 tokens."""
+    transformers = pytest.importorskip("transformers")
+    params = {
+        "rope_type": "longrope",
+        "rope_theta": 500.0,
+        "long_factor": [1.0, 1.7, 3.1, 5.5],
+        "short_factor": [1.0, 1.05, 1.1, 1.3],
+        "original_max_position_embeddings": 16,
+    }
+    config = transformers.LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        rope_parameters=params,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    folder = tmp_path / "longrope"
+    model.save_pretrained(folder)
+    train_tokenizer(iter([TEXT]), 300).save(str(folder / "tokenizer.json"))
+    return folder
