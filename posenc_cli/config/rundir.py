@@ -253,8 +253,17 @@ def save_run_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> Non
     write_text_atomic(layout.overrides_file, OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
 
 
+def _plain(value: Any) -> bool:
+    """A scalar, or a flat list of scalars: nothing an interpolation or a nested node hides in."""
+    scalar = (int, float, str, bool, type(None))
+    return isinstance(value, scalar) or (
+        isinstance(value, list) and all(isinstance(v, scalar) for v in value)
+    )
+
+
 def trusted_encoding(saved: DictConfig) -> DictConfig:
-    """configs/encoding/<name>.yaml with the saved parameter values (plain values only)."""
+    """configs/encoding/<name>.yaml with the saved parameter values (plain values, or lists
+    of them: hybrid's pattern)."""
     name = str(saved.get("name", ""))
     if not NAME_PATTERN.fullmatch(name) or name not in group_options("encoding"):
         raise PosencError(
@@ -265,7 +274,7 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
     for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue
-        if key not in trusted or not isinstance(value, (int, float, str, bool, type(None))):
+        if key not in trusted or not _plain(value):
             raise PosencError(
                 f"the run's config gives encoding '{name}' an unknown or "
                 f"non-plain parameter '{key}'",

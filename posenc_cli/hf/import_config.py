@@ -1,8 +1,9 @@
 """A Hugging Face config.json read as posenc settings, refusing what posenc's model lacks.
 
 posenc's RoPE model is a Llama decoder (RMSNorm, SwiGLU, rotary attention without biases), so
-a llama checkpoint maps one to one, and mistral or qwen2 ones do when they use nothing Llama
-lacks (sliding-window attention, projection biases). Both spellings of the rotary settings are
+a llama checkpoint maps one to one, and mistral, qwen2 or smollm3 ones do when they use nothing
+Llama lacks (sliding-window attention, projection biases); SmolLM3's layers without RoPE make
+the run ``encoding=hybrid``. Both spellings of the rotary settings are
 read: ``rope_parameters`` (transformers 5) and ``rope_theta`` with ``rope_scaling`` (earlier);
 hf/import_rope.py reads them, LongRoPE included.
 """
@@ -18,7 +19,7 @@ from posenc_cli.hf.fields import Fields
 from posenc_cli.hf.import_rope import rope_settings
 
 #: model_type values whose decoder is Llama's.
-FAMILIES = ("llama", "mistral", "qwen2")
+FAMILIES = ("llama", "mistral", "qwen2", "smollm3")
 REFUSED = "posenc's model is a Llama decoder without it"
 
 
@@ -63,6 +64,7 @@ def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
         raise f.refuse("num_key_value_heads", kv_heads, f"a divisor of num_attention_heads={heads}")
     return {
         **rope_settings(f, where, d_model // heads),
+        **layer_settings(f, f.integer("num_hidden_layers")),
         "model.d_model": d_model,
         "model.n_layers": f.integer("num_hidden_layers"),
         "model.n_heads": heads,
@@ -72,6 +74,25 @@ def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
         "model.tie_embeddings": f.flag("tie_word_embeddings", False),
         "data.vocab_size": max(f.integer("vocab_size"), 257),
     }
+
+
+def layer_settings(f: Fields, n_layers: int) -> dict[str, Any]:
+    """SmolLM3's layers without RoPE as ``encoding=hybrid`` with that pattern (one entry per
+    layer); no such layer (every other family) leaves plain ``rope``. ``no_rope_layers`` holds
+    1 for a RoPE layer and 0 for a NoPE one; absent, transformers derives it from
+    ``no_rope_layer_interval`` (NoPE where (layer + 1) % interval == 0)."""
+    if f.text("model_type") != "smollm3":
+        return {}
+    flags = f.data.get("no_rope_layers")
+    if flags is None:
+        interval = f.integer("no_rope_layer_interval", 4)
+        flags = [int((layer + 1) % interval != 0) for layer in range(n_layers)]
+    if not isinstance(flags, list) or len(flags) != n_layers or any(x not in (0, 1) for x in flags):
+        raise f.refuse("no_rope_layers", flags, f"a list of {n_layers} entries, each 0 or 1")
+    if all(flags):
+        return {}
+    pattern = ",".join("rope" if x else "none" for x in flags)
+    return {"encoding": "hybrid", "encoding.pattern": f"[{pattern}]"}
 
 
 def _check_family(f: Fields, where: Path) -> None:

@@ -1,4 +1,5 @@
-"""`posenc import-hf DIR_OR_HUB_ID`: a Llama-family checkpoint written as a posenc run directory.
+"""`posenc import-hf DIR_OR_HUB_ID`: a Llama-family checkpoint written as a posenc run directory
+(SmolLM3's, whose NoPE layers become ``encoding=hybrid``, included).
 
 Everything is read and checked before the run directory is created; interchange/ writes it as
 every imported run is written (the model's own tokenizer.json), so `posenc eval` (every
@@ -43,9 +44,10 @@ def import_hf(
     config = read_config(folder)
     derived = settings(config, folder)
     vocab = int(config["vocab_size"])  # an integer >= 1: settings() checked it
+    encoding = derived.pop("encoding", "rope")  # hybrid for SmolLM3's NoPE layers
     cfg = compose(
         [
-            "encoding=rope",
+            f"encoding={encoding}",
             *(f"{k}={v}" for k, v in derived.items() if not given(overrides, k)),
             *overrides,
         ],

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from tokenizers import Tokenizer, models
 from typer.testing import CliRunner
 
@@ -26,22 +27,29 @@ VOCAB = 300
 #: Embedding rows past the tokenizer's tokens, as many published models pad theirs.
 ROWS = 320
 TRAIN_LENGTH = 16
+ROPE_TARGET = "posenc_cli.encodings.rope.RotaryEncoding"
 
 
-def save_model(family: str, folder: Path, text: str, tied: bool = True) -> Path:
+def save_model(
+    family: str, folder: Path, text: str, tied: bool = True, layers: int = 2, **extra: object
+) -> Path:
     """A random ``family`` causal LM (4 query heads on 2 key/value heads, θ=500, gains away
     from 1, ROWS embedding rows) saved by transformers, with a tokenizer of VOCAB tokens."""
     configs = {
         "llama": transformers.LlamaConfig,
         "mistral": transformers.MistralConfig,
         "qwen2": transformers.Qwen2Config,
+        "smollm3": transformers.SmolLM3Config,
     }
-    extra = {"sliding_window": None} if family == "mistral" else {}
+    if family == "mistral":
+        extra["sliding_window"] = None
+    if family == "smollm3":  # its defaults name token ids past this vocabulary
+        extra.update(pad_token_id=None, bos_token_id=None, eos_token_id=None)
     config = configs[family](
         vocab_size=ROWS,
         hidden_size=32,
         intermediate_size=48,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=TRAIN_LENGTH,
@@ -113,6 +121,35 @@ def test_an_untied_mistral_without_sliding_window_imports(tmp_path: Path, text: 
     assert load_run_config(run).model.tie_embeddings is False
     error = max_logit_error(folder, run)
     assert error < TOLERANCE, error
+
+
+def test_smollm3s_layers_without_rope_import_as_a_hybrid(tmp_path: Path, text: str) -> None:
+    """transformers' SmolLM3 leaves every 4th layer unrotated (no_rope_layers [1, 1, 1, 0]):
+    the run is encoding=hybrid with that pattern and computes transformers' logits at 3x the
+    training length; as plain rope (the NoPE layer rotated) it would not."""
+    folder = save_model("smollm3", tmp_path / "smollm3", text, layers=4)
+    run = imported(folder, tmp_path / "run")
+    cfg = load_run_config(run)
+    assert cfg.encoding.name == "hybrid"
+    assert list(cfg.encoding.pattern) == ["rope", "rope", "rope", "none"]
+    error = max_logit_error(folder, run)
+    assert error < TOLERANCE, error
+    cfg.encoding = OmegaConf.merge(cfg.encoding, {"name": "rope", "_target_": ROPE_TARGET})
+    del cfg.encoding["pattern"]
+    OmegaConf.save(cfg, run / ".hydra" / "config.yaml")
+    rotated = max_logit_error(folder, run)
+    assert rotated > TOLERANCE and rotated > 100 * error, (rotated, error)
+
+
+@pytest.mark.parametrize("flags", [[1, 1, 0], [1, 1, 2, 0], "1110"])
+def test_a_malformed_no_rope_layers_is_one_line(tmp_path: Path, text: str, flags: object) -> None:
+    folder = save_model("smollm3", tmp_path / "smollm3", text, layers=4)
+    config = json.loads((folder / "config.json").read_text())
+    config["no_rope_layers"] = flags
+    (folder / "config.json").write_text(json.dumps(config))
+    code, out = invoke("import-hf", str(folder), f"hydra.run.dir={tmp_path / 'run'}")
+    assert code == 2 and "no_rope_layers" in out and len(out.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
 
 
 def test_qwen2_with_its_projection_biases_is_refused(tmp_path: Path, text: str) -> None:
