@@ -166,10 +166,16 @@ def _check_weights_fit(cfg: RunConfig, state: dict[str, Any], run_dir: Path) -> 
 
 def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
     name = cfg.encoding.name
-    if name != "rope":
+    if name not in ("rope", "hybrid"):
         raise PosencError(
             f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
-            "export a run trained with encoding=rope",
+            "export a run trained with encoding=rope (Llama) or encoding=hybrid (SmolLM3)",
+        )
+    if name == "hybrid" and cfg.encoding.params.get("rotary_fraction", 1.0) != 1.0:
+        raise PosencError(
+            f"{run_dir} rotates part of each head in a hybrid run, which transformers' "
+            "SmolLM3 has no equivalent for",
+            "export a hybrid run with encoding.rotary_fraction=1",
         )
     if cfg.encoding.params.get("p", 1.0) != 1.0:
         raise PosencError(
@@ -207,7 +213,16 @@ def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:
         train_length=cfg.train.context_length,
         rms_norm_eps=m.rms_norm_eps,
         eot=eot,
+        no_rope_layers=_no_rope_layers(cfg),
     )
+
+
+def _no_rope_layers(cfg: RunConfig) -> tuple[int, ...] | None:
+    """SmolLM3's flags for a hybrid run's pattern repeated over its layers; None for rope."""
+    if cfg.encoding.name != "hybrid":
+        return None
+    pattern = list(cfg.encoding.params["pattern"])
+    return tuple(int(pattern[i % len(pattern)] == "rope") for i in range(cfg.model.n_layers))
 
 
 def _write_files(

@@ -1,6 +1,7 @@
-"""config.json of an exported run: LlamaConfig, or Phi3Config when only part of each head
+"""config.json of an exported run: LlamaConfig, Phi3Config when only part of each head
 rotates (transformers' Llama rotates every dimension; Phi-3 is the same decoder with fused
-projections and a ``partial_rotary_factor``).
+projections and a ``partial_rotary_factor``), or SmolLM3Config for a hybrid run (Llama's
+decoder with some layers unrotated).
 
 A context-extension method becomes transformers' ``rope_scaling``: pi is ``linear``, llama3,
 yarn and longrope keep their names (longrope with both sets of rescale factors), dynamic_ntk
@@ -40,6 +41,9 @@ class Shape:
     train_length: int
     rms_norm_eps: float
     eot: int
+    #: SmolLM3's no_rope_layers of a hybrid run (1: the layer rotates, 0: no position); None
+    #: when every layer rotates (Llama, Phi-3).
+    no_rope_layers: tuple[int, ...] | None = None
 
 
 def rope_settings(
@@ -144,6 +148,8 @@ def hf_config(
         "use_cache": True,
         "torch_dtype": "float32",
     }
+    if shape.no_rope_layers is not None:
+        return {**config, **smollm3_fields(shape.no_rope_layers)}
     return {**config, **_phi3_fields(shape)} if partial else config
 
 
@@ -155,4 +161,17 @@ def _phi3_fields(shape: Shape) -> dict[str, Any]:
         "sliding_window": None,
         "resid_pdrop": 0.0,
         "embd_pdrop": 0.0,
+    }
+
+
+def smollm3_fields(no_rope_layers: tuple[int, ...]) -> dict[str, Any]:
+    """SmolLM3's entries for a hybrid run: Llama's decoder and weights, with the layers that do
+    not rotate listed (transformers reads no_rope_layers per layer, 0 for NoPE)."""
+    return {
+        "architectures": ["SmolLM3ForCausalLM"],
+        "model_type": "smollm3",
+        "no_rope_layers": list(no_rope_layers),
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "layer_types": ["full_attention"] * len(no_rope_layers),
     }

@@ -27,10 +27,10 @@ def offline(hf_offline: None) -> None:
     """Every test here runs without hub access (hf_offline)."""
 
 
-def _make_run(root: Path, overrides: list[str], seed: int = 0) -> Path:
+def _make_run(root: Path, overrides: list[str], seed: int = 0, encoding: str = "rope") -> Path:
     cfg = compose(
         [
-            "encoding=rope",
+            f"encoding={encoding}",
             "model=tiny",
             "model.n_heads=2",
             "train.context_length=16",
@@ -56,8 +56,11 @@ def _make_run(root: Path, overrides: list[str], seed: int = 0) -> Path:
 
 @pytest.fixture
 def make_run(tmp_path: Path) -> Callable[..., Path]:
-    """make_run(overrides, seed=0): a run directory of a tiny random RoPE model."""
-    return lambda overrides=(), seed=0: _make_run(tmp_path, list(overrides), seed)
+    """make_run(overrides, seed=0, encoding="rope"): a run directory of a tiny random model
+    (RoPE, or a RoPE-family encoding such as hybrid)."""
+    return lambda overrides=(), seed=0, encoding="rope": _make_run(
+        tmp_path, list(overrides), seed, encoding
+    )
 
 
 @pytest.fixture(scope="session")

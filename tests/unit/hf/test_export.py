@@ -81,6 +81,29 @@ def test_transformers_gives_posencs_tokens_and_logits(
     assert (theirs - posenc_logits(run, batch)).abs().max() > 100 * TOLERANCE or not scaling
 
 
+def test_a_hybrid_run_is_exported_as_smollm3_and_imported_back(
+    make_run: Callable[..., Path], tmp_path: Path, text: str
+) -> None:
+    """encoding=hybrid over 4 layers (NoPE in layer 3) is SmolLM3 with no_rope_layers
+    [1, 1, 1, 0]: transformers computes posenc's logits at 4x the training length, and
+    import-hf reads the folder back as the same hybrid."""
+    run = make_run(["model.n_layers=4"], encoding="hybrid")
+    out = tmp_path / "hf"
+    export(run, out)
+    config = json.loads((out / "config.json").read_text())
+    assert (config["model_type"], config["no_rope_layers"]) == ("smollm3", [1, 1, 1, 0])
+    ids = encode(load_tokenizer(run / "tokenizer.json"), text[:300])
+    batch = torch.tensor([ids[:64]])
+    model = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    with torch.no_grad():
+        theirs = model(batch).logits
+    assert (theirs - posenc_logits(run, batch)).abs().max().item() < TOLERANCE
+    back = tmp_path / "back"
+    res = CliRunner().invoke(app, ["import-hf", str(out), f"hydra.run.dir={back}"])
+    assert res.exit_code == 0, res.output
+    assert list(load_run_config(back).encoding.pattern) == ["rope", "rope", "rope", "none"]
+
+
 def extension_of(run: Path, method: str, factor: float) -> Path:
     """A `posenc extend` run of ``run`` (its weights unchanged: what matters here is that the
     export writes the method the run carries)."""
@@ -137,6 +160,8 @@ def test_yarn_is_written_as_transformers_rope_scaling(
     "overrides, extra, says",
     [
         (["encoding=alibi"], [], "no equivalent"),
+        (["encoding=rnope_swa"], [], "no equivalent"),
+        (["encoding=hybrid", "encoding.rotary_fraction=0.5"], [], "SmolLM3 has no equivalent"),
         (["encoding.p=0.5"], [], "p-RoPE"),
         (
             ["encoding.rotary_fraction=0.5"],
