@@ -24,9 +24,9 @@ def extend(
         typer.Argument(
             show_default=False,
             help="extend.method (none|pi|ntk|dynamic_ntk|yarn|llama3|longrope), "
-            "extend.factor, extend.steps (0: the method without fine-tuning; the only choice "
-            "for longrope, with extend.long_factor and extend.short_factor), extend.lr, "
-            "extend.warmup_steps, extend.batch_size, extend.checkpoint; "
+            "extend.factor, extend.steps (0: the method without fine-tuning), "
+            "extend.long_factor and extend.short_factor (longrope's; null: searched), "
+            "extend.lr, extend.warmup_steps, extend.batch_size, extend.checkpoint; "
             "experiment=context_extension; device, train.threads, hydra.run.dir, ...",
         ),
     ] = None,
@@ -86,6 +86,7 @@ def _run(run_dir: Path, job: Job) -> None:
     from posenc_cli.config.run_config import typed
     from posenc_cli.config.rundir import claim_new_run_dir, save_run_config, unlock_run_dir
     from posenc_cli.evals.run import evaluate_run
+    from posenc_cli.workflows.extend_search import with_rescale_sets
     from posenc_cli.workflows.ranks import run_job
 
     if job.cfg is None:
@@ -94,10 +95,11 @@ def _run(run_dir: Path, job: Job) -> None:
         for key, result in out.items():
             print_eval_result(run_dir, cfg, key, result)
         return
+    planned = with_rescale_sets(job.cfg)  # longrope's missing factors, before the run exists
     where = OmegaConf.create({"hydra": {"run": {"dir": str(job.planned)}}})
     child = claim_new_run_dir(where, list(job.overrides))
-    save_run_config(child, job.cfg, list(job.overrides))
-    metrics = run_job(typed(job.cfg), child)
+    save_run_config(child, planned, list(job.overrides))
+    metrics = run_job(typed(planned), child)
     unlock_run_dir(child)  # free for `posenc eval` while a grid goes on
     if metrics is not None:
         print_run_summary(metrics, child)

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.config.groups import group_options, option_file
-from posenc_cli.config.rescale_checks import check_eval_sets, rotated_pairs
+from posenc_cli.config.rescale_checks import check_child_sets, check_eval_sets, rotated_pairs
 from posenc_cli.encodings.parameters import check_parameters, model_dims
 
 
@@ -49,7 +49,9 @@ def check_encoding(cfg: DictConfig) -> None:
         "evaluate a rope or xpos run, or drop eval.rope_scaling",
     )
     if cls.rotary:
-        check_eval_sets(cfg.eval, rotated_pairs(cfg.model.d_model, cfg.model.n_heads, params))
+        pairs = rotated_pairs(cfg.model.d_model, cfg.model.n_heads, params)
+        check_eval_sets(cfg.eval, pairs)
+        check_child_sets(cfg.extend, pairs)
 
 
 def is_rotary(enc: DictConfig) -> bool:

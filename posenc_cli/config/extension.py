@@ -38,14 +38,8 @@ def child_config(
     parent: DictConfig, ext: DictConfig, parent_dir: Path, step: int, sha256: str
 ) -> DictConfig:
     """The new run's config: the parent's, trained at S·L for extend.steps at a constant
-    rate after warmup, recording its parent."""
-    if ext.method == "longrope":
-        raise PosencError(
-            f"extend.method=longrope with extend.steps={ext.steps}: fine-tuning with LongRoPE's "
-            "rescale factors is not supported yet",
-            "use extend.steps=0 (the parent evaluated with them), or fine-tune with another "
-            "method, e.g. extend.method=yarn",
-        )
+    rate after warmup, recording its parent (longrope's factor sets as given; missing ones
+    are searched before the run is created, workflows/extend_search.py)."""
     cfg = copy.deepcopy(parent)
     L = int(parent.train.context_length)
     S = float(ext.factor)

@@ -3,8 +3,9 @@ for `posenc extend`), checked before anything is created.
 
 Each set holds one factor per rotated pair, so its length depends on the model: a list of
 another length would rescale the wrong pairs (transformers only warns and then fails on the
-shapes). A set left null is searched when the evaluation runs. The schema's rules check each
-factor (a finite number > 0); the checks here relate the sets to the method and to the model.
+shapes). A set left null is searched when the evaluation runs, or before a fine-tuning starts.
+The schema's rules check each factor (a finite number > 0); the checks here relate the sets to
+the method and to the model.
 """
 
 from __future__ import annotations
@@ -49,15 +50,16 @@ def check_eval_sets(ev: DictConfig, pairs: int) -> None:
         check_sets({f"eval.{k}": ev[k] for k in EVAL_SETS}, pairs)
 
 
-def check_extend_sets(ext: DictConfig) -> None:
-    """extend.long_factor and extend.short_factor are read by extend.method=longrope only, and
-    no run is fine-tuned with longrope (a config saying so was not written by posenc)."""
+def check_child_sets(ext: DictConfig, pairs: int) -> None:
+    """A run fine-tuned with longrope (its config names a parent, whose model it has) holds
+    one factor per rotated pair in each set it records: checked when `posenc extend` plans it
+    (given sets; a missing one is searched) and whenever its config is loaded."""
     if ext.get("parent") is not None and str(ext.method) == "longrope":
-        raise PosencError(
-            "the config records a fine-tuning with extend.method=longrope, which posenc does "
-            "not do",
-            "restore the run's .hydra/config.yaml as posenc extend wrote it",
-        )
+        check_sets({f"extend.{k}": ext[k] for k in EXTEND_SETS}, pairs)
+
+
+def check_extend_sets(ext: DictConfig) -> None:
+    """extend.long_factor and extend.short_factor are read by extend.method=longrope only."""
     for key in EXTEND_SETS:
         if ext.get(key) is not None and str(ext.method) != "longrope":
             raise PosencError(

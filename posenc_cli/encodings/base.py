@@ -25,7 +25,7 @@ Whether an encoding has a bias, and of which kind, follows from the hooks it ove
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.rope_scaling import RescaleSets
 from posenc_cli.encodings.span import Span, range_key
 
 
@@ -209,17 +210,31 @@ class PositionalEncoding(nn.Module):
                 f"use lengths <= encoding.max_len, or raise encoding.max_len (now {self.max_len})",
             )
 
-    def extend_context(self, method: str, factor: float, original_length: int) -> None:
-        """Evaluate with ``method``'s positions stretched by ``factor`` (eval.rope_scaling);
-        ``none`` restores the model's own. Only a ``rotary`` encoding overrides this, and
-        callers check ``rotary`` first, so reaching here is a configuration error."""
+    def extend_context(
+        self,
+        method: str,
+        factor: float,
+        original_length: int,
+        rescale: Sequence[float] | None = None,
+    ) -> None:
+        """Evaluate with ``method``'s positions stretched by ``factor`` (eval.rope_scaling;
+        ``rescale``: LongRoPE's factors for the length evaluated); ``none`` restores the
+        model's own. Only a ``rotary`` encoding overrides this, and callers check ``rotary``
+        first, so reaching here is a configuration error."""
         raise PosencError(
             f"encoding '{self.config_name or type(self).__name__}' has no context extension",
             "use a RoPE-family encoding (rope, xpos) with eval.rope_scaling or posenc extend",
         )
 
-    def adopt_extension(self, method: str, factor: float, original_length: int) -> None:
-        """Make ``method``'s positions the model's own (a `posenc extend` run)."""
+    def adopt_extension(
+        self,
+        method: str,
+        factor: float,
+        original_length: int,
+        rescale: RescaleSets | None = None,
+    ) -> None:
+        """Make ``method``'s positions the model's own (a `posenc extend` run; ``rescale``:
+        LongRoPE's two sets, between which its forwards switch)."""
         self.extend_context(method, factor, original_length)
 
     @staticmethod

@@ -9,6 +9,15 @@ first fraction of each head's dimensions, with frequencies computed over those d
 lowest-frequency fraction 1 - p of the pairs position-free (p-RoPE, Barbero et al. 2024;
 floor(p·E/2) pairs keep their rotation, as Gemma's implementation counts them). p = 0 rotates
 nothing: the model is `none`.
+
+A model fine-tuned with LongRoPE (`posenc extend extend.method=longrope`) keeps both of its
+factor sets and picks one per forward, as transformers' ``longrope_frequency_update`` does: the
+long set when the positions reach past the original length L (max position + 1 > L), the short
+set otherwise. The attention rotates the queries and keys of a whole forward at once (its
+block-by-block path serves materialised position biases only, which no RoPE-family encoding
+has), so the positions ``rotate`` sees make the forward's choice. Under torch.compile the
+choice is a ``torch.where`` on the largest position, as in transformers: no position value is
+read, so compiled training stays one graph, exact with randomized positions too.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.parameters import EVEN, POSITIVE, YARN_RAMPS
-from posenc_cli.encodings.rope_scaling import scaled_frequencies
+from posenc_cli.encodings.rope_scaling import RescaleSets, scaled_frequencies
 
 
 def rotated_dims(head_dim: int, rotary_fraction: float) -> int:
@@ -56,6 +65,8 @@ class RotaryEncoding(PositionalEncoding):
     family = "rope"
     trained_inv_freq: Tensor
     inv_freq: Tensor
+    long_inv_freq: Tensor
+    short_inv_freq: Tensor
 
     def __init__(
         self,
@@ -75,15 +86,29 @@ class RotaryEncoding(PositionalEncoding):
         self.p = float(p)
         inv, self.rotary_dims = rotary_frequencies(head_dim, theta, rotary_fraction, p)
         self.register_buffer("trained_inv_freq", inv, persistent=False)
-        self.register_buffer("inv_freq", inv.float(), persistent=False)
+        for name in ("inv_freq", "long_inv_freq", "short_inv_freq"):  # follow .to(device)
+            self.register_buffer(name, inv.float(), persistent=False)
         self.attention_factor = 1.0
         self.adopted: tuple[str, float, int] = ("none", 1.0, 0)
+        self.adopted_sets: RescaleSets | None = None
+        #: L of an adopted LongRoPE, whose forwards switch sets past it; None: no switch.
+        self.switch_length: int | None = None
         self._phases = BoundedCache()
 
-    def adopt_extension(self, method: str, factor: float, original_length: int) -> None:
+    def adopt_extension(
+        self,
+        method: str,
+        factor: float,
+        original_length: int,
+        rescale: RescaleSets | None = None,
+    ) -> None:
         """A model fine-tuned with ``method`` (`posenc extend`): its frequencies become the
-        model's own, the ones ``extend_context("none", ...)`` restores."""
+        model's own, the ones ``extend_context("none", ...)`` restores; LongRoPE's with both
+        of its sets (``rescale``), switched per forward."""
+        if (method == "longrope") != (rescale is not None):
+            raise ValueError("LongRoPE, and only LongRoPE, is adopted with its two factor sets")
         self.adopted = (method, float(factor), int(original_length))
+        self.adopted_sets = rescale
         self.extend_context("none", 1.0, original_length)
 
     def extend_context(
@@ -96,9 +121,26 @@ class RotaryEncoding(PositionalEncoding):
         """Evaluate with ``method``'s frequencies for extension factor ``factor``
         (rope_scaling.py); ``none`` restores the trained (or adopted) ones. ``rescale``:
         LongRoPE's factors, one per rotated pair, for the length about to be evaluated."""
+        sets = None
         if method == "none":
             method, factor, original_length = self.adopted
-        inv, self.attention_factor = scaled_frequencies(
+            sets = self.adopted_sets
+            rescale = None if sets is None else sets.short
+        self.inv_freq, self.attention_factor = self._scaled(
+            method, factor, original_length, rescale
+        )
+        self.short_inv_freq = self.long_inv_freq = self.inv_freq
+        self.switch_length = None
+        if sets is not None:  # an adopted LongRoPE: the long set past L
+            self.long_inv_freq, _ = self._scaled(method, factor, original_length, sets.long)
+            self.switch_length = original_length
+        self._phases.clear()
+
+    def _scaled(
+        self, method: str, factor: float, original_length: int, rescale: Sequence[float] | None
+    ) -> tuple[Tensor, float]:
+        """``method``'s float32 frequencies, on the model's device, and attention factor."""
+        inv, attention = scaled_frequencies(
             method,
             self.trained_inv_freq,
             self.theta,
@@ -108,17 +150,31 @@ class RotaryEncoding(PositionalEncoding):
             self.yarn_ramp,
             rescale,
         )
-        self.inv_freq = inv.float().to(self.inv_freq.device)
-        self._phases.clear()
+        return inv.float().to(self.inv_freq.device), attention
+
+    def frequencies(self, pos: Tensor) -> Tensor:
+        """The inverse frequencies of a forward over ``pos``: the model's own, or an adopted
+        LongRoPE's long set when max(pos) + 1 > L and its short set otherwise (a
+        ``torch.where`` while tracing, so no position value is read)."""
+        L = self.switch_length
+        if L is None or pos.numel() == 0:
+            return self.inv_freq
+        if self.tracing():
+            return torch.where(pos.max() + 1 > L, self.long_inv_freq, self.short_inv_freq)
+        return self.long_inv_freq if int(pos.max()) + 1 > L else self.short_inv_freq
 
     def phase(self, pos: Tensor) -> Tensor:
         """a·e^{i m θ_k} as complex64 (T, E/2) from float64 angles (positions reach the tens of
         thousands), a the attention factor (1 unless YaRN or LongRoPE), cached per position
-        range."""
-        return self.cached(self._phases, pos, lambda: torch.complex(*self._cos_sin_uncached(pos)))
+        range (which fixes an adopted LongRoPE's set too; a new set clears the cache)."""
+        return self.cached(
+            self._phases,
+            pos,
+            lambda: torch.complex(*self._cos_sin_uncached(pos, self.frequencies(pos))),
+        )
 
-    def _cos_sin_uncached(self, pos: Tensor) -> tuple[Tensor, Tensor]:
-        angles = pos.double()[:, None] * self.inv_freq.double()[None, :]
+    def _cos_sin_uncached(self, pos: Tensor, inv: Tensor) -> tuple[Tensor, Tensor]:
+        angles = pos.double()[:, None] * inv.double()[None, :]
         a = self.attention_factor
         return (angles.cos() * a).float(), (angles.sin() * a).float()
 
@@ -130,7 +186,7 @@ class RotaryEncoding(PositionalEncoding):
         torch.compile, which cannot trace complex views, the real form is fused by the compiler.
         """
         if self.tracing():  # no cache, and no complex views, which the compiler cannot trace
-            cos, sin = self._cos_sin_uncached(pos_T)
+            cos, sin = self._cos_sin_uncached(pos_T, self.frequencies(pos_T))
             x = x_BHTE.float().unflatten(-1, (-1, 2))
             x0 = x[..., 0]
             x1 = x[..., 1]

@@ -9,13 +9,15 @@ and most published checkpoints follow): a model configured there with ``rope_sca
 model posenc evaluates. YaRN's paper ramp (continuous in the rotations r) differs from that
 code's ramp (over rounded pair indices) and stays available as ``encoding.yarn_ramp=paper``.
 LongRoPE takes its per-pair factors from its caller: the long or the short set, whichever
-transformers would use at the evaluated length (evals/context_extension.py).
+transformers would use at the evaluated length (evals/context_extension.py), or both
+(``RescaleSets``) for a model fine-tuned with them, which switches per forward (rope.py).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -83,6 +85,15 @@ def llama3(inv_freq: Tensor, factor: float, original_length: int) -> Tensor:
     smoothed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
     out = torch.where(wavelength < original_length / LLAMA3_HIGH, inv_freq, smoothed)
     return torch.where(wavelength > original_length / LLAMA3_LOW, inv_freq / factor, out)
+
+
+class RescaleSets(NamedTuple):
+    """LongRoPE's two sets of per-pair factors, fastest pair first: ``long`` for a forward
+    whose positions reach past the original length L (max position + 1 > L), ``short`` up to
+    it. A model fine-tuned with LongRoPE keeps both, as transformers' ``rope_scaling`` does."""
+
+    long: Sequence[float]
+    short: Sequence[float]
 
 
 def longrope_attention(factor: float, original_length: int) -> float:

@@ -1,14 +1,17 @@
 """The model a run's config describes: the decoder of cfg.model with the encoding of
-cfg.encoding, adopting the context extension it was fine-tuned with (cfg.extend)."""
+cfg.encoding, adopting the context extension it was fine-tuned with (cfg.extend; LongRoPE with
+the two factor sets the run's config records)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.config.schema import ExtendConfig, ModelConfig
 from posenc_cli.encodings import build_encoding
+from posenc_cli.encodings.rope_scaling import RescaleSets
 from posenc_cli.model.transformer import TransformerLM
 
 
@@ -31,7 +34,7 @@ def build_lm(
     enc = build_encoding(encoding, m.d_model, m.n_heads, m.n_layers)
     if ext is not None and ext.parent is not None and ext.method != "none":
         assert ext.original_length is not None  # config/extension.py sets it with the parent
-        enc.adopt_extension(ext.method, ext.factor, ext.original_length)
+        enc.adopt_extension(ext.method, ext.factor, ext.original_length, adopted_sets(ext))
     if m.logn_scaling and train_length is None:
         raise ValueError("log-n scaling needs the training length")
     return TransformerLM(
@@ -47,3 +50,17 @@ def build_lm(
         m.tie_embeddings,
         m.qk_norm,
     )
+
+
+def adopted_sets(ext: ExtendConfig) -> RescaleSets | None:
+    """The factor sets of a run fine-tuned with LongRoPE (None for the other methods): `posenc
+    extend` records both, given or searched, so every rebuild uses the ones it trained with."""
+    if ext.method != "longrope":
+        return None
+    if ext.long_factor is None or ext.short_factor is None:
+        raise PosencError(
+            "the config records a fine-tuning with extend.method=longrope but not both of its "
+            "factor sets (extend.long_factor, extend.short_factor)",
+            "restore the run's .hydra/config.yaml as posenc extend wrote it",
+        )
+    return RescaleSets(list(ext.long_factor), list(ext.short_factor))

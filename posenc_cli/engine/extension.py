@@ -57,8 +57,9 @@ def _check_fits(path: Path, state: dict[str, Any], cfg: RunConfig) -> None:
         ) from None
 
 
-def start_from_parent(model: nn.Module, cfg: RunConfig) -> None:
-    """Load the parent's weights (only: the optimizer starts afresh) into a new run's model."""
+def parent_weights(cfg: RunConfig) -> dict[str, Any]:
+    """The parent's weights a new run starts from (its model state), checked by SHA-256 to be
+    the ones the run was made from."""
     ext = cfg.extend
     assert ext.parent is not None  # a run made by `posenc extend`
     path = RunDir(Path(ext.parent)).checkpoint(ext.checkpoint)
@@ -68,7 +69,13 @@ def start_from_parent(model: nn.Module, cfg: RunConfig) -> None:
             f"{path} changed since this run was made from it",
             "extend the parent again (`posenc extend PARENT ...`) into a new run",
         )
-    model.load_state_dict(ck["model"])
+    state: dict[str, Any] = ck["model"]
+    return state
+
+
+def start_from_parent(model: nn.Module, cfg: RunConfig) -> None:
+    """Load the parent's weights (only: the optimizer starts afresh) into a new run's model."""
+    model.load_state_dict(parent_weights(cfg))
 
 
 def extension_metrics(cfg: RunConfig, model: nn.Module) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """LongRoPE's evolutionary search for the rescale factors (Ding et al. 2024, §3.2), run when
-eval.rope_scaling=longrope is given no factors.
+eval.rope_scaling=longrope is given no factors, and before `posenc extend` fine-tunes with
+extend.method=longrope without them (workflows/extend_search.py: the long set at S·L).
 
 Why a search: the factors are one number per rotated pair, and the best ones depend on the
 model; the paper finds them by evolution on perplexity at the target length. Its search space
@@ -129,17 +130,10 @@ def searched_sets(
     lengths = eval_lengths(train_length, ev.factors)
     S = factor_for(ev, train_length, max(lengths), max(lengths))
     search = Search(model, ids, train_length, S, rt, np.random.default_rng(seed))
-    record: dict[str, Any] = {"seed": seed, **BUDGET}
-    long, short = ev.rope_long_factor, ev.rope_short_factor
-    if long is None:
-        used = max(lengths) > train_length
-        long, record["rope_long_factor"] = search.run(True, max(lengths), used)
-    if short is None:
-        used = min(lengths) <= train_length
-        short, record["rope_short_factor"] = search.run(False, train_length, used)
-    encoding: Any = model.encoding
-    encoding.extend_context("none", 1.0, train_length)
-    return replace(ev, rope_long_factor=long, rope_short_factor=short), record
+    long, short, record = search.missing(
+        ev.rope_long_factor, ev.rope_short_factor, max(lengths), min(lengths) <= train_length
+    )
+    return replace(ev, rope_long_factor=long, rope_short_factor=short), {"seed": seed, **record}
 
 
 @dataclass
@@ -152,6 +146,26 @@ class Search:
     factor: float
     rt: Runtime
     rng: np.random.Generator
+
+    def missing(
+        self,
+        long: list[float] | None,
+        short: list[float] | None,
+        long_length: int,
+        short_used: bool,
+    ) -> tuple[list[float], list[float], dict[str, Any]]:
+        """Both sets, each missing one searched (the long set at ``long_length``, all ones
+        unless that is past L; the short set at L, all ones unless ``short_used``), and what
+        the result records of the search; the model keeps its own frequencies afterwards."""
+        record: dict[str, Any] = dict(BUDGET)
+        if long is None:
+            used = long_length > self.train_length
+            long, record["rope_long_factor"] = self.run(True, long_length, used)
+        if short is None:
+            short, record["rope_short_factor"] = self.run(False, self.train_length, short_used)
+        encoding: Any = self.model.encoding
+        encoding.extend_context("none", 1.0, self.train_length)
+        return long, short, record
 
     def run(self, long: bool, length: int, used: bool) -> tuple[list[float], dict[str, Any]]:
         """One set fitted at ``length``, and its record; all ones when no evaluated length

@@ -101,8 +101,14 @@ def run_scaling(
 
 
 def run_rescale(cfg: RunConfig, run_dir: Path) -> tuple[list[float], list[float]]:
-    """LongRoPE's two factor sets, from the run's evaluation settings (an imported LongRoPE
-    checkpoint's; config loading checked their lengths against the rotated pairs)."""
+    """LongRoPE's two factor sets: those a run fine-tuned with longrope trained with (its
+    extend.*), else the run's evaluation settings (an imported LongRoPE checkpoint's); config
+    loading checked their lengths against the rotated pairs."""
+    ext = cfg.extend
+    if ext.parent is not None and ext.method == "longrope":
+        # _check_weights_fit built the model, which refuses a run without both sets
+        assert ext.long_factor is not None and ext.short_factor is not None
+        return list(ext.long_factor), list(ext.short_factor)
     ev = cfg.eval.extrapolation
     if ev.rope_long_factor is None or ev.rope_short_factor is None:
         raise PosencError(

@@ -3,8 +3,10 @@
 planned and checked before the first one runs. ``extend.steps=0`` is the method without
 fine-tuning: the parent evaluated as `posenc eval RUN eval.rope_scaling=M eval.rope_factor=S`
 would, on the same tokens. A grid puts its runs in ROOT/<method>-<steps>; a method that needs
-RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding, and
-longrope, which is not fine-tuned yet, keeps only its steps=0 job."""
+RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding.
+longrope's factor sets given as extend.long_factor / extend.short_factor are checked against
+the parent's rotated pairs here; missing ones are searched when the job runs
+(workflows/extend_search.py)."""
 
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
         given = dict(o.split("=", 1) for o in combo)
         method = given.get("extend.method", str(requested.extend.method))
         steps = int(given.get("extend.steps", requested.extend.steps))
-        if (method != "none" and not rotary) or (method == "longrope" and steps > 0):
+        if method != "none" and not rotary:
             continue
         where = [o for o in combo if key_of(o) != "hydra.run.dir"]
         where.append(f"hydra.run.dir={quote(str(root / _folder(method, steps, given, combos)))}")

@@ -130,7 +130,11 @@ def test_the_study_sweeps_every_method_at_0_100_and_400_steps() -> None:
     cfg = compose(["experiment=context_extension"], with_hydra=True)
     params = {str(k): str(v) for k, v in cfg.hydra.sweeper.params.items()}
     jobs = expand_sweep(["experiment=context_extension"], params)
-    assert cfg.extend.factor == 4.0 and len(jobs) == 6 * 3
+    assert cfg.extend.factor == 4.0 and len(jobs) == 7 * 3
+    assert {o for job in jobs for o in job if o.startswith("extend.method=")} == {
+        f"extend.method={m}"
+        for m in ("none", "pi", "ntk", "dynamic_ntk", "yarn", "llama3", "longrope")
+    }
     assert {o for job in jobs for o in job if o.startswith("extend.steps=")} == {
         "extend.steps=0",
         "extend.steps=100",

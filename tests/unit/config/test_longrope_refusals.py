@@ -1,6 +1,7 @@
 """LongRoPE's settings refused in one line, exit 2, before anything is created: mis-sized
-rescale factors, factors that are not > 0, a non-rotary encoding, factors given for another
-method, and fine-tuning with longrope (in-process Typer app). Missing factors are searched."""
+rescale factors, factors that are not > 0, a non-rotary encoding and factors given for another
+method, with and without fine-tuning (in-process Typer app); a saved run fine-tuned with
+longrope holds both sets, of its model's size. Missing factors are searched."""
 
 from __future__ import annotations
 
@@ -107,9 +108,13 @@ def parent(tmp_path: Path, encoding: str = "rope") -> Path:
         ),
         (
             "rope",
-            ["extend.steps=100", f"extend.long_factor={EIGHT}", f"extend.short_factor={EIGHT}"],
-            "extend.method=longrope with extend.steps=100: fine-tuning with LongRoPE's rescale "
-            "factors is not supported yet — use extend.steps=0",
+            ["extend.steps=100", f"extend.long_factor={EIGHT}", "extend.short_factor=[1,1]"],
+            "extend.short_factor has 2 factors, but the model rotates 8 pairs — give 8 factors",
+        ),
+        (
+            "rope",
+            ["extend.steps=100", "extend.long_factor=[1,1,1,1,1,1,1,0]"],
+            "extend.long_factor=0.0 is too small — give one number > 0 per rotated pair",
         ),
         ("alibi", ["extend.steps=0"], "extend.method=longrope needs a RoPE-family encoding"),
     ],
@@ -149,16 +154,44 @@ def test_extend_without_factors_leaves_them_to_the_search(tmp_path: Path) -> Non
     assert jobs[0].eval_overrides == ("eval.rope_scaling=longrope", "eval.rope_factor=4")
 
 
-def test_a_grid_keeps_longrope_without_fine_tuning_only(
+def test_a_grid_fine_tunes_longrope_like_every_method(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     sweep = ["extend.method=yarn,longrope", "extend.steps=0,5", "hydra.run.dir=grid"]
     jobs, root = plan_jobs(parent(tmp_path), sweep)
     assert root == Path("grid")
-    assert sorted(f"{j.method}-{j.steps}" for j in jobs) == ["longrope-0", "yarn-0", "yarn-5"]
+    assert sorted(f"{j.method}-{j.steps}" for j in jobs) == [
+        "longrope-0",
+        "longrope-5",
+        "yarn-0",
+        "yarn-5",
+    ]
+    (tuned,) = [j for j in jobs if j.method == "longrope" and j.steps]
+    assert tuned.cfg is not None and tuned.cfg.extend.long_factor is None  # searched at run
 
 
-def test_a_config_claiming_a_longrope_fine_tuning_is_refused() -> None:
-    with pytest.raises(PosencError, match="records a fine-tuning with extend.method=longrope"):
-        compose(["model=tiny", "extend.method=longrope", "extend.parent=elsewhere"])
+def test_a_longrope_fine_tuning_plans_with_its_given_factors(tmp_path: Path) -> None:
+    args = ["extend.method=longrope", "extend.steps=5", "extend.factor=4"]
+    long, short = "[1,1,1,2,2,3,4,4.5]", "[1,1,1,1,1,1,1,1.25]"
+    jobs, _ = plan_jobs(
+        parent(tmp_path), [*args, f"extend.long_factor={long}", f"extend.short_factor={short}"]
+    )
+    ext = jobs[0].cfg.extend
+    assert ext.long_factor == [1, 1, 1, 2, 2, 3, 4, 4.5] and ext.short_factor[-1] == 1.25
+    assert (ext.original_length, jobs[0].cfg.train.context_length) == (128, 512)
+
+
+def child_config(*extend: str) -> list[str]:
+    """A tiny run recorded as fine-tuned by `posenc extend` with longrope."""
+    recorded = ["parent=elsewhere", "parent_sha256=ab", "original_length=16", "method=longrope"]
+    return ["model=tiny", *(f"extend.{o}" for o in (*recorded, *extend))]
+
+
+def test_a_longrope_child_holds_both_sets_of_its_models_size() -> None:
+    full = load(child_config(f"long_factor={EIGHT}", f"short_factor={EIGHT}"))
+    assert build_model(full, 64).encoding.switch_length == 16
+    with pytest.raises(PosencError, match="extend.long_factor has 4 factors, but the model"):
+        compose(child_config("long_factor=[1,1,2,2]", f"short_factor={EIGHT}"))
+    with pytest.raises(PosencError, match="records a fine-tuning with extend.method=longrope but"):
+        build_model(load(child_config(f"long_factor={EIGHT}")), 64)

@@ -1,7 +1,8 @@
 """`posenc export-hf --rope-scaling longrope`: the run's LongRoPE evaluation (both factor sets
 and S) written as transformers' rope_scaling, which then computes posenc's logits; an imported
-LongRoPE checkpoint comes back as the model it was. Partial rotary is refused: Phi-3 applies
-the attention factor to the rotated dimensions only."""
+LongRoPE checkpoint comes back as the model it was; a run fine-tuned with longrope is written
+with the sets it trained with (its extend.*), switching where posenc does. Partial rotary is
+refused: Phi-3 applies the attention factor to the rotated dimensions only."""
 
 from __future__ import annotations
 
@@ -87,6 +88,33 @@ def test_transformers_computes_the_runs_longrope_evaluation(
         prepare(length)
         error = (logits(tmp_path / "hf", ids) - model(ids)).abs().max().item()
     assert error < TOLERANCE, error
+
+
+def test_a_run_fine_tuned_with_longrope_exports_its_own_sets(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """No --rope-scaling: the sets, S and L of extend.*, as for every fine-tuned method."""
+    recorded = ["method=longrope", "parent=parent", "parent_sha256=ab", "original_length=16"]
+    extend = [*recorded, "factor=4", f"long_factor={LONG}", f"short_factor={SHORT}"]
+    run = make_run(["encoding.theta=500", *(f"extend.{o}" for o in extend)])
+    code, out = invoke("export-hf", str(run), str(tmp_path / "hf"))
+    assert code == 0, out
+    written = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert written["max_position_embeddings"] == 64
+    assert written["rope_scaling"] == {
+        "rope_type": "longrope",
+        "long_factor": LONG,
+        "short_factor": SHORT,
+        "factor": 4.0,
+        "original_max_position_embeddings": 16,
+    }
+    model = build_model(typed(load_run_config(run)), 300).eval()
+    model.load_state_dict(checkpoint.load(run / "checkpoints" / "last.pt")["model"])
+    for length in (16, 17, 64):  # the short set, then the long one, in one model each
+        ids = torch.arange(length)[None] * 7 % 300
+        with torch.no_grad():
+            error = (logits(tmp_path / "hf", ids) - model(ids)).abs().max().item()
+        assert error < TOLERANCE, (length, error)
 
 
 @pytest.mark.parametrize(
