@@ -16,6 +16,7 @@ from posenc_cli.config.groups import config_dir
 from posenc_cli.config.resolvers import readable
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.encodings.names import META_KEYS
+from posenc_cli.encodings.parameters import shown
 from posenc_cli.evals.base import registry, task_of, view_task
 
 
@@ -77,14 +78,19 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+#: Widest the parameters column grows: the descriptions keep a line each in a wide terminal.
+PARAMETERS_WIDTH = 48
+
+
 def print_encodings() -> None:
     """One line per YAML in configs/encoding/: a new file appears here with no code change. A
     value derived from another key is shown as its formula with its value at the default
     training length (CoPE's max_position: "L + 1 (129 at L = 128)")."""
     length = OmegaConf.load(config_dir() / "train" / "quick.yaml").context_length
     table = Table(title="positional encodings (posenc train encoding=NAME)")
-    for col in ("name", "description", "parameters"):
-        table.add_column(col)
+    table.add_column("name")
+    table.add_column("description")
+    table.add_column("parameters", max_width=PARAMETERS_WIDTH)
     for path in sorted((config_dir() / "encoding").glob("*.yaml")):
         enc = cast(DictConfig, OmegaConf.load(path))  # an encoding's YAML is a mapping
         context = OmegaConf.create({"train": {"context_length": length}, "encoding": enc})
@@ -100,7 +106,7 @@ def _shown(enc: DictConfig, key: str, length: int) -> str:
     """The value as written, or a derived one as its formula and its value at ``length``."""
     written = cast(dict[str, Any], OmegaConf.to_container(enc))[key]  # unresolved
     if not OmegaConf.is_interpolation(enc, key):
-        return str(written)
+        return shown(written)
     formula = readable(str(written))
     return f"{formula} ({enc[key]} at L = {length})"
 
