@@ -67,8 +67,9 @@ class BiasSite:
 class PositionalEncoding(nn.Module):
     """Base class: no positional information at all (NoPE)."""
 
-    #: The claim the tests check: attention depends on positions only through i - j.
-    relative: ClassVar[bool] = False
+    #: The claim the tests check: attention depends on positions only through i - j (an
+    #: instance may refine its class's claim: irope without NoPE layers is relative).
+    relative: bool = False
     #: Peak number of float32 (B, H, T, S) tensors alive while ``content_bias`` runs, its
     #: result included; the model sizes query chunks by it to bound memory.
     bias_buffers: ClassVar[int] = 1

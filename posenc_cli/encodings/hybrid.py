@@ -5,8 +5,11 @@ The recipes of 2025 models:
 
 * SmolLM3 (Hugging Face), OLMo 3 and the layer layout of Llama 4's iRoPE: every 4th layer has
   no RoPE (transformers' SmolLM3 ``no_rope_layers``, interval 4: layers 3, 7, 11, …) —
-  ``encoding=hybrid``. Llama 4 also gives its RoPE layers chunked (block-local) attention and
-  its NoPE layers an inference-time attention temperature; neither is modelled here.
+  ``encoding=hybrid``.
+* Llama 4's iRoPE (Meta 2025): the same layout, and in the NoPE layers the queries scaled by
+  1 + s·ln(⌊(i + 1)/F⌋ + 1) (attention-temperature tuning; transformers' Llama4TextAttention,
+  s = attn_scale 0.1, F = floor_scale 8192) — ``encoding=irope``. Its chunked (block-local)
+  attention in the RoPE layers is not modelled.
 * RNoPE-SWA (Yang et al. 2025, Cohere, "Rope to Nope and Back Again: A New Hybrid Attention
   Strategy"; Command A, transformers' Cohere2): the RoPE layers attend within a sliding window,
   the NoPE layers globally, 3 : 1 — ``encoding=rnope_swa``.
@@ -103,3 +106,46 @@ class WindowedHybridEncoding(HybridEncoding):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window={self.window}"
+
+
+class TemperedHybridEncoding(HybridEncoding):
+    """``HybridEncoding`` whose NoPE layers scale each query by Llama 4's temperature
+    1 + s·ln(⌊(i + 1)/F⌋ + 1): 1 for the first F - 1 positions, then growing with the log of
+    the position, so attention over a long context stays sharp. It reads absolute positions:
+    a model with a NoPE layer is not shift-invariant."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: Annotated[int, EVEN],
+        n_layers: int,
+        theta: Annotated[float, POSITIVE],
+        rotary_fraction: Annotated[float, Rule(lo=0, lo_open=True, hi=1)],
+        p: Annotated[float, Rule(lo=0, hi=1)],
+        yarn_ramp: Annotated[str, YARN_RAMPS],
+        pattern: Annotated[list[str], LAYER_KINDS],
+        attn_scale: Annotated[float, POSITIVE],
+        floor_scale: Annotated[int, Rule(lo=1)],
+    ) -> None:
+        super().__init__(
+            d_model, n_heads, head_dim, n_layers, theta, rotary_fraction, p, yarn_ramp, pattern
+        )
+        self.attn_scale = float(attn_scale)
+        self.floor_scale = int(floor_scale)
+        self.relative = len(self.rope_layers) == n_layers
+
+    def temperature(self, pos_T: Tensor) -> Tensor:
+        """(T, 1) query scale of each position, from float64 positions."""
+        steps = torch.floor((pos_T.double() + 1.0) / self.floor_scale)
+        return (torch.log1p(steps) * self.attn_scale + 1.0)[:, None]
+
+    def transform_qk(
+        self, q_BHTE: Tensor, k_BHSE: Tensor, pos_T: Tensor, pos_S: Tensor, layer: int
+    ) -> tuple[Tensor, Tensor]:
+        if layer in self.rope_layers:
+            return super().transform_qk(q_BHTE, k_BHSE, pos_T, pos_S, layer)
+        return q_BHTE * self.temperature(pos_T).to(q_BHTE.dtype), k_BHSE
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, attn_scale={self.attn_scale}, floor={self.floor_scale}"

@@ -93,7 +93,7 @@ def test_shift_invariance_matches_relative_label(model, tokens, model_sizes) -> 
     ids = tokens(model_sizes["train_len"])
     base = model(ids)
     shifted = model(ids, pos_offset=9)
-    if type(model.encoding).relative:
+    if model.encoding.relative:
         torch.testing.assert_close(base, shifted, rtol=1e-5, atol=1e-5)
     else:  # some shift must matter: a small one, or one past a threshold such as FIRE's L
         far = [model(ids, pos_offset=o) for o in (600, 5000) if model.encoding.max_len is None]
@@ -165,5 +165,5 @@ def test_non_power_of_two_heads(name: str, make_model, tokens, model_sizes) -> N
     ids = tokens(model_sizes["train_len"])
     logits = model(ids)
     assert torch.isfinite(logits).all()
-    if type(model.encoding).relative:
+    if model.encoding.relative:
         torch.testing.assert_close(logits, model(ids, pos_offset=1), rtol=1e-5, atol=1e-5)

@@ -117,3 +117,45 @@ def test_bad_patterns_and_windows_are_refused(repo, override: dict, message: str
         cfg[key] = value
     with pytest.raises(PosencError, match=message):
         build_encoding(cfg, 32, 4, 2)
+
+
+def test_irope_scales_the_nope_layers_queries_by_llama4s_temperature(make_model) -> None:
+    """transformers' Llama4TextAttention: q · (log1p(floor((i + 1) / F)) · s + 1) in the NoPE
+    layers only, written out here with F = 8 and s = 0.1 at positions 0 … 39."""
+    model = make_model("irope", pattern=["rope", "none"], floor_scale=8).double()
+    enc = model.encoding
+    x = torch.randn(2, 40, 32, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    scale = torch.tensor(
+        [1 + 0.1 * math.log(1 + (i + 1) // 8) for i in range(40)], dtype=torch.float64
+    )
+    ctx = AttentionContext(enc, Span(0, 40, CPU), batch=2)
+    attn = model.layers[1].attn
+    q, k, v = (attn._heads(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    q = q * scale[:, None]
+    y = (
+        torch.softmax(
+            ((q @ k.transpose(-1, -2)) / math.sqrt(8)).masked_fill(
+                torch.ones(40, 40, dtype=torch.bool).triu(1), -math.inf
+            ),
+            -1,
+        )
+        @ v
+    )
+    want = attn.output_proj(y.transpose(1, 2).flatten(2))
+    torch.testing.assert_close(attn(x, ctx), want, rtol=1e-11, atol=1e-12)
+    rope = make_model("hybrid", pattern=["rope", "none"]).double()
+    rope.load_state_dict(model.state_dict())
+    torch.testing.assert_close(  # the RoPE layer is hybrid's, untouched
+        model.layers[0].attn(x, ctx), rope.layers[0].attn(x, ctx), rtol=0, atol=0
+    )
+    assert not enc.relative and make_model("irope").encoding.relative  # 2 layers: no NoPE one
+
+
+def test_irope_equals_hybrid_inside_its_floor(make_model, tokens) -> None:
+    tempered = make_model("irope", pattern=["rope", "none"], floor_scale=64)
+    plain = make_model("hybrid", pattern=["rope", "none"])
+    plain.load_state_dict(tempered.state_dict())
+    ids = tokens(63)
+    with torch.no_grad():
+        torch.testing.assert_close(tempered(ids), plain(ids), rtol=0, atol=0)
+        assert not torch.allclose(tempered(tokens(80))[:, 63:], plain(tokens(80))[:, 63:])

@@ -53,7 +53,7 @@ def test_no_cache_answers_for_another_set_with_the_same_ends(
     )
 
 
-@pytest.mark.encodings(select=lambda enc: type(enc).relative)
+@pytest.mark.encodings(select=lambda enc: enc.relative)
 def test_relative_encodings_stay_relative_on_sparse_positions(model, tokens) -> None:
     ids = tokens(16)
     torch.testing.assert_close(
