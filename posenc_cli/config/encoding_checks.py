@@ -43,6 +43,7 @@ def check_encoding(cfg: DictConfig) -> None:
     params = encoding_params(enc)
     check_parameters(str(enc.name), cls, params, model)
     _check_lengths(cfg, params.get("max_len"))
+    _check_window(cfg, params.get("window"))
     _require(
         cfg.eval.rope_scaling == "none" or cls.rotary,
         f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not '{enc.name}'",
@@ -94,6 +95,21 @@ def _check_lengths(cfg: DictConfig, max_len: Any) -> None:
         max_len is None or K is None or max_len >= K,
         f"encoding.max_len={max_len} is below train.position_range={K}",
         f"raise encoding.max_len to at least {K}, or lower train.position_range",
+    )
+
+
+def _check_window(cfg: DictConfig, window: Any) -> None:
+    """A sliding window (rnope_swa) as long as the longest sequence the run trains on or
+    evaluates hides no key anywhere: the windowed layers would be plain RoPE layers."""
+    if window is None:
+        return
+    L = int(cfg.train.context_length)
+    longest = max([L, *(round(L * float(f)) for f in cfg.eval.extrapolation.factors)])
+    _require(
+        window < longest,
+        f"encoding.window={window} hides no key at any length this run trains or evaluates "
+        f"(the longest is {longest} tokens)",
+        f"choose encoding.window below {longest}, or evaluate longer (eval.factors)",
     )
 
 

@@ -11,6 +11,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.config.encoding_checks import check_encoding
 from posenc_cli.encodings import Span, build_encoding
 from posenc_cli.encodings.hybrid import HybridEncoding
 from posenc_cli.model.context import AttentionContext
@@ -159,3 +161,11 @@ def test_irope_equals_hybrid_inside_its_floor(make_model, tokens) -> None:
     with torch.no_grad():
         torch.testing.assert_close(tempered(ids), plain(ids), rtol=0, atol=0)
         assert not torch.allclose(tempered(tokens(80))[:, 63:], plain(tokens(80))[:, 63:])
+
+
+def test_a_window_that_hides_nothing_is_refused_before_anything_is_built() -> None:
+    """At length 64 evaluated only at 1x, a 64-token window sees every key: one line."""
+    cfg = compose(["encoding=rnope_swa", "train.context_length=64", "eval.factors=[1]"])
+    with pytest.raises(PosencError, match=r"^encoding\.window=64 hides no key .* longest is 64"):
+        check_encoding(cfg)
+    check_encoding(compose(["encoding=rnope_swa", "train.context_length=64", "eval.factors=[1,2]"]))
