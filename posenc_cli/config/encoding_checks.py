@@ -45,6 +45,11 @@ def check_encoding(cfg: DictConfig) -> None:
     _check_lengths(cfg, params.get("max_len"))
     _check_window(cfg, params.get("window"))
     _require(
+        not cfg.model.logn_scaling or cls.scales_with_queries,
+        f"model.logn_scaling would scale only the q·k part of {enc.name}'s logits",
+        "drop model.logn_scaling (set it to false)",
+    )
+    _require(
         cfg.eval.rope_scaling == "none" or cls.rotary,
         f"eval.rope_scaling={cfg.eval.rope_scaling} needs a RoPE-family encoding, not '{enc.name}'",
         "evaluate a rope or xpos run, or drop eval.rope_scaling",

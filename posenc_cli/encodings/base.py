@@ -83,6 +83,9 @@ class PositionalEncoding(nn.Module):
     #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
     #: may rescale their frequencies (``extend_context``).
     rotary: ClassVar[bool] = False
+    #: False where log-n scaling (model.logn_scaling), which scales q before q·k, would scale
+    #: only part of the encoding's logit (PaTH's is not q·k): the config check refuses it.
+    scales_with_queries: ClassVar[bool] = True
     #: The name of the encoding's family in messages ("rope", "xpos"); "" for none.
     family: ClassVar[str] = ""
     #: Multiplier of the attention logits a context extension sets (YaRN's); 1 otherwise.

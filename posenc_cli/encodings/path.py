@@ -19,9 +19,9 @@ grows a vector (spectral norm 1). With w = 0 or β = 0 every H_t is I and PaTH i
 In posenc's interface PaTH is a content bias, bias_ij = scale·(q_iᵀ H_i ⋯ H_{j+1} k_j - q_i·k_j),
 so that scale·q·k + bias is exactly PaTH's scaled logit for every reader of logits (`posenc
 inspect`, the reference tests). The model's attention instead calls ``content_attention``,
-which forms softmax(scale·PaTH logits)·v directly, without the difference; only with log-n
-query scaling does it add the bias to the scaled q·k, so the factor λ_i of a query then
-multiplies its q·k, not its whole PaTH logit. The logits come from the blockwise form in
+which forms softmax(scale·PaTH logits)·v directly, without the difference. Log-n query
+scaling would multiply only the q·k part of such a logit, so PaTH refuses it
+(``scales_with_queries``). The logits come from the blockwise form in
 encodings/householder.py, through autograd; the keys' blocks are computed once per forward
 and layer and sliced for the shorter query chunks.
 
@@ -127,6 +127,7 @@ class PathEncoding(PositionalEncoding):
 
     relative = True
     bias_buffers = 2
+    scales_with_queries = False
 
     def __init__(
         self,

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.compose import compose
+from posenc_cli.config.encoding_checks import check_encoding
 from posenc_cli.encodings import BiasSite, ForwardCache, Span, build_encoding
 from posenc_cli.encodings.householder import key_blocks, path_attention, path_scores
 from posenc_cli.model.context import AttentionContext
@@ -295,3 +297,9 @@ def test_bad_parameter_values_are_refused_in_one_line(repo, key: str, value, wor
     assert refused.value.what == f"encoding.{key}={shown} is not {words}"
     assert refused.value.fix.startswith(f"set encoding.{key} to")
     assert "\n" not in str(refused.value)
+
+
+def test_log_n_scaling_is_refused_as_it_would_scale_part_of_the_logit() -> None:
+    with pytest.raises(PosencError, match=r"^model\.logn_scaling would scale only the q·k part"):
+        check_encoding(compose(["encoding=path", "model.logn_scaling=true"]))
+    check_encoding(compose(["encoding=fox", "model.logn_scaling=true"]))
