@@ -30,6 +30,7 @@ from rich.table import Table
 from posenc_cli.common.rules import key
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.run_config import RunConfig
+from posenc_cli.data.passkey_text import KEY_DIGITS, digit_ids, key_tokens
 from posenc_cli.evals.base import EvalTask, by_length
 from posenc_cli.evals.retrieval_figure import heatmap
 
@@ -40,9 +41,6 @@ if TYPE_CHECKING:
     from posenc_cli.data.cache import TokenData
     from posenc_cli.engine.runtime import Runtime
 
-QUESTION = " the pass key is"
-REMEMBER = ". remember it."
-KEY_DIGITS = 5
 #: Rows of one forward are bounded by this many tokens.
 BATCH_TOKENS = 16_384
 RESAMPLES = 1000
@@ -57,20 +55,6 @@ class Instance:
     depth: float
     with_key: list[int]
     without: list[int]
-
-
-def digit_ids(token_id: Any) -> list[int] | None:
-    """The tokenizer's own ids of the digits 0-9 (``token_id``: a token's id or None), or None
-    if one is missing: a byte-level tokenizer has them all."""
-    ids = [token_id(str(d)) for d in range(10)]
-    return None if any(i is None for i in ids) or len(set(ids)) < 10 else [int(i) for i in ids]
-
-
-def key_tokens(encode: Any, digits: list[int], key: str) -> tuple[list[int], list[int], list[int]]:
-    """The sentence, the question and the answer (one digit token per digit) as token ids."""
-    question = encode(QUESTION) + encode(" ")[-1:]  # the space before the digits, if a token
-    answer = [digits[int(c)] for c in key]
-    return [*question, *answer, *encode(REMEMBER)], question, answer
 
 
 def instances(

@@ -13,9 +13,10 @@ from torch import Tensor, nn
 
 from posenc_cli.config.run_config import typed
 from posenc_cli.data.cache import TokenData
+from posenc_cli.data.passkey_text import digit_ids, key_tokens
 from posenc_cli.data.tokenizer import train_tokenizer
 from posenc_cli.evals.retrieval_figure import heatmap
-from posenc_cli.evals.tasks.retrieval import Retrieval, digit_ids, instances, key_tokens
+from posenc_cli.evals.tasks.retrieval import Retrieval, instances
 
 TEXT = "the cat sat on the mat and the dog ran to the park. " * 40 + "0123456789 " * 20
 VOCAB = 300
