@@ -15,8 +15,8 @@ KEY_DIGITS = 5
 def digit_ids(token_id: Callable[[str], int | None]) -> list[int] | None:
     """The tokenizer's own ids of the digits 0-9 (``token_id``: a token's id or None), or None
     if one is missing: a byte-level tokenizer has them all."""
-    ids = [token_id(str(d)) for d in range(10)]
-    return None if any(i is None for i in ids) or len(set(ids)) < 10 else [int(i) for i in ids]
+    ids = [i for d in range(10) if (i := token_id(str(d))) is not None]
+    return ids if len(set(ids)) == 10 else None
 
 
 def key_tokens(

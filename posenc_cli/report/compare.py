@@ -24,7 +24,8 @@ from posenc_cli.report.paired_report import (
 )
 from posenc_cli.report.paired_report import cells as paired_cells
 from posenc_cli.report.provenance import append_provenance, command_line, provenance
-from posenc_cli.report.result_tables import report_results, result_tables
+from posenc_cli.report.result_report import report_results
+from posenc_cli.report.result_tables import result_tables
 from posenc_cli.report.runs import Group, Row, Stat, group_runs, load_runs
 from posenc_cli.report.settings import describe, split_keys
 from posenc_cli.report.table import markdown_table, rich_table
@@ -232,7 +233,9 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
         _show(shown, groups, paired)
     if task_groups:
         written += report_tasks(task_groups, task_paired, out_dir, shown)
-    written += report_results(result_tables(runs), out_dir, shown)
+    written += report_results(
+        result_tables(runs), base, baseline is not None, out_dir, shown, notes
+    )
     _sign(written, block)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         shown.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)

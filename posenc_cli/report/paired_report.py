@@ -50,8 +50,10 @@ class PairedTable:
     baseline: str
     lengths: list[int]
     rows: list[tuple[str, dict[int, Ratio | None]]] = field(default_factory=list)
-    #: Differences of rates, shown in percentage points (exact match), not ratios.
+    #: Differences (of rates or means), not ratios; shown times ``scale`` (100: percentage
+    #: points of a rate, with one decimal; 1: in the metric's unit, with three).
     difference: bool = False
+    scale: float = 100.0
 
     @property
     def title(self) -> str:
@@ -216,18 +218,17 @@ def cells(t: PairedTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
         line = [(label, False), (str(seeds), False)]
         for n in t.lengths:
             r = ratios.get(n)
-            line.append(
-                (_text(r, t.difference) + ("" if r is None or r.separates else " ≈"), False)
-            )
+            line.append((_text(r, t) + ("" if r is None or r.separates else " ≈"), False))
         body.append(line)
     return header, body
 
 
-def _text(r: Ratio | None, difference: bool) -> str:
+def _text(r: Ratio | None, t: PairedTable) -> str:
     if r is None:
         return "n/a"
-    if difference:
-        return f"{100 * r.ratio:+.1f} [{100 * r.lo:+.1f}, {100 * r.hi:+.1f}]"
+    if t.difference:
+        s, d = t.scale, 1 if t.scale == 100 else 3
+        return f"{s * r.ratio:+.{d}f} [{s * r.lo:+.{d}f}, {s * r.hi:+.{d}f}]"
     return f"{r.ratio:.3f} [{r.lo:.3f}–{r.hi:.3f}]"
 
 

@@ -1,32 +1,40 @@
-"""`posenc compare` for every evaluation whose result says how it compares: one table per
+"""`posenc compare` for every evaluation whose result says how it compares: tables per
 metrics.json key, encodings by evaluation length, mean ± std over seeds.
 
-A task puts ``"compare": {"metric": NAME, "title": TEXT, "caption": TEXT, "percent": true}``
-into its result; the table shows ``result[NAME]`` by length under its caption (what the number
-is). Nothing is marked best: these tables carry no paired interval, so they rank nothing. The
-report names no task: it reads what each result says of itself.
+A task puts ``"compare": {"metric": NAME, "title": TEXT, "caption": TEXT, "percent": bool,
+"unit": TEXT, "chance": NUMBER, "more": [further tables]}`` into its result; each table shows
+``result[NAME]`` by length under its caption, with a row for the chance level when one is
+given. Nothing is marked best here. A result whose means are over seeded test instances may
+name its per-instance record (``"instances": FILE, "columns": [...]``, evals/instance_scores.py):
+each table whose metric is one of those columns then gets the paired differences to the
+baseline row (report/result_paired.py). The report names no task: it reads what each result
+says of itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from posenc_cli.common.atomic import write_text_atomic
-from posenc_cli.common.errors import PosencError
 from posenc_cli.report.runs import Run, Stat, row_labels
-from posenc_cli.report.table import markdown_table, rich_table
+from posenc_cli.report.table import markdown_table
 
 
 @dataclass
 class ResultTable:
     key: str
+    metric: str
     title: str
     caption: str
     percent: bool
+    unit: str
+    chance: float | None
     lengths: list[int]
     rows: list[tuple[str, int, dict[int, Stat | None]]] = field(default_factory=list)
+    #: The runs of each row, in the order of ``rows``: what the paired tables read.
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+    #: The per-instance record's file name and score columns, when ``metric`` is one of them.
+    instances: tuple[str, list[str]] | None = None
 
 
 def _spec(run: Run, key: str) -> dict[str, Any] | None:
@@ -42,7 +50,7 @@ def _spec(run: Run, key: str) -> dict[str, Any] | None:
 
 
 def result_tables(runs: list[Run]) -> list[ResultTable]:
-    """One table per key that some run's result describes, rows by encoding label."""
+    """The tables of every key that some run's result describes, rows by encoding label."""
     own = [r for r in runs if r.variant is None]
     keys = sorted({k for r in own for k in r.metrics if _spec(r, k) is not None})
     labels = row_labels(own)
@@ -50,33 +58,53 @@ def result_tables(runs: list[Run]) -> list[ResultTable]:
     for key in keys:
         group = [r for r in own if _spec(r, key) is not None]
         spec = _spec(group[0], key) or {}
-        values = [r.metrics[key][spec["metric"]] for r in group]
-        lengths = sorted({int(n) for v in values for n in v if str(n).isdigit()})
-        table = ResultTable(
-            key,
-            str(spec.get("title", key)),
-            str(spec.get("caption", "")),
-            bool(spec.get("percent")),
-            lengths,
-        )
-        by_label: dict[str, list[dict[str, Any]]] = {}
-        for run, v in zip(group, values, strict=True):
-            by_label.setdefault(labels[id(run)], []).append(v)
-        for label, seeds in sorted(by_label.items()):
-            table.rows.append(
-                (label, len(seeds), {n: Stat.of([s.get(str(n)) for s in seeds]) for n in lengths})
-            )
-        tables.append(table)
+        more = spec.get("more")
+        parts = [m for m in more if isinstance(m, dict)] if isinstance(more, list) else []
+        for part in [spec, *parts]:
+            tables.append(_table(key, spec, part, group, labels))
     return tables
+
+
+def _table(
+    key: str, spec: dict[str, Any], part: dict[str, Any], group: list[Run], labels: dict[int, str]
+) -> ResultTable:
+    """One metric's table: its rows by label, seeds averaged."""
+    metric = str(part.get("metric"))
+    chance = part.get("chance")
+    columns = spec.get("columns")
+    record = spec.get("instances")
+    paired = isinstance(record, str) and isinstance(columns, list) and metric in columns
+    table = ResultTable(
+        key,
+        metric,
+        str(part.get("title", key)),
+        str(part.get("caption", "")),
+        bool(part.get("percent")),
+        str(part.get("unit", "")),
+        float(chance) if isinstance(chance, (int, float)) else None,
+        [],
+        instances=(str(record), [str(c) for c in columns or []]) if paired else None,
+    )
+    values = [r.metrics[key].get(metric) for r in group]
+    values = [v if isinstance(v, dict) else {} for v in values]
+    table.lengths = sorted({int(n) for v in values for n in v if str(n).isdigit()})
+    by_label: dict[str, list[tuple[Run, dict[str, Any]]]] = {}
+    for run, v in zip(group, values, strict=True):
+        by_label.setdefault(labels[id(run)], []).append((run, v))
+    for label, seeds in sorted(by_label.items()):
+        stats = {n: Stat.of([v.get(str(n)) for _, v in seeds]) for n in table.lengths}
+        table.rows.append((label, len(seeds), stats))
+        table.runs[label] = [run for run, _ in seeds]
+    return table
 
 
 def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     scale = 100 if t.percent else 1
+    digits = 1 if t.percent else 3
     body = [[(label, False), (str(n), False)] for label, n, _ in t.rows]
     for length in t.lengths:
         stats = [stats[length] for _, _, stats in t.rows]
         for row, s in zip(body, stats, strict=True):
-            digits = 1 if t.percent else 3
             text = (
                 "n/a"
                 if s is None
@@ -84,15 +112,19 @@ def cells(t: ResultTable) -> tuple[list[str], list[list[tuple[str, bool]]]]:
                 + (f" ± {scale * s.std:.{digits}f}" if s.std is not None else "")
             )
             row.append((text, False))
+    if t.chance is not None:
+        body.append([("chance", False), ("", False)])
+        body[-1] += [(f"{scale * t.chance:.{digits}f}", False)] * len(t.lengths)
     return ["encoding", "n", *map(str, t.lengths)], body
 
 
 def caption(t: ResultTable) -> str:
     """What the table's numbers are, then how to read its cells."""
     what = f"{t.caption.rstrip('.')}; " if t.caption else ""
+    chance = "; chance = what guessing scores" if t.chance is not None else ""
     return (
-        f"{what}mean ± std over n seeds; no row is marked best: this table has no paired "
-        "interval; n/a = not applicable at that length"
+        f"{what}mean ± std over n seeds{chance}; no row is marked best: whether two rows differ "
+        "is in the paired table below, where there is one; n/a = not applicable at that length"
     )
 
 
@@ -100,20 +132,9 @@ def markdown(t: ResultTable) -> str:
     return f"{markdown_table(t.title, *cells(t))}\n\n_{caption(t)}._\n"
 
 
-def report_results(tables: list[ResultTable], out_dir: Path, console: Any) -> list[Path]:
-    """Each table on the terminal and as <key>.md in ``out_dir``."""
-    paths = []
+def by_key(tables: list[ResultTable]) -> dict[str, list[ResultTable]]:
+    """The tables of each result key, in order: each key is one Markdown file and figure."""
+    out: dict[str, list[ResultTable]] = {}
     for t in tables:
-        console.print(rich_table(t.title, *cells(t)))
-        console.print(caption(t), style="dim", soft_wrap=True)
-        path = out_dir / f"{t.key}.md"
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, markdown(t))
-        except OSError as exc:
-            raise PosencError(
-                f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
-                "choose a writable directory with --out DIR",
-            ) from exc
-        paths.append(path)
-    return paths
+        out.setdefault(t.key, []).append(t)
+    return out

@@ -31,7 +31,8 @@ from posenc_cli.common.rules import key
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.passkey_text import KEY_DIGITS, digit_ids, key_tokens
-from posenc_cli.evals.base import EvalTask, by_length
+from posenc_cli.evals.base import RECORDS, EvalTask, by_length
+from posenc_cli.evals.instance_scores import rows_digest, scores_csv
 from posenc_cli.evals.retrieval_figure import heatmap
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class Retrieval(EvalTask):
         depths = s.depths
         limit = getattr(getattr(model, "encoding", None), "max_len", None)
         out = _empty_result(train_length, depths, s)
+        scored: dict[int, tuple[Any, ...]] = {}
         for length in sorted({f * train_length for f in s.factors}):
             out["lengths"].append(length)
             k = str(length)
@@ -151,11 +153,13 @@ class Retrieval(EvalTask):
                 s.passkeys,
                 s.seed,
             ):
-                _record(out, k, _scores(model, cases, digits, rt), [c.depth for c in cases])
+                scored[length] = _record(out, k, _scores(model, cases, digits, rt), cases)
             else:
                 out["skipped"][k] = (
                     "too short for the sentence and the question, or longer than the held-out text"
                 )
+        if scored:
+            out[RECORDS] = {PASSKEYS_FILE: scores_csv(PAIRED, scored)}
         return out
 
     def log(self, writer: SummaryWriter, key: str, result: dict[str, Any], cfg: RunConfig) -> None:
@@ -228,17 +232,35 @@ def _empty_result(train_length: int, depths: list[float], s: RetrievalSettings) 
         **{m: {} for m in METRICS},
         "lift_interval": {},
         "by_depth": {},
+        "instances_sha256": {},
         "skipped": {},
     }
 
 
-#: What `posenc compare` makes of a result that scored at least one length.
+PASSKEYS_FILE = "passkeys.csv"
+#: The per-instance scores of PASSKEYS_FILE, each a mean over instances in the result.
+PAIRED = ("digit_accuracy", "lift")
+#: What `posenc compare` makes of a result that scored at least one length: a table of each
+#: metric with its chance level, and each one's paired differences to the baseline row.
 COMPARE = {
     "metric": "digit_accuracy",
-    "title": "passkey retrieval: digit accuracy by evaluation length",
+    "title": "passkey retrieval: digit accuracy (%) by evaluation length",
     "caption": "digit accuracy: the share of the key's five digits that were the likeliest of "
-    "the ten digits, teacher-forced (chance 0.10; 1 = every digit retrieved); lift and exact "
-    "match, with intervals, are in each run's metrics.json",
+    "the ten digits, teacher-forced (100 = every digit retrieved)",
+    "percent": True,
+    "chance": 0.1,
+    "instances": PASSKEYS_FILE,
+    "columns": list(PAIRED),
+    "more": [
+        {
+            "metric": "lift",
+            "title": "passkey retrieval: lift (nats) by evaluation length",
+            "caption": "lift: the key's log probability with the key sentence minus without "
+            "it (0 = the sentence does not help)",
+            "unit": "nats",
+            "chance": 0.0,
+        }
+    ],
 }
 
 
@@ -247,10 +269,13 @@ SCORED = ("digit_accuracy", "exact_match", "p_key")
 METRICS = (*SCORED, "lift", *(f"{m}_without" for m in SCORED))
 
 
-def _record(out: dict[str, Any], k: str, scores: Any, depths: list[float]) -> None:
-    """The means of one length, the lift's bootstrap interval and accuracy by depth."""
+def _record(out: dict[str, Any], k: str, scores: Any, cases: list[Instance]) -> tuple[Any, ...]:
+    """The means of one length, the lift's bootstrap interval, accuracy by depth and the
+    instances' digest; returns each instance's scores of PAIRED for the record."""
     exact, acc, logp = scores  # each (2, cases): with the key sentence, without it
     gain = logp[0] - logp[1]
+    depths = [c.depth for c in cases]
+    out["instances_sha256"][k] = rows_digest([r for c in cases for r in (c.with_key, c.without)])
     for name, both in zip(SCORED, (acc, exact, np.exp(logp)), strict=True):
         out[name][k], out[f"{name}_without"][k] = float(both[0].mean()), float(both[1].mean())
     out["lift"][k] = float(gain.mean())
@@ -262,3 +287,4 @@ def _record(out: dict[str, Any], k: str, scores: Any, depths: list[float]) -> No
     out["by_depth"][k] = {  # None: fewer instances than depths left this depth without one
         f"{d:g}": float(acc[0][at == d].mean()) if (at == d).any() else None for d in out["depths"]
     }
+    return acc[0], gain
