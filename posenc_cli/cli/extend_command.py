@@ -24,16 +24,20 @@ def extend(
         typer.Argument(
             show_default=False,
             help="extend.method (none|pi|ntk|dynamic_ntk|yarn|llama3|longrope), "
-            "extend.factor, extend.steps (0: the method without fine-tuning), "
+            "extend.factor (1: continued training at the training length, method none), "
+            "extend.steps (0: the method without fine-tuning), "
             "extend.long_factor and extend.short_factor (longrope's; null: searched), "
+            "extend.passkey_share (the share of windows that are passkey windows), "
             "extend.lr, extend.warmup_steps, extend.batch_size, extend.checkpoint; "
             "experiment=context_extension; device, train.threads, hydra.run.dir, ...",
         ),
     ] = None,
 ) -> None:
     """Continue a trained run at factor x its training length with a context-extension
-    method (configs/extend/default.yaml); writes a new run directory. Swept values
-    (extend.method=pi,yarn) or experiment=context_extension run every combination."""
+    method (configs/extend/default.yaml), or at its own length (extend.factor=1
+    extend.method=none, e.g. a passkey fine-tune with extend.passkey_share=0.5); writes a new
+    run directory. Swept values (extend.method=pi,yarn) or experiment=context_extension run
+    every combination."""
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free
     from posenc_cli.config.run_config import typed
     from posenc_cli.workflows.extend_plan import plan_jobs

@@ -1,7 +1,8 @@
 """A run made by `posenc extend`: a parent's model fine-tuned at S times its training length L
-with a context-extension method. extend.* holds the options and, in the new run, the parent
-(its directory, checkpoint step and weights' SHA-256) and L, so training, evaluation,
-`posenc inspect` and `posenc export-hf` all rebuild the same model.
+with a context-extension method (S = 1: continued training at L, method none only), a share
+of its windows passkey windows if extend.passkey_share says so. extend.* holds the options
+and, in the new run, the parent (its directory, checkpoint step and weights' SHA-256) and L,
+so training, evaluation, `posenc inspect` and `posenc export-hf` all rebuild the same model.
 
 Evaluation keeps the parent's lengths (eval.factors x L, not x S·L) and tokens, so the rows
 of the new run line up with the parent's and with its evaluation-only scaling rows.
@@ -32,6 +33,19 @@ def extended_length(length: int, factor: float) -> int:
             "choose a factor that gives a whole number of tokens, e.g. extend.factor=4",
         )
     return round(longer)
+
+
+def check_factor(method: str, factor: float) -> None:
+    """S = 1 keeps the training length: continued training (extend.method=none, the control of
+    a context-extension study). A RoPE scaling method at S = 1 has no longer context to adapt
+    the model to, and pi, ntk, yarn and llama3 would rescale nothing."""
+    if method != "none" and factor == 1:
+        raise PosencError(
+            f"extend.factor=1 keeps the training length, so extend.method={method} has nothing "
+            "to extend",
+            f"use extend.method=none for continued training at the training length, or "
+            f"extend.factor > 1 with {method}, e.g. extend.factor=4",
+        )
 
 
 def child_config(

@@ -132,11 +132,15 @@ class BenchConfig:
 
 @dataclass
 class ExtendConfig:
-    """extend.*: `posenc extend`'s fine-tuning at a longer length, and the parent it records."""
+    """extend.*: `posenc extend`'s fine-tuning at S times the parent's length (S = 1: continued
+    training at it, extend.method=none only), and the parent it records."""
 
     method: str = key(choices=ROPE_SCALING)
     factor: float = key(
-        lo=1, lo_open=True, low="does not extend the context", fix="use e.g. extend.factor=4"
+        lo=1,
+        low="would shorten the context",
+        fix="use extend.factor >= 1, e.g. extend.factor=4 (1: continued training at the "
+        "training length, with extend.method=none)",
     )
     steps: int = key(lo=0)
     lr: float | None = key(lo=0, lo_open=True)
@@ -145,6 +149,7 @@ class ExtendConfig:
     checkpoint: str = key(choices=("last", "best"))
     long_factor: list[float] | None = rescale_factors()
     short_factor: list[float] | None = rescale_factors()
+    passkey_share: float = key(lo=0, hi=1)
     parent: str | None = MISSING
     parent_step: int | None = key(lo=0)
     parent_sha256: str | None = MISSING

@@ -12,9 +12,11 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.batches import get_batch
 from posenc_cli.data.cache import TokenData
+from posenc_cli.data.passkey_windows import check_count, passkey_batch, passkey_text
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.validation import validation_loss
 from posenc_cli.synthetic.base import SyntheticTask, build_task
@@ -42,12 +44,21 @@ class BatchStream(Protocol):
 
 
 class CorpusStream:
-    """Random windows of the training ids (CS336 get_batch) from the run's generator."""
+    """Random windows of the training ids (CS336 get_batch) from the run's generator; with
+    extend.passkey_share > 0, that share of each step's windows are passkey windows
+    (data/passkey_windows.py), drawn after the ordinary ones from the same generator."""
 
     def __init__(self, data: TokenData, cfg: RunConfig) -> None:
         self.data = data
         self.cfg = cfg
         self.vocab_size = int(data.meta["vocab_size"])
+        t = cfg.train
+        self.passkeys = check_count(cfg.extend.passkey_share, t.batch_size)
+        self.passkey_text = (
+            passkey_text(data.tokenizer, str(data.tokenizer_path), t.context_length)
+            if self.passkeys
+            else None
+        )
 
     def batch(
         self,
@@ -58,9 +69,20 @@ class CorpusStream:
         world_size: int = 1,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         t = self.cfg.train
-        return get_batch(
-            self.data.train, t.batch_size, t.context_length, generator, device, rank, world_size
-        )
+        ids, L = self.data.train, t.context_length
+        plain = t.batch_size - self.passkeys
+        parts = []
+        if plain:  # share 0: exactly the windows (and draws) of a run without passkeys
+            parts.append(get_batch(ids, plain, L, generator, device, rank, world_size))
+        if self.passkey_text is not None:
+            parts.append(
+                passkey_batch(
+                    ids, self.passkey_text, self.passkeys, L, generator, device, rank, world_size
+                )
+            )
+        if len(parts) == 1:
+            return parts[0]
+        return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
 
     def validation_loss(self, model: nn.Module, rt: Runtime) -> float:
         return validation_loss(model, self.data, self.cfg.train, rt)
@@ -72,6 +94,12 @@ class CorpusStream:
             "vocab_size": self.vocab_size,
             "tokenizer": str(self.data.tokenizer_path),
             "val_targets": int(t.eval_batches * t.batch_size * t.context_length),
+            # only where there are any, so other runs keep their shape
+            **(
+                {"passkey_share": self.cfg.extend.passkey_share, "passkey_windows": self.passkeys}
+                if self.passkeys
+                else {}
+            ),
         }
 
 
@@ -125,7 +153,14 @@ class TaskStream:
 
 
 def make_stream(cfg: RunConfig, data: TokenData | None) -> BatchStream:
-    """The corpus stream of ``data`` for task=lm, else the configured task's."""
+    """The corpus stream of ``data`` for task=lm, else the configured task's (which has no
+    text to hide a passkey in)."""
     if data is not None:
         return CorpusStream(data, cfg)
+    if cfg.extend.passkey_share > 0:
+        raise PosencError(
+            f"extend.passkey_share={cfg.extend.passkey_share:g} with task={cfg.task.name}: "
+            "passkey windows are drawn from a corpus",
+            "use extend.passkey_share=0 (task=passkey trains the synthetic passkey task)",
+        )
     return TaskStream(build_task(cfg.task), cfg)

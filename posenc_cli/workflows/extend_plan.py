@@ -3,7 +3,8 @@
 planned and checked before the first one runs. ``extend.steps=0`` is the method without
 fine-tuning: the parent evaluated as `posenc eval RUN eval.rope_scaling=M eval.rope_factor=S`
 would, on the same tokens. A grid puts its runs in ROOT/<method>-<steps>; a method that needs
-RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding.
+RoPE is left out of a grid for a non-RoPE parent, so one study serves every encoding, and
+one at extend.factor=1 (continued training at L is method none's; one such job is refused).
 longrope's factor sets given as extend.long_factor / extend.short_factor are checked against
 the parent's rotated pairs here; missing ones are searched when the job runs
 (workflows/extend_search.py)."""
@@ -18,14 +19,17 @@ from typing import TYPE_CHECKING
 from omegaconf import OmegaConf
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.compose import compose, validate
 from posenc_cli.config.effect_checks import check_extension_schedule
 from posenc_cli.config.encoding_checks import is_rotary
-from posenc_cli.config.extension import child_config, extended_length
+from posenc_cli.config.extension import check_factor, child_config, extended_length
 from posenc_cli.config.overrides import expand_sweep, given, key_of, quote
 from posenc_cli.config.rescale_checks import EVAL_SETS, EXTEND_SETS, check_sets, rotated_pairs
 from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import load_run_config, planned_run_dir, run_in_use
+from posenc_cli.data.passkey_windows import check_count, passkey_text
+from posenc_cli.data.tokenizer import load_tokenizer
 from posenc_cli.engine.extension import parent_checkpoint
 
 #: What an override may set besides extend.*: how the fine-tuning runs, not what it computes.
@@ -134,6 +138,9 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
     ext = requested.extend
     method = str(ext.method)
     steps = int(ext.steps)
+    if grid and method != "none" and float(ext.factor) == 1:
+        return None  # at the training length, continued training is method none's job
+    check_factor(method, float(ext.factor))
     if steps > 0:
         check_extension_schedule(ext, overrides)
         cfg, planned = plan_extension(run_dir, overrides, requested)
@@ -144,6 +151,12 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
         raise PosencError(
             "extend.steps=0 with extend.method=none is the parent itself",
             "give extend.steps > 0, or a method to evaluate without fine-tuning",
+        )
+    if not grid and float(ext.passkey_share) > 0:  # a grid's steps-0 jobs train nothing
+        raise PosencError(
+            f"extend.passkey_share={float(ext.passkey_share):g} with extend.steps=0: nothing "
+            "is trained, so no passkey window is either",
+            "give extend.steps > 0, or drop extend.passkey_share",
         )
     _check_overrides(overrides)
     require_rotary(run_dir, method)
@@ -215,6 +228,7 @@ def plan_extension(
         if given(overrides, key):
             OmegaConf.update(cfg, key, OmegaConf.select(requested, key))
     validate(cfg)
+    check_passkeys(run_dir, cfg)
     if given(overrides, "hydra.run.dir"):
         where = requested
     else:
@@ -222,6 +236,20 @@ def plan_extension(
         path = Path("outputs") / time.strftime("%Y-%m-%d") / name
         where = OmegaConf.create({"hydra": {"run": {"dir": str(path)}}})
     return cfg, planned_run_dir(where, overrides)
+
+
+def check_passkeys(run_dir: Path, cfg: DictConfig) -> None:
+    """The new run's passkey windows (extend.passkey_share > 0): at least one a step, and the
+    parent's tokenizer writes each digit as a token and leaves room for text at the new
+    length; before anything is created (the run's stream checks the data cache's tokenizer,
+    which preflight finds equal to the parent's, again when it starts)."""
+    share = float(cfg.extend.passkey_share)
+    if share == 0:
+        return
+    check_count(share, int(cfg.train.batch_size))
+    tokenizer = RunDir(run_dir).tokenizer_file
+    if tokenizer.is_file():
+        passkey_text(load_tokenizer(tokenizer), str(tokenizer), int(cfg.train.context_length))
 
 
 def _check_overrides(overrides: list[str]) -> None:
@@ -233,5 +261,6 @@ def _check_overrides(overrides: list[str]) -> None:
             raise PosencError(
                 f"`posenc extend` cannot set {key}",
                 "set extend.* (method, factor, steps, lr, warmup_steps, batch_size, "
-                "checkpoint) or how it runs (device, train.threads, hydra.run.dir, ...)",
+                "checkpoint, passkey_share) or how it runs (device, train.threads, "
+                "hydra.run.dir, ...)",
             )

@@ -1,7 +1,8 @@
 """`posenc extend` end to end: every method on a rope run and `none` on an alibi run, evaluated
 at the parent's lengths, labelled by `posenc compare` (in-process, through the Typer app), a
-grid of methods and steps, and a resume bit-identical after a SIGKILL under train.threads=1
-(in a subprocess)."""
+grid of methods and steps, a resume bit-identical after a SIGKILL under train.threads=1
+(in a subprocess), continued training at the parent's own length (extend.factor=1) and a
+passkey fine-tune that teaches the key's digits."""
 
 from __future__ import annotations
 
@@ -15,10 +16,17 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
-from posenc_cli.config.rundir import unlock_run_dir
+from posenc_cli.config.run_config import typed
+from posenc_cli.config.rundir import load_run_config, unlock_run_dir
+from posenc_cli.data.passkey_text import KEY_DIGITS
+from posenc_cli.data.passkey_windows import passkey_batch, passkey_text
+from posenc_cli.data.prepare import prepare
+from posenc_cli.engine.runtime import Runtime
+from posenc_cli.evals.run import load_model
 from tests.helpers.cli import CLI, run_cli, wait_for
 from tests.helpers.configs import TINY
 
@@ -159,3 +167,62 @@ def test_a_parent_whose_tokenizer_is_not_the_caches_is_refused_before_anything_i
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("posenc: error: the data cache's tokenizer differs from retok")
     assert sorted(p.name for p in work.iterdir()) == before
+
+
+def test_factor_1_with_none_continues_at_the_training_length(work: Path) -> None:
+    args = ["extend.factor=1", "extend.steps=3", "extend.warmup_steps=1", "train.threads=1"]
+    posenc(["extend", "rope", *args, "hydra.run.dir=rope-at-L"], work)
+    m = metrics(work / "rope-at-L")
+    ext = m["extend"]
+    assert (ext["method"], ext["factor"], ext["train_length"], ext["original_length"]) == (
+        "none",
+        1.0,
+        16,
+        16,
+    )
+    assert m["train_length"] == 16 and m["steps"] == 3
+    assert m["extrapolation"]["lengths"] == metrics(work / "rope")["extrapolation"]["lengths"]
+    saved = load_run_config(work / "rope-at-L")
+    assert saved.train.context_length == 16 and saved.extend.factor == 1.0
+    assert "passkey_share" not in m and saved.extend.passkey_share == 0.0
+
+
+def digit_loss(run: Path, length: int) -> float:
+    """The run's mean loss on the key digits of 32 held-out passkey windows (the same ones for
+    every run)."""
+    cfg = typed(load_run_config(run))
+    model = load_model(run, cfg, Runtime(torch.device("cpu"), "fp32")).eval()
+    data = prepare(cfg.data)
+    text = passkey_text(data.tokenizer, str(data.tokenizer_path), length)
+    x, y = passkey_batch(data.val, text, 32, length, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(x)[:, -KEY_DIGITS:]
+    return F.cross_entropy(logits.flatten(0, 1), y[:, -KEY_DIGITS:].flatten()).item()
+
+
+def test_a_passkey_fine_tune_at_the_training_length_lowers_the_loss_on_the_key_digits(
+    work: Path, corpus: Path
+) -> None:
+    """At L = 64 (the key sentence, question and answer take 47 of the tiny tokenizer's
+    tokens): the digits never occur in the corpus, so the parent finds them unlikely."""
+    short = [o for o in TINY if not o.startswith("train.context_length=")]
+    data = ["data=text", f"data.path={corpus}", "train.threads=1", "eval.at_end=false"]
+    posenc(["train", *short, "train.context_length=64", *data, "hydra.run.dir=p64"], work)
+    unlock_run_dir(work / "p64")
+    fine_tune = ["extend.factor=1", "extend.steps=30", "extend.warmup_steps=2", "extend.lr=3e-3"]
+    how = ["train.threads=1", "eval.at_end=false", "hydra.run.dir=passkey"]
+    posenc(["extend", "p64", *fine_tune, "extend.passkey_share=1.0", *how], work)
+    m = metrics(work / "passkey")
+    assert (m["passkey_share"], m["passkey_windows"], m["extend"]["train_length"]) == (1.0, 4, 64)
+    assert load_run_config(work / "passkey").extend.passkey_share == 1.0
+    before, after = digit_loss(work / "p64", 64), digit_loss(work / "passkey", 64)
+    assert after < before - 1.0, (before, after)
+    retrieval = [
+        "eval.tasks=[retrieval]",
+        "eval.retrieval.factors=[1]",
+        "eval.retrieval.passkeys=10",
+    ]
+    posenc(["eval", "passkey", *retrieval], work)
+    scored = metrics(work / "passkey")["retrieval"]
+    assert scored["lengths"] == [64] and not scored["skipped"]
+    assert 0 <= scored["digit_accuracy"]["64"] <= 1

@@ -1,17 +1,21 @@
 """`posenc extend`'s bad inputs: one line, exit 2, nothing created (in-process Typer app); a
-grid of swept values is planned whole before anything is created."""
+grid of swept values is planned whole before anything is created; extend.factor=1 is
+continued training at the parent's length (extend.method=none only)."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from omegaconf import OmegaConf
+from tokenizers import Tokenizer, models
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.compose import compose, load
 from posenc_cli.config.overrides import expand_sweep
 from posenc_cli.engine.build import build_model
@@ -38,8 +42,23 @@ def parent(tmp_path: Path, encoding: str) -> Path:
     [
         ("alibi", ["extend.method=yarn"], "extend.method=yarn needs a RoPE-family encoding"),
         ("rope", ["extend.method=pi"], "parent has no checkpoints/last.pt"),
-        ("rope", ["extend.factor=1"], "extend.factor=1.0 does not extend the context"),
-        ("rope", ["extend.factor=0.5"], "extend.factor=0.5 does not extend the context"),
+        (
+            "rope",
+            ["extend.factor=1", "extend.method=yarn"],
+            "extend.factor=1 keeps the training length, so extend.method=yarn has nothing to "
+            "extend — use extend.method=none for continued training at the training length, "
+            "or extend.factor > 1 with yarn, e.g. extend.factor=4",
+        ),
+        ("rope", ["extend.factor=1.0", "extend.method=pi", "extend.steps=0"], "method=pi has"),
+        ("alibi", ["extend.factor=1", "extend.method=ntk"], "extend.method=ntk has nothing"),
+        ("rope", ["extend.factor=1", "extend.steps=0"], "extend.method=none is the parent"),
+        ("rope", ["extend.factor=0.5"], "extend.factor=0.5 would shorten the context"),
+        ("rope", ["extend.passkey_share=1.5"], "extend.passkey_share=1.5 is too large"),
+        (
+            "rope",
+            ["extend.method=pi", "extend.steps=0", "extend.passkey_share=0.5"],
+            "extend.passkey_share=0.5 with extend.steps=0: nothing is trained",
+        ),
         ("rope", ["train.steps=5"], "`posenc extend` cannot set train.steps"),
         ("rope", ["extend.parent=elsewhere"], "`posenc extend` cannot set extend.parent"),
         ("rope", ["eval.rope_factor=2"], "`posenc extend` cannot set eval.rope_factor"),
@@ -167,3 +186,68 @@ def test_a_parent_still_in_use_is_refused_before_anything_is_created(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "'parent' is in use by another posenc process" in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def test_factor_1_with_none_plans_continued_training_at_the_parents_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    args = ["extend.factor=1", "extend.steps=5", "extend.warmup_steps=1", "extend.passkey_share=1"]
+    (job,), root = plan_jobs(run, args)
+    assert root is None and job.cfg is not None and job.planned is not None
+    t = job.cfg.train
+    assert (t.context_length, t.batch_size, t.steps) == (128, 8, 5)  # the parent's L and batch
+    ext = job.cfg.extend
+    assert (ext.method, ext.factor, ext.original_length, ext.passkey_share) == ("none", 1, 128, 1)
+    assert job.planned.name.endswith("-rope-nonex1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def test_a_grid_leaves_the_scaling_methods_out_at_factor_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continued training at L is the control of a study; yarn at factor 1 has nothing to do."""
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    grid = ["extend.method=yarn,none", "extend.factor=1,2", "extend.steps=0,5", "hydra.run.dir=g"]
+    jobs, _ = plan_jobs(run, grid)
+    assert {(j.method, j.steps, j.planned) for j in jobs} == {
+        ("yarn", 0, None),  # the parent evaluated with yarn at factor 2
+        ("yarn", 5, Path("g") / "yarn-5-factor=2"),
+        ("none", 5, Path("g") / "none-5-factor=1"),
+        ("none", 5, Path("g") / "none-5-factor=2"),
+    }
+    lengths = {j.planned.name: j.cfg.train.context_length for j in jobs if j.cfg is not None}
+    assert lengths == {"yarn-5-factor=2": 256, "none-5-factor=1": 128, "none-5-factor=2": 256}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def no_digits(path: Path) -> None:
+    """A word-level tokenizer with no token for any digit, saved at ``path``."""
+    vocab = {"the": 0, "pass": 1, "key": 2, "[UNK]": 3}
+    Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")).save(str(path))
+
+
+@pytest.mark.parametrize(
+    ("share", "tokenizer", "expected"),
+    [
+        ("0.5", no_digits, "has no token of its own for each digit, so a passkey window"),
+        ("0.01", None, "extend.passkey_share=0.01 of a batch of 8 windows is no passkey window"),
+    ],
+)
+def test_passkey_windows_that_cannot_be_made_are_refused_before_anything_is_created(
+    share: str, tokenizer: Any, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, "rope")
+    if tokenizer is not None:
+        tokenizer(RunDir(run).tokenizer_file)
+    before = sorted(p.name for p in run.iterdir())
+    monkeypatch.chdir(tmp_path)
+    args = ["extend", "parent", "extend.factor=1", f"extend.passkey_share={share}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("posenc: error: ") and expected in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+    assert sorted(p.name for p in run.iterdir()) == before

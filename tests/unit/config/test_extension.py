@@ -15,8 +15,9 @@ from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose, validate
-from posenc_cli.config.extension import check_extension_eval, child_config
+from posenc_cli.config.extension import check_extension_eval, check_factor, child_config
 from posenc_cli.config.run_config import typed
+from posenc_cli.encodings.names import ROPE_SCALING_METHODS
 from posenc_cli.encodings.rope_scaling import scaled_frequencies
 from posenc_cli.engine.build import build_model
 
@@ -58,6 +59,23 @@ def test_a_fractional_length_and_a_zero_rate_are_refused() -> None:
         child("factor=1.3")
     with pytest.raises(PosencError, match="extend.lr has no default"):
         child("factor=2", parent=["train.min_lr=0"])
+
+
+def test_factor_1_is_continued_training_at_the_parents_length_and_batch() -> None:
+    cfg = child("factor=1", "steps=7", "warmup_steps=3", "passkey_share=0.5")
+    assert (cfg.train.context_length, cfg.train.batch_size) == (16, 4)
+    ext = cfg.extend
+    assert (ext.factor, ext.original_length, ext.passkey_share) == (1.0, 16, 0.5)
+    assert typed(cfg).base_length() == 16
+    validate(cfg)
+
+
+@pytest.mark.parametrize("method", [m for m in ROPE_SCALING_METHODS if m != "none"])
+def test_every_scaling_method_is_refused_at_factor_1(method: str) -> None:
+    with pytest.raises(PosencError, match=f"extend.method={method} has nothing to extend"):
+        check_factor(method, 1.0)
+    check_factor(method, 1.5)
+    check_factor("none", 1.0)
 
 
 def test_dynamic_ntk_is_rescaled_by_each_evaluated_length() -> None:

@@ -187,3 +187,25 @@ def test_a_length_beyond_the_held_out_text_is_skipped_with_its_reason(
     assert result["lengths"] == [128, 256] and not result["digit_accuracy"]
     assert "compare" not in result  # nothing scored: no table in `posenc compare`
     assert all("longer than the held-out text" in why for why in result["skipped"].values())
+
+
+def test_the_instance_record_gives_the_results_means(composed, text_data, rt, tmp_path) -> None:
+    """passkeys.csv holds one line per instance whose means are the result's digit accuracy
+    and lift, and the digest names the instances (the same for another model)."""
+    from posenc_cli.evals.base import RECORDS
+    from posenc_cli.evals.instance_scores import read_scores
+    from posenc_cli.evals.tasks.retrieval import PAIRED, PASSKEYS_FILE
+
+    cfg = _cfg(composed)
+    result = Retrieval().run(Bigram(), text_data, cfg, rt)
+    other = Retrieval().run(Induction(), text_data, cfg, rt)
+    assert result["instances_sha256"] == other["instances_sha256"]
+    assert len(set(result["instances_sha256"].values())) == 2  # one per length
+    file = tmp_path / PASSKEYS_FILE
+    file.write_text(result[RECORDS][PASSKEYS_FILE])
+    scores = read_scores(file, PAIRED)
+    for length in (128, 256):
+        acc, lift = scores["digit_accuracy"][length], scores["lift"][length]
+        assert acc.loss_sum.size == result["keys"]
+        assert acc.loss_sum.mean() == pytest.approx(result["digit_accuracy"][str(length)])
+        assert lift.loss_sum.mean() == pytest.approx(result["lift"][str(length)])
