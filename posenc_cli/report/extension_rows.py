@@ -27,11 +27,14 @@ R = TypeVar("R", bound=Scored)
 
 
 def extension_label(ext: Any) -> str:
-    """', 400 steps @512' after the method of a `posenc extend` run ('' for other runs)."""
+    """', 400 steps @512' after the method of a `posenc extend` run ('' for other runs), and
+    ', 50 % passkeys' for a passkey fine-tune."""
     if not isinstance(ext, dict):
         return ""
     method = "" if ext.get("method") == "none" else f" + {ext.get('method')}"
-    return f"{method}, {ext.get('steps')} steps @{ext.get('train_length')}"
+    share = ext.get("passkey_share")
+    passkeys = f", {100 * share:g} % passkeys" if isinstance(share, (int, float)) and share else ""
+    return f"{method}, {ext.get('steps')} steps @{ext.get('train_length')}{passkeys}"
 
 
 def variant_label(metrics: dict[str, Any], key: str) -> str:

@@ -45,3 +45,25 @@ def test_only_whole_path_components_are_shortened(
     monkeypatch.chdir(tmp_path)
     assert portable("/home/al/x /home/alice/y /home/al") == "~/x /home/alice/y ~"
     assert portable(f"{tmp_path}/runs/a") == "runs/a"
+
+
+def test_a_named_instance_record_is_kept_and_dropped_results_are_not(tmp_path: Path) -> None:
+    """The per-instance record a result names travels with it; --drop leaves out a result and
+    its records; a name that would leave the run's eval folder is not followed."""
+    run = tmp_path / "runs" / "rope-seed0"
+    for key in ("extrapolation", "retrieval", "sneaky"):
+        (run / "eval" / key).mkdir(parents=True)
+    (run / "eval" / "extrapolation" / "units.csv").write_text("protocol,length\n")
+    (run / "eval" / "retrieval" / "passkeys.csv").write_text("length,instance\n")
+    (run / "secret.txt").write_text("not a record")
+    metrics = {
+        "encoding": "rope",
+        "extrapolation": {"ppl": {}},
+        "retrieval": {"compare": {"instances": "passkeys.csv"}},
+        "sneaky": {"compare": {"instances": "../../secret.txt"}},
+    }
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    (kept,) = keep_records([tmp_path / "runs"], tmp_path / "records", drop=("extrapolation",))
+    files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file())
+    assert files == ["eval/retrieval/passkeys.csv", "metrics.json"]
+    assert "extrapolation" not in json.loads((kept / "metrics.json").read_text())
