@@ -35,7 +35,7 @@ def extend(
 ) -> None:
     """Continue a trained run at factor x its training length with a context-extension
     method (configs/extend/default.yaml), or at its own length (extend.factor=1
-    extend.method=none, e.g. a passkey fine-tune with extend.passkey_share=0.5); writes a new
+    extend.method=none, e.g. a passkey fine-tune with extend.passkey_share=1.0); writes a new
     run directory. Swept values (extend.method=pi,yarn) or experiment=context_extension run
     every combination."""
     # deferred: cli/app.py imports this module; `posenc --help` stays torch-free

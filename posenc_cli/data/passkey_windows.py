@@ -1,7 +1,10 @@
 """Passkey training windows (extend.passkey_share): a small language model trained on text alone
 scores at chance on passkey retrieval (evals/tasks/retrieval.py), so that evaluation cannot
 tell its encodings apart; a short fine-tune on windows laid out as its instances teaches the
-task, with the ordinary next-token loss on every token.
+task. A passkey window is scored on the key's digits only: with the loss on every token, the
+five answer targets are 4 % of a 128-token window, and 1,500 steps of such windows left the
+quick model's digit accuracy at chance (10 %), while 600 steps on the digits alone reached 31 %
+(rope, seed 0, docs/results/retrieval.md).
 
 A window of L + 1 tokens (x: the first L, y: the same shifted by one) is a stretch of training
 text with the key sentence ("the pass key is 71432. remember it.") at a uniformly random depth,
@@ -24,6 +27,9 @@ from tokenizers import Tokenizer
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.passkey_text import KEY_DIGITS, digit_ids, key_tokens
+
+#: The target the loss skips (F.cross_entropy's default ignore_index; synthetic tasks' IGNORE).
+IGNORE = -100
 
 
 @dataclass(frozen=True)
@@ -142,4 +148,6 @@ def passkey_batch(
     """Inputs and next-token targets of this rank's passkey windows, as get_batch gives them."""
     rows, _ = passkey_rows(ids, text, count, context_length, generator, rank, world_size)
     xy = torch.from_numpy(rows)
-    return xy[:, :-1].to(device), xy[:, 1:].to(device)
+    y = xy[:, 1:].clone()
+    y[:, :-KEY_DIGITS] = IGNORE  # the loss reads the key's digits only
+    return xy[:, :-1].to(device), y.to(device)

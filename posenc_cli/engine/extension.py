@@ -96,6 +96,7 @@ def extension_metrics(cfg: RunConfig, model: nn.Module) -> dict[str, Any]:
             "original_length": ext.original_length,
             "lr": cfg.train.lr,
             "attention_factor": float(getattr(enc, "attention_factor", 1.0)),
+            "passkey_share": ext.passkey_share,
             "parent": {
                 "path": ext.parent,
                 "step": ext.parent_step,

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer, models
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.passkey_text import KEY_DIGITS
 from posenc_cli.data.passkey_windows import (
+    IGNORE,
     PasskeyText,
     check_count,
     draw,
@@ -77,14 +78,15 @@ def test_depths_cover_the_whole_stretch_and_keys_vary(ids: np.ndarray) -> None:
     assert max(d.start for d in draw(10, 5, 200, gen())) == 5  # the last stretch is reachable
 
 
-def test_the_batch_is_inputs_and_next_token_targets_ending_with_the_digits(
+def test_the_batch_is_inputs_and_the_key_digits_as_the_only_targets(
     ids: np.ndarray, text: PasskeyText
 ) -> None:
     x, y = passkey_batch(ids, text, 4, L, gen(3))
     rows, draws = passkey_rows(ids, text, 4, L, gen(3))
     assert x.shape == y.shape == (4, L) and x.dtype == torch.int64
     torch.testing.assert_close(x, torch.from_numpy(rows[:, :-1]))
-    torch.testing.assert_close(y[:, :-1], x[:, 1:])
+    torch.testing.assert_close(y[:, -KEY_DIGITS:], torch.from_numpy(rows[:, -KEY_DIGITS:]))
+    assert (y[:, :-KEY_DIGITS] == IGNORE).all()  # the loss reads the key's digits only
     for target, d in zip(y.tolist(), draws, strict=True):
         assert target[-KEY_DIGITS:] == text.parts(d.key)[2]
 
@@ -126,3 +128,13 @@ def test_a_length_without_room_for_text_is_refused(tokenizer: Tokenizer, text: P
     with pytest.raises(PosencError, match=f"take {text.overhead} tokens"):
         passkey_text(tokenizer, "test", text.overhead)
     assert passkey_text(tokenizer, "test", text.overhead + 1).overhead == text.overhead
+
+
+def test_the_skipped_target_is_the_one_the_loss_and_the_tasks_skip() -> None:
+    from posenc_cli.synthetic.batches import IGNORE as TASKS_IGNORE
+
+    logits = torch.randn(3, 7)
+    assert IGNORE == TASKS_IGNORE
+    assert torch.nn.functional.cross_entropy(logits, torch.tensor([IGNORE, 2, IGNORE])) == (
+        torch.nn.functional.cross_entropy(logits[1:2], torch.tensor([2]))
+    )
