@@ -221,6 +221,9 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
         r.label for g in task_groups for r in g.rows
     ]
     base = choose_baseline(labels, baseline)
+    results = result_tables(runs)
+    if results and not any(g.lengths for g in groups):
+        groups = []  # a study of another result (retrieval alone): no perplexity to tabulate
     paired = [t for g in groups for t in paired_tables(g, base, baseline is not None, notes)]
     task_paired = [
         t for g in task_groups for t in task_tables(g, base, baseline is not None, notes)
@@ -233,9 +236,7 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
         _show(shown, groups, paired)
     if task_groups:
         written += report_tasks(task_groups, task_paired, out_dir, shown)
-    written += report_results(
-        result_tables(runs), base, baseline is not None, out_dir, shown, notes
-    )
+    written += report_results(results, base, baseline is not None, out_dir, shown, notes)
     _sign(written, block)
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         shown.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
