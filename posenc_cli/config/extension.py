@@ -29,7 +29,7 @@ def extended_length(length: int, factor: float) -> int:
     longer = length * factor
     if abs(longer - round(longer)) > 1e-9:
         raise PosencError(
-            f"extend.factor={factor:g} times the training length {length} is {longer:g} tokens",
+            f"extend.factor={factor!r} times the training length {length} is {longer!r} tokens",
             "choose a factor that gives a whole number of tokens, e.g. extend.factor=4",
         )
     return round(longer)

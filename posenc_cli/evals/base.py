@@ -17,6 +17,7 @@ from posenc_cli.common.plugins import import_all, subclasses
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.eval_sections import task_settings
 from posenc_cli.config.run_config import RunConfig, checked_section
+from posenc_cli.evals.result_view import ResultView
 
 if TYPE_CHECKING:  # torch is imported only where a task runs (compare reads results only)
     from torch import nn
@@ -49,8 +50,12 @@ class EvalTask:
     #: Which table of `posenc compare` the task's results make (report/ asks, naming no
     #: task): "by_length" (a table per setting of perplexity by length, seeds averaged, a row
     #: per evaluation variant), "synthetic" (exact match by length per synthetic task), or
-    #: None: the table its result describes under "compare" (report/result_tables.py).
+    #: None: the tables of ``result_view`` (report/result_tables.py).
     compare_view: ClassVar[str | None] = None
+
+    #: The tables `posenc compare` makes of the result when compare_view is None (none: no
+    #: table), declared here so that nothing about them is read from a received file.
+    result_view: ClassVar[ResultView | None] = None
 
     #: (field, least value) of every by-length table of the result: `posenc compare` skips a
     #: received metrics.json holding a value no run could have written (report/validity.py).

@@ -24,7 +24,7 @@ from posenc_cli.report.paired_report import (
 )
 from posenc_cli.report.paired_report import cells as paired_cells
 from posenc_cli.report.provenance import append_provenance, command_line, provenance
-from posenc_cli.report.result_report import report_results
+from posenc_cli.report.result_report import pair_results, report_results
 from posenc_cli.report.result_tables import result_tables
 from posenc_cli.report.runs import Group, Row, Stat, group_runs, load_runs
 from posenc_cli.report.settings import describe, split_keys
@@ -221,7 +221,7 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
         r.label for g in task_groups for r in g.rows
     ]
     base = choose_baseline(labels, baseline)
-    results = result_tables(runs)
+    results = pair_results(result_tables(runs, notes), base, baseline is not None, notes)
     if results and not any(g.lengths for g in groups):
         groups = []  # a study of another result (retrieval alone): no perplexity to tabulate
     paired = [t for g in groups for t in paired_tables(g, base, baseline is not None, notes)]
@@ -236,8 +236,9 @@ def compare(dirs: list[Path], out: Path | None, baseline: str | None = None) -> 
         _show(shown, groups, paired)
     if task_groups:
         written += report_tasks(task_groups, task_paired, out_dir, shown)
-    written += report_results(results, base, baseline is not None, out_dir, shown, notes)
+    written += report_results(results, out_dir, shown)
     _sign(written, block)
+    notes = list(dict.fromkeys(notes))  # a run's note once, though several tables read it
     for line in [*(f"note: {n}" for n in notes), *(f"wrote {p}" for p in written)]:
         shown.print(line, style="yellow" if line.startswith("note") else None, soft_wrap=True)
 

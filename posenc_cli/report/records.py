@@ -25,7 +25,8 @@ from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import EVAL_DIR, RunDir
 from posenc_cli.evals.instances import INSTANCES_FILE
-from posenc_cli.evals.units import UNITS_FILE
+from posenc_cli.evals.units import MAX_BYTES, UNITS_FILE
+from posenc_cli.report.result_tables import PLAIN, view_of
 from posenc_cli.report.runs import find_metrics
 
 
@@ -51,7 +52,8 @@ def _portable(value: Any) -> Any:
 
 def keep_records(sources: list[Path], dest: Path, drop: tuple[str, ...] = ()) -> list[Path]:
     """Copy the records of every run in or below ``sources`` to ``dest``, without the
-    results of ``drop``; the runs kept."""
+    results of ``drop``; the runs kept. Every run is read and checked before anything is
+    written, and ``dest`` may not lie in a source (the copies would replace the runs' own)."""
     found = find_metrics(sources)
     names = [m.parent.name for m in found]
     if twice := sorted({n for n in names if names.count(n) > 1}):
@@ -59,18 +61,17 @@ def keep_records(sources: list[Path], dest: Path, drop: tuple[str, ...] = ()) ->
             f"two runs are named {twice[0]}, so their records would share a folder",
             "keep them with two commands into two folders, or rename one run directory",
         )
+    _check_dest(dest, [*sources, *(m.parent for m in found)])
+    runs = [(m.parent, _read(m, drop)) for m in found]
     kept = []
-    for metrics in found:
-        run = metrics.parent
+    for run, data in runs:
         out = dest / run.name
         out.mkdir(parents=True, exist_ok=True)
-        data = json.loads(metrics.read_text(encoding="utf-8"))
-        data = {k: v for k, v in data.items() if k not in drop}
         copy = RunDir(out)
         write_text_atomic(copy.metrics_file, json.dumps(_portable(data), indent=2) + "\n")
         config = RunDir(run).config_file
-        if config.is_file():
-            write_text_atomic(copy.config_file, portable(config.read_text()))
+        if _plain_file(run, config):
+            write_text_atomic(copy.config_file, portable(config.read_text(encoding="utf-8")))
         for record in _records(run, data, drop):
             target = out / record.relative_to(run)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -79,30 +80,64 @@ def keep_records(sources: list[Path], dest: Path, drop: tuple[str, ...] = ()) ->
     return kept
 
 
+def _check_dest(dest: Path, sources: list[Path]) -> None:
+    where = dest.resolve()
+    if dest.exists() and not dest.is_dir():
+        raise PosencError(f"'{dest}' is not a folder", "name a new or existing folder as DEST")
+    for src in sources:
+        if where == src.resolve() or src.resolve() in where.parents:
+            raise PosencError(
+                f"'{dest}' lies in '{src}', so the copies would replace the runs' own files",
+                "keep the records in a folder outside the runs, e.g. docs/results/records/NAME",
+            )
+
+
+def _read(metrics: Path, drop: tuple[str, ...]) -> dict[str, Any]:
+    """A run's metrics.json without the results of ``drop``, checked: a regular file of at
+    most 16 MB holding a posenc run's JSON object."""
+    try:
+        if not metrics.is_file() or metrics.stat().st_size > 16 * 2**20:
+            raise ValueError("it is not a regular file of at most 16 MB")
+        data = json.loads(metrics.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "encoding" not in data:
+            raise ValueError("it is not a posenc run's metrics.json")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise PosencError(
+            f"cannot keep the records of '{metrics}': {exc}",
+            "pass only run directories posenc wrote",
+        ) from None
+    return {k: v for k, v in data.items() if k not in drop}
+
+
+def _plain_file(run: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file of at most MAX_BYTES reached from ``run`` through
+    no link (a record must not bring in a file from outside the run)."""
+    rel = path.relative_to(run).parts
+    if any((run / Path(*rel[:i])).is_symlink() for i in range(1, len(rel) + 1)):
+        return False
+    return path.is_file() and path.stat().st_size <= MAX_BYTES
+
+
 def _records(run: Path, data: dict[str, Any], drop: tuple[str, ...]) -> list[Path]:
     """The run's record files of the results in ``data``: units and instances by their fixed
-    names, and each per-instance record a result names, when it is a plain file name."""
-    found = [
-        record
-        for name in (UNITS_FILE, INSTANCES_FILE)
-        for record in run.glob(f"{EVAL_DIR}/*/{name}")
-        if record.parent.name not in drop
-    ]
-    for key, result in data.items():
-        spec = result.get("compare") if isinstance(result, dict) else None
-        name = spec.get("instances") if isinstance(spec, dict) else None
-        if isinstance(name, str) and Path(name).name == name and name not in ("", ".", ".."):
-            record = run / EVAL_DIR / key / name
-            if record.is_file() and not record.is_symlink() and Path(key).name == key:
-                found.append(record)
-    return found
+    names, and the per-instance record each result's task names (report/result_tables.py)."""
+    found = [p for name in (UNITS_FILE, INSTANCES_FILE) for p in run.glob(f"{EVAL_DIR}/*/{name}")]
+    for key in filter(PLAIN.fullmatch, data):
+        view = view_of(key)
+        if view is not None and view.instances is not None:
+            found.append(run / EVAL_DIR / key / view.instances)
+    return [p for p in found if p.parent.name not in drop and _plain_file(run, p)]
 
 
 def main(argv: list[str]) -> int:
     drop = tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--drop")
     paths = [a for i, a in enumerate(argv) if a != "--drop" and (i == 0 or argv[i - 1] != "--drop")]
-    if len(paths) < 2:
-        print("usage: python -m posenc_cli.report.records [--drop KEY]... RUN_OR_SWEEP_DIR... DEST")
+    if len(paths) < 2 or argv[-1] == "--drop" or any(a.startswith("-") for a in paths):
+        print(
+            "posenc: error: records takes [--drop KEY]... RUN_OR_SWEEP_DIR... DEST — e.g. "
+            "python -m posenc_cli.report.records outputs/study docs/results/records/study",
+            file=sys.stderr,
+        )
         return 2
     try:
         kept = keep_records([Path(a) for a in paths[:-1]], Path(paths[-1]), drop)

@@ -35,14 +35,15 @@ def plot_results(tables: list[ResultTable], path: Path) -> bool:
             handles.setdefault(label, h)
     ordered = {k: handles[k] for k in [*sorted(set(handles) - {CHANCE}), CHANCE] if k in handles}
     fig.legend(ordered.values(), ordered.keys(), loc="outside right center", frameon=False)
-    fig.suptitle(shown[0].title.split(":")[0], fontsize=13)
+    fig.suptitle(shown[0].spec.title.split(":")[0], fontsize=13)
     write_atomic(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
     return True
 
 
 def _panel(ax: Any, t: ResultTable, colors: dict[str, Any]) -> None:
     """One metric: the rows' means by length, the seeds' range, the chance level."""
-    scale = 100 if t.percent else 1
+    spec = t.spec
+    scale = 100 if spec.percent else 1
     nan = float("nan")
     for label, n, stats in t.rows:
         values = [stats.get(length) for length in t.lengths]
@@ -52,14 +53,14 @@ def _panel(ax: Any, t: ResultTable, colors: dict[str, Any]) -> None:
             low = [scale * s.lo if s else nan for s in values]
             high = [scale * s.hi if s else nan for s in values]
             ax.fill_between(t.lengths, low, high, color=colors[label], alpha=0.15, linewidth=0)
-    if t.chance is not None:
-        ax.axhline(scale * t.chance, color="0.3", linestyle="--", linewidth=1.2, label=CHANCE)
+    if spec.chance is not None:
+        ax.axhline(scale * spec.chance, color="0.3", linestyle="--", linewidth=1.2, label=CHANCE)
     ax.set_xscale("log", base=2)
     ax.set_xticks(t.lengths, [str(n) for n in t.lengths])
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("evaluation length (tokens)")
-    unit = "%" if t.percent else t.unit
-    name = t.metric.replace("_", " ")
+    unit = "%" if spec.percent else spec.unit
+    name = spec.metric.replace("_", " ")
     ax.set_ylabel(f"{name} ({unit})" if unit else name)
-    ax.set_title(t.title.split(": ", 1)[-1], fontsize=10)
+    ax.set_title(spec.title.split(": ", 1)[-1], fontsize=10)
     ax.grid(True, which="major", alpha=0.3)

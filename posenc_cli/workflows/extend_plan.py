@@ -102,6 +102,12 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
         job = _job(run_dir, where, compose(where, with_hydra=True), grid=True)
         if job is not None:
             jobs.append(job)
+    if not jobs:
+        raise PosencError(
+            "no combination of the grid is a job (a scaling method needs a RoPE parent and "
+            "extend.factor > 1)",
+            "include extend.method=none, or factors above 1",
+        )
     _check_distinct(jobs)
     return jobs, root
 
@@ -248,8 +254,12 @@ def check_passkeys(run_dir: Path, cfg: DictConfig) -> None:
         return
     check_count(share, int(cfg.train.batch_size))
     tokenizer = RunDir(run_dir).tokenizer_file
-    if tokenizer.is_file():
-        passkey_text(load_tokenizer(tokenizer), str(tokenizer), int(cfg.train.context_length))
+    if not tokenizer.is_file():
+        raise PosencError(
+            f"'{run_dir}' has no tokenizer.json, so its passkey windows cannot be written",
+            "fine-tune a language-model run on passkeys (a synthetic-task run has no text)",
+        )
+    passkey_text(load_tokenizer(tokenizer), str(tokenizer), int(cfg.train.context_length))
 
 
 def _check_overrides(overrides: list[str]) -> None:

@@ -23,6 +23,13 @@ def preflight(cfg: RunConfig, data_fit: bool = True) -> None:
             f"train without it, then `posenc eval RUN_DIR "
             f"eval.rope_scaling={cfg.eval.extrapolation.rope_scaling}`",
         )
+    if cfg.extend.passkey_share > 0 and cfg.extend.parent is None:
+        raise PosencError(
+            "extend.passkey_share is the passkey fine-tune of a trained run, not a training "
+            "setting",
+            "train without it, then `posenc extend RUN_DIR extend.factor=1 extend.method=none "
+            "extend.passkey_share=1.0` (docs/evaluation.md)",
+        )
     pick_precision(cfg.train.precision, pick_device(cfg.device))
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)

@@ -79,6 +79,10 @@ def invoke(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
             ["train", "eval.rope_scaling=yarn"],
             "eval.rope_scaling=yarn is an evaluation of a trained",
         ),
+        (
+            ["train", "extend.passkey_share=0.5"],
+            "extend.passkey_share is the passkey fine-tune of a trained run",
+        ),
         (["train", "encoding=alibi", "eval.rope_scaling=pi"], "needs a RoPE-family encoding"),
         (
             ["train", "eval.rope_factor=4"],

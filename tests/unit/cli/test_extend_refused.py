@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, models
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.compose import compose, load
 from posenc_cli.config.overrides import expand_sweep
@@ -193,14 +194,24 @@ def test_factor_1_with_none_plans_continued_training_at_the_parents_length(
 ) -> None:
     run = trained_parent(tmp_path, "rope")
     monkeypatch.chdir(tmp_path)
-    args = ["extend.factor=1", "extend.steps=5", "extend.warmup_steps=1", "extend.passkey_share=1"]
+    args = ["extend.factor=1", "extend.steps=5", "extend.warmup_steps=1"]
     (job,), root = plan_jobs(run, args)
     assert root is None and job.cfg is not None and job.planned is not None
     t = job.cfg.train
     assert (t.context_length, t.batch_size, t.steps) == (128, 8, 5)  # the parent's L and batch
     ext = job.cfg.extend
-    assert (ext.method, ext.factor, ext.original_length, ext.passkey_share) == ("none", 1, 128, 1)
+    assert (ext.method, ext.factor, ext.original_length, ext.passkey_share) == ("none", 1, 128, 0)
     assert job.planned.name.endswith("-rope-nonex1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def test_passkeys_for_a_parent_without_a_tokenizer_are_refused_before_anything_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PosencError, match="has no tokenizer.json, so its passkey windows"):
+        plan_jobs(run, ["extend.factor=1", "extend.steps=5", "extend.passkey_share=1"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
 
 
@@ -251,3 +262,11 @@ def test_passkey_windows_that_cannot_be_made_are_refused_before_anything_is_crea
     assert line.startswith("posenc: error: ") and expected in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_grid_with_no_job_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PosencError, match="no combination of the grid is a job"):
+        plan_jobs(run, ["extend.factor=1", "extend.method=yarn,pi", "extend.steps=2"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]

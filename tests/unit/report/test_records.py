@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from posenc_cli.common.errors import PosencError
 from posenc_cli.report.records import keep_records
 
 
@@ -48,22 +49,51 @@ def test_only_whole_path_components_are_shortened(
 
 
 def test_a_named_instance_record_is_kept_and_dropped_results_are_not(tmp_path: Path) -> None:
-    """The per-instance record a result names travels with it; --drop leaves out a result and
-    its records; a name that would leave the run's eval folder is not followed."""
+    """The per-instance record a result's task names travels with it; --drop leaves out a
+    result and its records; a record that is a link out of the run is not followed."""
     run = tmp_path / "runs" / "rope-seed0"
-    for key in ("extrapolation", "retrieval", "sneaky"):
+    for key in ("extrapolation", "retrieval", "length_generalization"):
         (run / "eval" / key).mkdir(parents=True)
     (run / "eval" / "extrapolation" / "units.csv").write_text("protocol,length\n")
     (run / "eval" / "retrieval" / "passkeys.csv").write_text("length,instance\n")
-    (run / "secret.txt").write_text("not a record")
-    metrics = {
-        "encoding": "rope",
-        "extrapolation": {"ppl": {}},
-        "retrieval": {"compare": {"instances": "passkeys.csv"}},
-        "sneaky": {"compare": {"instances": "../../secret.txt"}},
-    }
+    (tmp_path / "secret.txt").write_text("not a record")
+    (run / "eval" / "length_generalization" / "instances.csv").symlink_to(tmp_path / "secret.txt")
+    metrics = {"encoding": "rope", "extrapolation": {}, "retrieval": {}, "..": {}}
     (run / "metrics.json").write_text(json.dumps(metrics))
     (kept,) = keep_records([tmp_path / "runs"], tmp_path / "records", drop=("extrapolation",))
     files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file())
     assert files == ["eval/retrieval/passkeys.csv", "metrics.json"]
     assert "extrapolation" not in json.loads((kept / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize("where", ["runs", "runs/rope-seed0", "runs/rope-seed0/eval"])
+def test_records_are_never_kept_inside_the_runs(tmp_path: Path, where: str) -> None:
+    run = tmp_path / "runs" / "rope-seed0"
+    (run / "eval").mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"encoding": "rope", "retrieval": {}}))
+    before = (run / "metrics.json").read_text()
+    with pytest.raises(PosencError, match="would replace the runs' own files"):
+        keep_records([tmp_path / "runs"], tmp_path / where, drop=("retrieval",))
+    assert (run / "metrics.json").read_text() == before
+
+
+@pytest.mark.parametrize("text", ["{", "[1]", '{"seed": 0}'])
+def test_a_metrics_file_posenc_did_not_write_is_one_line_and_nothing_is_kept(
+    tmp_path: Path, text: str
+) -> None:
+    good, bad = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    for run in (good, bad):
+        run.mkdir(parents=True)
+    (good / "metrics.json").write_text(json.dumps({"encoding": "rope"}))
+    (bad / "metrics.json").write_text(text)
+    with pytest.raises(PosencError, match="cannot keep the records of"):
+        keep_records([tmp_path / "runs"], tmp_path / "records")
+    assert not (tmp_path / "records").exists()
+
+
+def test_the_command_line_refuses_a_dangling_drop_in_one_line(capsys) -> None:
+    from posenc_cli.report.records import main
+
+    assert main(["outputs/x", "docs/y", "--drop"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("posenc: error: records takes") and err.count("\n") == 1

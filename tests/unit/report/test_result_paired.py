@@ -14,7 +14,7 @@ import pytest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.instance_scores import read_scores, scores_csv
 from posenc_cli.evals.paired import LEVEL, RESAMPLES, SEED, seed_draws
-from posenc_cli.evals.tasks.retrieval import COMPARE, PAIRED, PASSKEYS_FILE
+from posenc_cli.evals.tasks.retrieval import PAIRED, PASSKEYS_FILE
 from posenc_cli.evals.units import UnitsFileError
 from posenc_cli.report.compare import compare
 
@@ -41,7 +41,6 @@ def write_run(root: Path, encoding: str, seed: int, digest: str = "d") -> Path:
         "lengths": LENGTHS,
         "keys": N,
         "skipped": {},
-        "compare": COMPARE,
         "digit_accuracy": {str(n): float(a.mean()) for n, (a, _) in per.items()},
         "lift": {str(n): float(g.mean()) for n, (_, g) in per.items()},
         "instances_sha256": {str(n): f"{digest}{n}" for n in LENGTHS},
@@ -134,7 +133,7 @@ def test_runs_on_other_instances_are_refused_when_asked(tmp_path: Path) -> None:
     write_run(tmp_path / "runs", "alibi", 0, digest="other")
     with pytest.raises(PosencError, match="different instances"):
         compare([tmp_path / "runs"], tmp_path / "out", baseline="rope")
-    assert not (tmp_path / "out" / "retrieval_paired.csv").exists()
+    assert not (tmp_path / "out").exists()  # refused before anything is written
 
 
 def test_a_run_without_the_record_keeps_its_mean_row_only(
@@ -163,3 +162,49 @@ def test_a_record_posenc_could_not_have_written_is_refused(tmp_path: Path, text:
     path.write_text(text)
     with pytest.raises(UnitsFileError):
         read_scores(path, PAIRED)
+
+
+def test_a_record_that_is_not_the_runs_own_is_not_paired(
+    runs: Path, tmp_path: Path, capsys
+) -> None:
+    """A swapped or edited passkeys.csv disagrees with the run's means: the row stays in the
+    mean table, unpaired, and a note says why; so does a record that is a link."""
+    edited = runs / "t5-0" / "eval" / "retrieval" / PASSKEYS_FILE
+    lines = edited.read_text().splitlines()
+    length, instance, acc, lift = lines[1].split(",")
+    lines[1] = ",".join([length, instance, "1.0" if float(acc) < 1 else "0.0", lift])
+    edited.write_text("\n".join(lines) + "\n")
+    linked = runs / "alibi-1" / "eval" / "retrieval" / PASSKEYS_FILE
+    linked.unlink()
+    linked.symlink_to(runs / "alibi-0" / "eval" / "retrieval" / PASSKEYS_FILE)
+    compare([runs], tmp_path / "out")
+    assert not (tmp_path / "out" / "retrieval_paired.csv").exists()  # t5, alibi: unpaired
+    assert (tmp_path / "out" / "retrieval.md").read_text().count("| t5 | 3 |") == 2
+    out = capsys.readouterr().out
+    assert "its mean digit_accuracy at length" in out and "of its own" in out
+
+
+def test_received_numbers_outside_the_tables_bounds_leave_the_run_out(
+    runs: Path, tmp_path: Path, capsys
+) -> None:
+    path = runs / "t5-0" / "metrics.json"
+    metrics = json.loads(path.read_text())
+    metrics["retrieval"]["digit_accuracy"]["128"] = 50.0
+    metrics["retrieval"]["lift"]["²"] = 1.0
+    path.write_text(json.dumps(metrics))
+    compare([runs], tmp_path / "out")
+    page = (tmp_path / "out" / "retrieval.md").read_text()
+    assert page.count("| t5 | 2 |") == 4  # both tables and both paired tables: seeds 1, 2
+    assert "outside [0, 1]" in capsys.readouterr().out
+
+
+def test_a_result_key_is_never_a_path(runs: Path, tmp_path: Path) -> None:
+    """Only a registered task's plain key makes files; a key that is a path makes none."""
+    for run in runs.iterdir():
+        metrics = json.loads((run / "metrics.json").read_text())
+        metrics["../../escaped"] = metrics["retrieval"]
+        metrics["comparison"] = metrics.pop("retrieval")
+        (run / "metrics.json").write_text(json.dumps(metrics))
+    compare([runs], tmp_path / "out")
+    assert not list(tmp_path.glob("escaped*")) and not list(tmp_path.glob("**/escaped*"))
+    assert "passkey" not in (tmp_path / "out" / "comparison.md").read_text()
