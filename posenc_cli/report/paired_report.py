@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,13 +87,23 @@ def choose_baseline(labels: list[str], asked: str | None) -> str | None:
     else None (each table's first row)."""
     labels = sorted(set(labels))
     if asked is None:
-        return DEFAULT_BASELINE if DEFAULT_BASELINE in labels else None
-    if asked not in labels:
+        return _row_of(DEFAULT_BASELINE, labels)
+    found = _row_of(asked, labels)
+    if found is None:
         raise PosencError(
             f"--baseline {asked} is not a row of the comparison",
             f"pass one of: {', '.join(labels)}",
         )
-    return asked
+    return found
+
+
+def _row_of(name: str, labels: list[str]) -> str | None:
+    """The row called ``name``, else the only row of that encoding ('rope, 1000 steps @128'
+    for 'rope' when the runs are all extensions), else None."""
+    if name in labels:
+        return name
+    same = [label for label in labels if re.split(r", | \+ | \(", label)[0] == name]
+    return same[0] if len(same) == 1 else None
 
 
 def paired_tables(

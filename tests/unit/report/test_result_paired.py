@@ -208,3 +208,17 @@ def test_a_result_key_is_never_a_path(runs: Path, tmp_path: Path) -> None:
     compare([runs], tmp_path / "out")
     assert not list(tmp_path.glob("escaped*")) and not list(tmp_path.glob("**/escaped*"))
     assert "passkey" not in (tmp_path / "out" / "comparison.md").read_text()
+
+
+def test_the_baseline_is_the_only_row_of_its_encoding_when_no_row_is_named_so() -> None:
+    """Runs that are all extensions have labels such as 'rope, 1000 steps @128': rope is still
+    the default baseline, and --baseline alibi finds its row; two rope rows are ambiguous."""
+    from posenc_cli.report.paired_report import choose_baseline
+
+    labels = ["alibi, 1000 steps @128", "rope, 1000 steps @128", "t5, 1000 steps @128"]
+    assert choose_baseline(labels, None) == "rope, 1000 steps @128"
+    assert choose_baseline(labels, "alibi") == "alibi, 1000 steps @128"
+    assert choose_baseline(["rope", "rope + yarn x4"], None) == "rope"
+    assert choose_baseline(["rope, 10 steps @128", "rope, 20 steps @128"], None) is None
+    with pytest.raises(PosencError, match="--baseline none is not a row"):
+        choose_baseline(labels, "none")
