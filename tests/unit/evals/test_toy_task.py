@@ -13,6 +13,7 @@ from posenc_cli.common.console import console
 from posenc_cli.config.run_config import typed
 from posenc_cli.evals.base import EvalTask, task_of
 from posenc_cli.evals.run import EvalWriters, apply_overrides
+from posenc_cli.evals.result_view import MetricTable, ResultView
 from posenc_cli.evals.runner import run_tasks
 
 
@@ -21,13 +22,13 @@ class MeanToken(EvalTask):
 
     name = "mean_token"
     defaults = {"scale": 2.0}
+    result_view = ResultView((MetricTable("by_length", "mean token by length"),))
 
     def run(self, model: Any, data: Any, cfg: Any, rt: Any) -> dict[str, Any]:
         value = float(self.settings(cfg).scale) * float(data.val.mean())
         return {
             "value": value,
             "by_length": {"16": value},
-            "compare": {"metric": "by_length", "title": "mean token by length"},
         }
 
     def log(self, writer: Any, key: str, result: dict[str, Any], cfg: Any) -> None:
@@ -126,7 +127,6 @@ def test_compare_shows_its_table_by_length_averaged_over_seeds(tmp_path: Path, c
         run.mkdir()
         result = {
             "by_length": {"16": value},
-            "compare": {"metric": "by_length", "title": "mean token by length"},
         }
         (run / "metrics.json").write_text(
             json.dumps({"encoding": "rope", "seed": seed, "mean_token": result})
