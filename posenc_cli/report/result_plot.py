@@ -55,6 +55,8 @@ def _panel(ax: Any, t: ResultTable, colors: dict[str, Any]) -> None:
             ax.fill_between(t.lengths, low, high, color=colors[label], alpha=0.15, linewidth=0)
     if spec.chance is not None:
         ax.axhline(scale * spec.chance, color="0.3", linestyle="--", linewidth=1.2, label=CHANCE)
+    if spec.percent:
+        ax.set_ylim(bottom=0)  # a rate: its distance from chance and from 0 both show
     ax.set_xscale("log", base=2)
     ax.set_xticks(t.lengths, [str(n) for n in t.lengths])
     ax.xaxis.set_minor_formatter(NullFormatter())
