@@ -3,8 +3,8 @@ scores at chance on passkey retrieval (evals/tasks/retrieval.py), so that evalua
 tell its encodings apart; a short fine-tune on windows laid out as its instances teaches the
 task. A passkey window is scored on the key's digits only: with the loss on every token, the
 five answer targets are 4 % of a 128-token window, and 1,500 steps of such windows left the
-quick model's digit accuracy at chance (10 %), while 600 steps on the digits alone reached 31 %
-(rope, seed 0, docs/results/retrieval.md).
+quick model guessing the digits (2.34 nats on them; ln 10 = 2.30), while 1,000 steps on the
+digits alone reached 37 % digit accuracy (rope, seed 0, docs/results/retrieval.md).
 
 A window of L + 1 tokens (x: the first L, y: the same shifted by one) is a stretch of training
 text with the key sentence ("the pass key is 71432. remember it.") at a uniformly random depth,
