@@ -12,8 +12,8 @@ from posenc_cli.cli.console import print_eval_result, print_run_summary
 from posenc_cli.common.console import console
 from posenc_cli.config.run_config import typed
 from posenc_cli.evals.base import EvalTask, task_of
-from posenc_cli.evals.run import EvalWriters, apply_overrides
 from posenc_cli.evals.result_view import MetricTable, ResultView
+from posenc_cli.evals.run import EvalWriters, apply_overrides
 from posenc_cli.evals.runner import run_tasks
 
 
