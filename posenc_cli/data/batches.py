@@ -33,8 +33,13 @@ def windows(
     """Inputs and next-token targets of the windows starting at ``starts``."""
     rows = np.stack([np.asarray(ids[s : s + context_length + 1], dtype=np.int64) for s in starts])
     xy = torch.from_numpy(rows)
-    x = xy[:, :-1]
-    y = xy[:, 1:]
+    return to_device(xy[:, :-1], xy[:, 1:], device)
+
+
+def to_device(
+    x: torch.Tensor, y: torch.Tensor, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch on ``device``; to a GPU through pinned memory, so the copy overlaps compute."""
     if str(device).startswith("cuda"):
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
             device, non_blocking=True

@@ -26,6 +26,7 @@ import torch
 from tokenizers import Tokenizer
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.data.batches import to_device
 from posenc_cli.data.passkey_text import KEY_DIGITS, digit_ids, key_tokens
 
 #: The target the loss skips (F.cross_entropy's default ignore_index; synthetic tasks' IGNORE).
@@ -150,4 +151,4 @@ def passkey_batch(
     xy = torch.from_numpy(rows)
     y = xy[:, 1:].clone()
     y[:, :-KEY_DIGITS] = IGNORE  # the loss reads the key's digits only
-    return xy[:, :-1].to(device), y.to(device)
+    return to_device(xy[:, :-1], y, device)

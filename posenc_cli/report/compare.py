@@ -15,6 +15,7 @@ from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.keys import TAIL
+from posenc_cli.report.output_dir import writing_into
 from posenc_cli.report.paired_report import (
     LEGEND,
     PairedTable,
@@ -185,8 +186,7 @@ def write_outputs(
     from posenc_cli.report.plots import plot_loss_by_position, plot_ppl_vs_length
 
     paths = [out_dir / name for name in OUTPUTS]
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    with writing_into(out_dir):
         write_csv(groups, paths[0])
         write_text_atomic(paths[1], markdown(groups, paired))
         for plot, path in zip((plot_ppl_vs_length, plot_loss_by_position), paths[2:], strict=True):
@@ -198,11 +198,6 @@ def write_outputs(
             paths.append(out_dir / "ratio_vs_length.png")
         else:
             (out_dir / "ratio_vs_length.png").unlink(missing_ok=True)
-    except OSError as exc:
-        raise PosencError(
-            f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
-            "choose a writable directory with --out DIR",
-        ) from exc
     return [p for p in paths if p.exists()]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.atomic import write_text_atomic
-from posenc_cli.common.errors import PosencError
+from posenc_cli.report.output_dir import writing_into
 from posenc_cli.report.paired_report import PairedTable, write_paired
 from posenc_cli.report.paired_report import cells as paired_cells
 from posenc_cli.report.result_paired import LEGEND, result_paired
@@ -37,8 +37,7 @@ def report_results(pairs: Paired, out_dir: Path, console: Any) -> list[Path]:
     paths: list[Path] = []
     for key, group in by_key.items():
         _show(console, group)
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
+        with writing_into(out_dir):
             write_text_atomic(out_dir / f"{key}.md", _markdown(group))
             paths.append(out_dir / f"{key}.md")
             paths += write_paired([p for _, p in group if p], out_dir, f"{key}_paired.csv")
@@ -47,11 +46,6 @@ def report_results(pairs: Paired, out_dir: Path, console: Any) -> list[Path]:
                 paths.append(figure)
             else:
                 figure.unlink(missing_ok=True)
-        except OSError as exc:
-            raise PosencError(
-                f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
-                "choose a writable directory with --out DIR",
-            ) from exc
     return paths
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from posenc_cli.common.atomic import write_text_atomic
-from posenc_cli.common.errors import PosencError
 from posenc_cli.evals.base import view_task
 from posenc_cli.report import task_overview
+from posenc_cli.report.output_dir import writing_into
 from posenc_cli.report.paired_report import PairedTable, write_paired
 from posenc_cli.report.paired_report import cells as paired_cells
 from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
@@ -213,8 +213,7 @@ def report_tasks(
     if paired:
         console.print(LEGEND, style="dim", soft_wrap=True)
     paths = [out_dir / "tasks.md", out_dir / "tasks.csv"]
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    with writing_into(out_dir):
         write_text_atomic(paths[0], markdown(groups, paired))
         write_csv(groups, paths[1])
         paths += write_paired(paired, out_dir, "tasks_paired.csv")
@@ -224,9 +223,4 @@ def report_tasks(
             png = out_dir / f"exact_match_{stem}.png"
             if plot_task(g, png, title(g)):
                 paths.append(png)
-    except OSError as exc:
-        raise PosencError(
-            f"cannot write the comparison to '{out_dir}': {exc.strerror or exc}",
-            "choose a writable directory with --out DIR",
-        ) from exc
     return paths
