@@ -38,7 +38,9 @@ def test_phases_add_up_and_the_rate_counts_only_steps() -> None:
     assert clock.total == pytest.approx(sum(clock.seconds.values()))
     assert clock.tokens_per_s == pytest.approx(1000 / clock.seconds["steps"])
     record = clock.record()
-    assert record["wall_time_s"] == round(clock.total, 2)
+    # the wall time is the sum of the phases as written, within their rounding of the clock
+    assert record["wall_time_s"] == round(sum(record["time_s"].values()), 2)
+    assert abs(record["wall_time_s"] - clock.total) <= 0.005 * len(record["time_s"]) + 1e-9
     assert "unattributed" not in record["time_s"]  # shown only when an old checkpoint had it
     assert PhaseClock().tokens_per_s is None
 
