@@ -89,13 +89,21 @@ def unit_draws(n_units: int, resamples: int = RESAMPLES, seed: int = SEED) -> np
     return draws
 
 
+@functools.lru_cache(maxsize=8)
+def _unit_weights(n_units: int, resamples: int, seed: int) -> np.ndarray:
+    """``unit_draws`` as floats, converted once: every comparison multiplies them by losses."""
+    weights = unit_draws(n_units, resamples, seed).astype(float)
+    weights.flags.writeable = False
+    return weights
+
+
 def unit_draw_chunks(
     n_units: int, resamples: int = RESAMPLES, seed: int = SEED, cached: bool = True
 ) -> Iterator[np.ndarray]:
     """The rows of ``unit_draws`` in blocks: all at once (cached) when they are few, else
     drawn afresh in blocks of bounded memory (small units over a long text)."""
     if cached and n_units * resamples <= CHUNK_ENTRIES:
-        yield unit_draws(n_units, resamples, seed)
+        yield _unit_weights(n_units, resamples, seed)
         return
     yield from draw_chunks(np.random.default_rng([seed, 0]), n_units, resamples)
 
@@ -125,7 +133,7 @@ def paired_difference(
     parts, done = [], 0
     for w in unit_draw_chunks(n.size, resamples):
         rows = slice(done, done + len(w))
-        w = w.astype(float)
+        w = np.asarray(w, dtype=float)  # the cached blocks are floats already
         diff = seeds_a[rows] @ a - seeds_b[rows] @ b
         parts.append((diff * w).sum(axis=1) / (w @ n))
         done += len(w)
