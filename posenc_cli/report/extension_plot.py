@@ -3,7 +3,8 @@
 A grid of methods x fine-tuning steps is some twenty lines; a colour per row label cannot be
 read. Here a line's colour says its method (or its encoding, when several parents share the
 figure), dashed means no fine-tuning (the parent, or the parent evaluated with a method), and
-the marker and width say how many steps it was fine-tuned. Two legends spell out both keys.
+the marker and width say how many steps it was fine-tuned and at which length (continued
+training at L and at 4L are different runs of the same method). Two legends spell out both keys.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def kind_of(row: Row) -> Kind:
     return Kind(base, "none", 0, None)
 
 
+def _fewest_steps(key: tuple[int, int | None]) -> tuple[int, int]:
+    return key[0], key[1] or 0
+
+
 def _method_order(method: str) -> tuple[int, str]:
     known = method in ROPE_SCALING_METHODS
     return (ROPE_SCALING_METHODS.index(method) if known else len(ROPE_SCALING_METHODS), method)
@@ -62,7 +67,8 @@ class ExtensionStyles:
 
     kinds: dict[int, Kind]
     colours: dict[str, Any]
-    steps: list[int]
+    #: (steps, length fine-tuned at) of the fine-tuned rows, in the order of their markers.
+    steps: list[tuple[int, int | None]]
     by_method: bool
 
     def colour_key(self, kind: Kind) -> str:
@@ -75,7 +81,7 @@ class ExtensionStyles:
         """matplotlib keywords for the row's line."""
         kind = self.kinds[id(row)]
         return {
-            **_steps_style(self.steps.index(kind.steps) if kind.steps else None),
+            **_steps_style(self.steps.index((kind.steps, kind.length)) if kind.steps else None),
             "color": self.colours[self.colour_key(kind)],
         }
 
@@ -99,10 +105,9 @@ class ExtensionStyles:
         if not self.by_method and any(" + " in key for key in self.colours):
             title = "encoding + method (colour)"
         _legend(fig, colour, title, "upper")
-        lengths = {k.length for k in self.kinds.values() if k.steps}
-        at = f" @{lengths.pop()}" if len(lengths) == 1 else ""
         lines = {"no fine-tuning": Line2D([], [], color="0.4", **_steps_style(None))}
-        for i, steps in enumerate(self.steps):
+        for i, (steps, length) in enumerate(self.steps):
+            at = f" @{length}" if length else ""
             lines[f"{steps} steps{at}"] = Line2D([], [], color="0.4", **_steps_style(i))
         if any(k.steps and k.length for k in self.kinds.values()):
             guides = {**guides, FINE_TUNED: Line2D([], [], color="0.35", linestyle=":")}
@@ -141,7 +146,7 @@ def extension_styles(groups: list[Group]) -> ExtensionStyles | None:
     styles = ExtensionStyles(
         kinds,
         {},
-        sorted({k.steps for k in kinds.values() if k.steps}),
+        sorted({(k.steps, k.length) for k in kinds.values() if k.steps}, key=_fewest_steps),
         len({k.base for k in kinds.values()}) == 1,
     )
     ordered = sorted(kinds.values(), key=lambda k: (k.base, _method_order(k.method)))

@@ -17,13 +17,15 @@ from posenc_cli.report.runs import Group, group_runs, load_runs
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _extension(fake_metrics, encoding: str, method: str, steps: int) -> dict[str, Any]:
+def _extension(
+    fake_metrics, encoding: str, method: str, steps: int, length: int = 512
+) -> dict[str, Any]:
     """A fine-tuned run's metrics.json: trained at 512 from a parent trained at 128."""
     m = fake_metrics(encoding, 0, train_length=512)
     m["steps"] = steps
     m["train_tokens"] = 1000
     parent = {"path": encoding, "step": 2000, "train_length": 128, "steps": 2000}
-    m["extend"] = {"method": method, "steps": steps, "train_length": 512, "factor": 4.0}
+    m["extend"] = {"method": method, "steps": steps, "train_length": length, "factor": length / 128}
     m["extend"]["parent"] = {**parent, "train_tokens": 2048000}
     return m
 
@@ -53,7 +55,7 @@ def rope_grid(tmp_path_factory: pytest.TempPathFactory, fake_metrics, write_run)
 def test_one_parent_gets_a_colour_per_method_and_a_line_per_step_count(rope_grid: Path) -> None:
     (group,) = groups = _groups(rope_grid)
     styles = extension_styles(groups)
-    assert styles is not None and styles.by_method and styles.steps == [100, 400]
+    assert styles is not None and styles.by_method and styles.steps == [(100, 512), (400, 512)]
     line = {row.label: styles.line(row) for row in group.rows}
     assert len(line) == 9
     assert line["rope"]["color"] == PARENT_COLOUR and line["rope"]["linestyle"] == "--"
@@ -65,6 +67,20 @@ def test_one_parent_gets_a_colour_per_method_and_a_line_per_step_count(rope_grid
     long = line["rope + pi, 400 steps @512"]
     assert (short["linestyle"], short["marker"], long["marker"]) == ("-", *MARKERS[:2])
     assert long["linewidth"] > short["linewidth"]
+
+
+def test_continued_training_at_l_and_at_4l_get_their_own_markers(
+    tmp_path: Path, fake_metrics, write_run
+) -> None:
+    write_run(tmp_path, "rope", fake_metrics("rope", 0))
+    write_run(tmp_path, "none-512", _extension(fake_metrics, "rope", "none", 400))
+    write_run(tmp_path, "none-128", _extension(fake_metrics, "rope", "none", 400, length=128))
+    (group,) = groups = _groups(tmp_path)
+    styles = extension_styles(groups)
+    assert styles is not None and styles.steps == [(400, 128), (400, 512)]
+    line = {row.label: styles.line(row) for row in group.rows}
+    at_l, at_4l = line["rope, 400 steps @128"], line["rope, 400 steps @512"]
+    assert at_l["color"] == at_4l["color"] and (at_l["marker"], at_4l["marker"]) == MARKERS[:2]
 
 
 def test_several_parents_get_a_colour_per_encoding(tmp_path: Path, fake_metrics, write_run) -> None:

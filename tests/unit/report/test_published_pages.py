@@ -31,7 +31,8 @@ def regenerable() -> list[Path]:
     """One Markdown file per page folder whose command reads committed records only (every
     file compare wrote there names the same command)."""
     out = {}
-    for md in sorted(RESULTS.glob("*/*.md")):
+    pages = (p for p in sorted(RESULTS.rglob("*.md")) if p.parent != RESULTS)
+    for md in (p for p in pages if "records" not in p.relative_to(RESULTS).parts):
         match = COMMAND.search(md.read_text(encoding="utf-8"))
         if match and RECORDS in match.group(1):
             out.setdefault(md.parent, md)
