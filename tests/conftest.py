@@ -157,6 +157,12 @@ def _encoding_cfg(name: str) -> Any:
 
 
 @pytest.fixture(scope="session")
+def encoding_config() -> Callable[[str], Any]:
+    """encoding_config(name): configs/encoding/<name>.yaml as the tiny models read it."""
+    return _encoding_cfg
+
+
+@pytest.fixture(scope="session")
 def model_sizes() -> dict[str, int]:
     """The sizes make_model and tokens use (the learned table holds small_max_len rows)."""
     return {

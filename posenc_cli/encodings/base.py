@@ -205,6 +205,12 @@ class PositionalEncoding(nn.Module):
         """Multiplier of q·k before the softmax."""
         return head_dim**-0.5
 
+    def caveats(self) -> list[str]:
+        """What makes this instance differ from what its name promises, though every value is
+        valid (a hybrid pattern the model is too shallow to reach): printed as warnings when a
+        run starts, so a study does not mistake it for the encoding it names."""
+        return []
+
     def check_length(self, length: int) -> None:
         """Raise when the encoding cannot represent ``length`` positions (absolute tables)."""
         if self.max_len is not None and length > self.max_len:

@@ -66,6 +66,26 @@ class HybridEncoding(RotaryEncoding):
             return super().transform_qk(q_BHTE, k_BHSE, pos_T, pos_S, layer)
         return q_BHTE, k_BHSE
 
+    def caveats(self) -> list[str]:
+        """A pattern whose first ``none`` lies beyond the last layer makes the model RoPE (and
+        one without ``rope`` in reach makes it NoPE): valid, but not a hybrid."""
+        kinds = {self.pattern[layer % len(self.pattern)] for layer in range(self.n_layers)}
+        if len(kinds) > 1:
+            return []
+        (kind,) = kinds
+        missing = "none" if kind == "rope" else "rope"
+        if missing in self.pattern:
+            first = self.pattern.index(missing)
+            why = f"its first '{missing}' is layer {first}"
+            fix = f"use model.n_layers={first + 1} or more, or a shorter encoding.pattern"
+        else:
+            why, fix = f"it has no '{missing}'", f"add '{missing}' to encoding.pattern"
+        name = self.config_name or type(self).__name__
+        return [
+            f"encoding={name} with model.n_layers={self.n_layers}: every layer is '{kind}' "
+            f"(pattern {self.pattern}: {why}), so this run is not a hybrid — {fix}"
+        ]
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, pattern={self.pattern}"
 

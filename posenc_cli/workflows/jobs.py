@@ -44,6 +44,8 @@ def run_training(
             _keep_tokenizer(run_dir, data, rt.is_main)
         same_tokenizer(data.tokenizer_path, cfg)
     trainer = Trainer(cfg, run_dir, rt, data)
+    for caveat in trainer.lm.encoding.caveats():
+        console.print(f"warning: {caveat}", style="yellow", soft_wrap=True)
     try:
         resumed = resume and _resume(trainer)
         if not resumed and cfg.extend.parent is not None:

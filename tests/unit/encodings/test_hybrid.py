@@ -13,9 +13,12 @@ from omegaconf import OmegaConf
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.encoding_checks import check_encoding
+from posenc_cli.config.run_config import typed
 from posenc_cli.encodings import Span, build_encoding
 from posenc_cli.encodings.hybrid import HybridEncoding
 from posenc_cli.model.context import AttentionContext
+from posenc_cli.workflows.jobs import run_training
+from tests.helpers.configs import FOUR_STEPS
 
 CPU = torch.device("cpu")
 
@@ -169,3 +172,41 @@ def test_a_window_that_hides_nothing_is_refused_before_anything_is_built() -> No
     with pytest.raises(PosencError, match=r"^encoding\.window=64 hides no key .* longest is 64"):
         check_encoding(cfg)
     check_encoding(compose(["encoding=rnope_swa", "train.context_length=64", "eval.factors=[1,2]"]))
+
+
+@pytest.mark.parametrize(
+    ("n_layers", "pattern", "expected"),
+    [
+        (4, ["rope", "rope", "rope", "none"], None),
+        (2, ["rope", "rope", "rope", "none"], "every layer is 'rope'"),
+        (3, ["rope", "rope", "rope", "none"], "model.n_layers=4 or more"),
+        (2, ["none", "none", "rope"], "every layer is 'none'"),
+        (5, ["rope"], "add 'none' to encoding.pattern"),
+    ],
+)
+def test_a_pattern_the_model_is_too_shallow_to_mix_is_named(
+    n_layers: int, pattern: list[str], expected: str | None
+) -> None:
+    """2 layers of [rope, rope, rope, none] never reach the NoPE layer: the run is RoPE, and a
+    study that reads it as a hybrid is misled, so the run says so when it starts."""
+    enc = HybridEncoding(64, 4, 16, n_layers, 10000.0, 1.0, 1.0, "hf", pattern)
+    caveats = enc.caveats()
+    if expected is None:
+        assert caveats == []
+    else:
+        assert len(caveats) == 1 and expected in caveats[0] and "not a hybrid" in caveats[0]
+
+
+@pytest.mark.encodings
+def test_no_encoding_has_a_caveat_at_four_layers(encoding_config, name: str) -> None:
+    """Four layers reach every preset's NoPE layer, and no other encoding has caveats."""
+    enc = build_encoding(encoding_config(name), 32, 4, 4)
+    assert enc.caveats() == []
+
+
+def test_a_run_too_shallow_for_its_pattern_warns_when_it_starts(tmp_path, corpus, capsys) -> None:
+    """`posenc train encoding=hybrid model=tiny` (2 layers) trains RoPE: the run says so."""
+    cfg = compose(["encoding=hybrid", *FOUR_STEPS, f"data.path={corpus}", "eval.at_end=false"])
+    run_training(typed(cfg), tmp_path)
+    out = capsys.readouterr().out
+    assert "warning: encoding=hybrid with model.n_layers=2: every layer is 'rope'" in out
