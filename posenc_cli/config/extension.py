@@ -16,6 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import MAX_CONTEXT
 
 
 def is_extension(cfg: DictConfig) -> bool:
@@ -25,12 +26,19 @@ def is_extension(cfg: DictConfig) -> bool:
 
 
 def extended_length(length: int, factor: float) -> int:
-    """S·L, refused when it is not a whole number of tokens."""
+    """S·L, refused when it is not a whole number of tokens or longer than any length a
+    config may train at (train.context_length's bound)."""
     longer = length * factor
     if abs(longer - round(longer)) > 1e-9:
         raise PosencError(
             f"extend.factor={factor!r} times the training length {length} is {longer!r} tokens",
             "choose a factor that gives a whole number of tokens, e.g. extend.factor=4",
+        )
+    if longer > MAX_CONTEXT:
+        raise PosencError(
+            f"extend.factor={factor:g} times the training length {length} is {longer:g} "
+            f"tokens, above the longest context posenc runs ({MAX_CONTEXT})",
+            f"choose extend.factor <= {MAX_CONTEXT // length}",
         )
     return round(longer)
 

@@ -20,7 +20,7 @@ def _add(*terms: int) -> int:
     return sum(int(t) for t in terms)
 
 
-def _folder_name(text: str) -> str:
+def folder_name(text: str) -> str:
     """${posenc.folder_name:${hydra:job.override_dirname}}: one sweep job's folder, never a
     path (a swept data.path=dir/a.txt names the folder data.path=dir_a.txt, inside the sweep)."""
     return str(text).replace("/", "_").replace("\\", "_") or "job"
@@ -30,7 +30,7 @@ def register() -> None:
     if not OmegaConf.has_resolver("posenc.add"):
         OmegaConf.register_new_resolver("posenc.add", _add)
     if not OmegaConf.has_resolver("posenc.folder_name"):
-        OmegaConf.register_new_resolver("posenc.folder_name", _folder_name)
+        OmegaConf.register_new_resolver("posenc.folder_name", folder_name)
 
 
 def readable(expression: str) -> str:

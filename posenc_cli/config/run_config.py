@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ValidationError
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.config.errors import unknown_key
 from posenc_cli.config.schema import (
     BenchConfig,
     EvalConfig,
@@ -117,22 +118,22 @@ def typed(cfg: DictConfig) -> RunConfig:
             description=str(enc.get("description", "")),
             paper=str(enc.get("paper", "")),
         ),
-        model=_section(ModelConfig, values["model"]),
-        data=_section(DataConfig, values["data"]),
-        train=_section(TrainConfig, values["train"]),
+        model=_section(ModelConfig, values["model"], "model"),
+        data=_section(DataConfig, values["data"], "data"),
+        train=_section(TrainConfig, values["train"], "train"),
         eval=_eval_settings(ev),
-        extend=_section(ExtendConfig, values["extend"]),
+        extend=_section(ExtendConfig, values["extend"], "extend"),
         task=task_config(dict(values.get("task") or {})),
         seed=int(values["seed"]),
         device=str(values["device"]),
         resume=values.get("resume"),
-        bench=_section(BenchConfig, values["bench"]) if "bench" in values else None,
+        bench=_section(BenchConfig, values["bench"], "bench") if "bench" in values else None,
     )
 
 
 def _eval_settings(ev: dict[str, Any]) -> EvalSettings:
     own = {f.name for f in dataclasses.fields(EvalConfig)}
-    typed_keys = _section(EvalConfig, {k: v for k, v in ev.items() if k in own})
+    typed_keys = _section(EvalConfig, {k: v for k, v in ev.items() if k in own}, "eval")
     return EvalSettings(
         tasks=list(typed_keys.tasks),
         at_end=typed_keys.at_end,
@@ -141,9 +142,20 @@ def _eval_settings(ev: dict[str, Any]) -> EvalSettings:
     )
 
 
-def _section(cls: type[T], values: dict[str, Any]) -> T:
-    """A schema section's dataclass from its resolved values (nested sections included)."""
-    return cast(T, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values)))
+def _section(cls: type[T], values: dict[str, Any], name: str) -> T:
+    """A schema section's dataclass from its resolved values (nested sections included). A
+    config composed here was validated already; one read from a run directory someone else
+    wrote may hold an unknown key or a wrong type, which is then one line naming it."""
+    try:
+        return cast(T, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values)))
+    except OmegaConfBaseException as exc:
+        key = f"{name}.{getattr(exc, 'full_key', '') or getattr(exc, 'key', '') or '?'}"
+        if isinstance(exc, ConfigKeyError):
+            raise unknown_key(key) from None
+        raise PosencError(
+            f"wrong type for '{key}': {str(exc).splitlines()[0]}",
+            "give a value of the type in configs/ (a received run: restore its .hydra/config.yaml)",
+        ) from None
 
 
 def checked_section(cls: type[T], values: Any, prefix: str) -> T:

@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from posenc_cli.common.rules import key
+from posenc_cli.common.sizes import MAX_CONTEXT
 from posenc_cli.data.config import DataConfig
 from posenc_cli.encodings.names import ROPE_SCALING_METHODS as ROPE_SCALING
 
@@ -37,13 +38,14 @@ class ModelConfig:
     rms_norm_eps: float = key(lo=0, lo_open=True)
     tie_embeddings: bool = MISSING
     qk_norm: bool = MISSING
+    layers: list[str] | None = MISSING
 
 
 @dataclass
 class TrainConfig:
     steps: int = key(lo=1)
     batch_size: int = key(lo=1)
-    context_length: int = key(lo=2, low="is too short")
+    context_length: int = key(lo=2, hi=MAX_CONTEXT, low="is too short")
     lr: float = key(lo=0, lo_open=True)
     min_lr: float = key(lo=0)
     warmup_steps: int = key(lo=0)

@@ -59,6 +59,11 @@ def _check_rope(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} uses model.qk_norm; CS336's model has no QK-norm weights",
             "export a run trained without QK-norm",
         )
+    if cfg.model.layers is not None:
+        raise PosencError(
+            f"{run_dir} has NoPE layers (model.layers); CS336's model rotates in every layer",
+            "export a run trained without model.layers, or use `posenc export-hf` (SmolLM3)",
+        )
 
 
 def _write_files(

@@ -37,12 +37,27 @@ class Need:
 
 
 def n_params(cfg: RunConfig, vocab: int) -> int:
-    """Parameters of TransformerLM: embedding and head, attention and SwiGLU per layer."""
+    """Parameters of TransformerLM: embedding and head, attention and SwiGLU per layer, and
+    the encoding's own."""
     m = cfg.model
     d = m.d_model
     d_ff = m.d_ff if m.d_ff else default_d_ff(d)
     qk_norm = 2 * (d // m.n_heads) if m.qk_norm else 0
-    return 2 * vocab * d + m.n_layers * (4 * d * d + 3 * d * d_ff + 2 * d + qk_norm) + d
+    blocks = m.n_layers * (4 * d * d + 3 * d * d_ff + 2 * d + qk_norm)
+    return 2 * vocab * d + blocks + d + encoding_params(cfg)
+
+
+def encoding_params(cfg: RunConfig) -> int:
+    """The encoding's parameters, counted on torch's meta device (shapes, no memory), so a
+    table sized by its config (encoding=learned's max_len) is refused before it exists."""
+    import torch  # deferred: the estimate's arithmetic needs no torch
+
+    from posenc_cli.encodings import build_encoding
+
+    m = cfg.model
+    with torch.device("meta"):
+        enc = build_encoding(cfg.encoding.as_yaml(), m.d_model, m.n_heads, m.n_layers)
+    return sum(p.numel() for p in enc.parameters())
 
 
 def forward_bytes(cfg: RunConfig, vocab: int, tokens: int, backward: bool) -> int:
@@ -65,6 +80,11 @@ def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     longest = L * max(cfg.eval.extrapolation.factors)
     eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
     return [
+        Need(
+            "encoding.max_len" if "max_len" in cfg.encoding.params else "encoding.*",
+            f"encoding={cfg.encoding.name}'s own weights with gradients and optimizer state",
+            encoding_params(cfg) * FLOAT * 4,
+        ),
         Need("model.d_model", "the model with gradients and optimizer state", state),
         Need(
             "train.batch_size",

@@ -17,6 +17,7 @@ from typing import Any
 
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.layer_pattern import encoded_layers
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.corpus import EOT
@@ -177,7 +178,8 @@ def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
             "export a run trained with encoding=rope (Llama) or encoding=hybrid (SmolLM3)",
         )
-    if name == "hybrid" and cfg.encoding.params.get("rotary_fraction", 1.0) != 1.0:
+    hybrid = name == "hybrid" or cfg.model.layers is not None
+    if hybrid and cfg.encoding.params.get("rotary_fraction", 1.0) != 1.0:
         raise PosencError(
             f"{run_dir} rotates part of each head in a hybrid run, which transformers' "
             "SmolLM3 has no equivalent for",
@@ -224,11 +226,15 @@ def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:
 
 
 def _no_rope_layers(cfg: RunConfig) -> tuple[int, ...] | None:
-    """SmolLM3's flags for a hybrid run's pattern repeated over its layers; None for rope."""
-    if cfg.encoding.name != "hybrid":
+    """SmolLM3's flags (1: the layer rotates) for a hybrid run: a layer rotates where both the
+    hybrid encoding's pattern and model.layers put RoPE; None for a run of RoPE only."""
+    n = cfg.model.n_layers
+    if cfg.encoding.name != "hybrid" and cfg.model.layers is None:
         return None
-    pattern = list(cfg.encoding.params["pattern"])
-    return tuple(int(pattern[i % len(pattern)] == "rope") for i in range(cfg.model.n_layers))
+    pattern = list(cfg.encoding.params.get("pattern", ["rope"]))
+    in_encoding = [pattern[i % len(pattern)] == "rope" for i in range(n)]
+    in_model = encoded_layers(cfg.model.layers, n)
+    return tuple(int(a and b) for a, b in zip(in_encoding, in_model, strict=True))
 
 
 def _write_files(

@@ -41,9 +41,14 @@ class Fields:
         """An integer >= ``lo``, or None where the field is null or absent."""
         return None if self.data.get(key) is None else self.integer(key, lo=lo)
 
-    def number(self, key: str, default: float, positive: bool = False) -> float:
-        """A finite real number (> 0 when ``positive``); null or absent is ``default``."""
+    def number(
+        self, key: str, default: float, positive: bool = False, null_ok: bool = True
+    ) -> float:
+        """A finite real number (> 0 when ``positive``); absent is ``default``, and so is null
+        unless not ``null_ok`` (a key transformers passes on as it is, so null would fail)."""
         value = self.data.get(key)
+        if value is None and key in self.data and not null_ok:
+            raise self.refuse(key, value, "a finite number > 0" if positive else "a number")
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):

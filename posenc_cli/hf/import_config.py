@@ -70,7 +70,7 @@ def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
         "model.n_heads": heads,
         "model.n_kv_heads": kv_heads,
         "model.d_ff": f.integer("intermediate_size"),
-        "model.rms_norm_eps": f.number("rms_norm_eps", 1e-6, positive=True),
+        "model.rms_norm_eps": f.number("rms_norm_eps", 1e-6, positive=True, null_ok=False),
         "model.tie_embeddings": f.flag("tie_word_embeddings", False),
         "data.vocab_size": max(f.integer("vocab_size"), 257),
     }

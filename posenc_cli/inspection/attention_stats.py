@@ -81,7 +81,7 @@ class StatsAccumulator:
         self.qk.index_add_(0, d, raw.sum((0, 1))[valid].double())
         self.count.index_add_(0, d, torch.full(d.shape, float(B * H), dtype=torch.float64))
         if self.bias is not None:
-            mean = bias.float().mean(0)  # (H, t, S)
+            mean = bias.float().mean(0).expand(H, -1, -1)  # (H, t, S); a NoPE layer's is (1, t, S)
             for h in range(H):
                 self.bias[h].index_add_(0, d, mean[h][valid].double())
 
@@ -90,17 +90,17 @@ def collect(model: TransformerLM, ids_BT: Tensor, train_length: int) -> Attentio
     """Run ``model`` on ``ids_BT`` (no gradient, float32) and gather the statistics of every
     layer through hooks on the attention modules."""
     B, T = ids_BT.shape
-    enc = model.encoding
+    biased = model.encoding.has_bias  # a NoPE layer of model.layers then records a zero bias
     accs: list[StatsAccumulator] = []
 
     def hook(attn: CausalSelfAttention, args: tuple) -> None:
         x_BTD, ctx = args
-        probe = LayerProbe(attn, x_BTD, ctx)
-        acc = StatsAccumulator(attn.n_heads, T, train_length, enc.has_bias)
+        probe = LayerProbe(attn, x_BTD, ctx)  # ctx.encoding: this layer's (model.layers)
+        acc = StatsAccumulator(attn.n_heads, T, train_length, biased)
         rows = max(16, CHUNK_ELEMENTS // max(1, B * attn.n_heads * T))
         for s in range(0, T, rows):
             raw, bias = probe.logits(s, min(T, s + rows))
-            acc.add(raw, bias, s, enc.attention_weights)
+            acc.add(raw, bias, s, ctx.encoding.attention_weights)
         accs.append(acc)
 
     handles = [block.attn.register_forward_pre_hook(hook) for block in model.blocks]

@@ -82,6 +82,7 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     text = held_out_windows(np.asarray(data.val), longest, RUN_WINDOWS)
     initial = _initial_model(cfg, model.vocab_size)
     subject = Subject(cfg, model, initial, cfg.train.context_length, longest, text, step)
+    make_dirs(out_dir)  # only now: a refusal above leaves the run as it was
     report = _render(InspectReport(out_dir, subject, notes=notes), t0)
     log_tensorboard(run_dir, report)
     return report
@@ -89,12 +90,12 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
 
 def _run_out_dir(run_dir: Path) -> Path:
     """RUN/inspect/, refused (before any work) when it or anything in it is a link, or when
-    it is not a folder: a received run directory decides nothing about where posenc writes."""
+    it is not a folder: a received run directory decides nothing about where posenc writes.
+    Created by the caller once the run has been read."""
     refuse_links(run_dir)
     out_dir = run_dir / "inspect"
     if out_dir.exists() and not out_dir.is_dir():
         raise PosencError(f"'{out_dir}' is not a folder", "remove it (posenc writes there)")
-    make_dirs(out_dir)
     return out_dir
 
 

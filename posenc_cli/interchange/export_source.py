@@ -31,9 +31,15 @@ class ExportSource:
 
 
 def check_new_folder(out: Path) -> None:
-    """``out`` must not exist yet, or be an empty folder (never a link)."""
+    """``out`` must not exist yet, or be an empty folder (never a link), under folders."""
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise PosencError(f"'{out}' already exists", "choose a new folder for the export")
+    nearest = next((p for p in out.absolute().parents if p.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise PosencError(
+            f"'{nearest}' is a file, so the export '{out}' cannot be made inside it",
+            "choose a folder whose parents are folders",
+        )
 
 
 def open_run(

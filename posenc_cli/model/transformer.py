@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from torch import Tensor, nn
@@ -47,7 +48,8 @@ class TransformerBlock(nn.Module):
 
 class TransformerLM(nn.Module):
     """Token embedding -> encoding.embed -> blocks -> RMSNorm -> LM head (untied unless
-    ``tie_embeddings``, which imported checkpoints may need)."""
+    ``tie_embeddings``, which imported checkpoints may need). ``encoded`` marks the layers that
+    use the encoding (model.layers); the others have no position at all."""
 
     def __init__(
         self,
@@ -62,12 +64,18 @@ class TransformerLM(nn.Module):
         rms_norm_eps: float = 1e-5,
         tie_embeddings: bool = False,
         qk_norm: bool = False,
+        encoded: Sequence[bool] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.token_embeddings = Embedding(vocab_size, d_model)
         self.encoding = encoding
+        #: Per layer, whether it uses ``encoding`` (model.layers); the others attend with no
+        #: position at all, through the base encoding (NoPE, no weights).
+        self.encoded = list(encoded) if encoded is not None else [True] * n_layers
+        nope = PositionalEncoding(d_model, n_heads, encoding.head_dim, n_layers)
+        self.no_position = None if all(self.encoded) else nope
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, i, n_kv_heads, rms_norm_eps, qk_norm)
@@ -100,18 +108,21 @@ class TransformerLM(nn.Module):
             else Span.of(positions.to(ids_BT.device))
         )
         self.encoding.check_length(span.stop)
-        ctx = AttentionContext(
-            self.encoding, span, self.bias_budget_bytes, ids_BT.shape[0], self.logn_length
-        )
+        ctx = self._context(self.encoding, span, ids_BT.shape[0])
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         blocks = self.blocks
         n_heads = blocks[0].attn.n_heads
-        if blockwise and runs_blockwise(ctx, n_heads, ids_BT.shape[0]):
+        if self.no_position is None and blockwise and runs_blockwise(ctx, n_heads, len(x)):
             x = blockwise_hidden(blocks, x, ctx, n_heads)
         else:
-            for block in blocks:
-                x = block(x, ctx)
+            nope = self.no_position
+            bare = ctx if nope is None else self._context(nope, span, len(x))
+            for block, encoded in zip(blocks, self.encoded, strict=True):
+                x = block(x, ctx if encoded else bare)
         return self.lm_head(self.ln_final(x))
+
+    def _context(self, encoding: PositionalEncoding, span: Span, batch: int) -> AttentionContext:
+        return AttentionContext(encoding, span, self.bias_budget_bytes, batch, self.logn_length)
 
     @property
     def blocks(self) -> list[TransformerBlock]:

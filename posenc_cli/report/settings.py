@@ -13,7 +13,12 @@ def setting_key(d: Any) -> str:
 
 
 #: Model keys that runs made before them do not record, with the value those runs had.
-LATER_MODEL_KEYS = {"n_kv_heads": None, "rms_norm_eps": 1e-5, "tie_embeddings": False}
+LATER_MODEL_KEYS = {
+    "n_kv_heads": None,
+    "rms_norm_eps": 1e-5,
+    "tie_embeddings": False,
+    "layers": None,
+}
 
 
 def model_settings(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -24,8 +24,9 @@ def plot_task(g: TaskGroup, path: Path, heading: str) -> bool:
     colours = palette(len(rows))
     lo, hi = g.train_lengths
     ax.axvspan(lo, hi, color="0.9", label=f"training sizes {lo}–{hi}", zorder=0)
-    for i, r in enumerate(rows):
-        _plot_row(ax, g, r, colours[i % len(colours)], "-" if i % 2 == 0 else "--")
+    for i, r in enumerate(rows):  # past the palette the dashes flip: no two rows look alike
+        dashed = (i + i // len(colours)) % 2 == 1
+        _plot_row(ax, g, r, colours[i % len(colours)], "--" if dashed else "-")
     ax.set_xlabel(f"size ({g.size_unit})")
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-2, 102)

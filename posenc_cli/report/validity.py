@@ -17,6 +17,8 @@ from posenc_cli.evals.base import task_of
 
 #: (top-level key, the least value it can hold)
 RUN_FIELDS = (("final_val_loss", 0.0), ("tokens_per_s", 0.0))
+#: Top-level counts compare groups and computes with: whole numbers >= 1 (or null).
+COUNT_FIELDS = ("train_length", "steps", "vocab_size", "train_tokens")
 
 
 def implausible(metrics: dict[str, Any]) -> str | None:
@@ -24,6 +26,10 @@ def implausible(metrics: dict[str, Any]) -> str | None:
     for key, least in RUN_FIELDS:
         if (why := _bad(metrics.get(key), least)) is not None:
             return f"{key} is {why}"
+    for key in COUNT_FIELDS:
+        value = metrics.get(key)
+        if value is not None and (type(value) is not int or value < 1):
+            return f"{key} is {value!r:.40}, not a whole number >= 1"
     for key, result in metrics.items():
         task = task_of(key)
         why = _result_problem(result, task.result_bounds) if task is not None else None

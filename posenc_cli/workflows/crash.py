@@ -18,11 +18,13 @@ OOM_MESSAGES = ("can't allocate memory", "out of memory", "not enough memory")
 
 
 def traceback_folder() -> Path:
-    """$XDG_CACHE_HOME/posenc/tracebacks (or ~/.cache/...), private to the user; the temp
-    folder's private per-user subfolder when that cannot be made."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    """tracebacks/ in posenc's cache ($POSENC_CACHE, where the data cache goes too, else
+    $XDG_CACHE_HOME/posenc or ~/.cache/posenc), private to the user; the temp folder's private
+    per-user subfolder when that cannot be made."""
+    cache = os.environ.get("POSENC_CACHE")
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "posenc"
     for folder in (
-        base / "posenc" / "tracebacks",
+        (Path(cache).expanduser() if cache else user) / "tracebacks",
         Path(tempfile.gettempdir()) / f"posenc-{os.getuid()}",
     ):
         try:

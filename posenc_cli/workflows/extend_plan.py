@@ -158,6 +158,12 @@ def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool)
             "extend.steps=0 with extend.method=none is the parent itself",
             "give extend.steps > 0, or a method to evaluate without fine-tuning",
         )
+    if not grid and given(overrides, "hydra.run.dir"):
+        raise PosencError(
+            "extend.steps=0 evaluates the parent in place (its results go into the parent's "
+            "metrics.json), so hydra.run.dir names no folder",
+            "drop hydra.run.dir, or give extend.steps > 0 to fine-tune a new run there",
+        )
     if not grid and float(ext.passkey_share) > 0:  # a grid's steps-0 jobs train nothing
         raise PosencError(
             f"extend.passkey_share={float(ext.passkey_share):g} with extend.steps=0: nothing "

@@ -29,6 +29,7 @@ from posenc_cli.config.overrides import (
     key_of,
     quote,
 )
+from posenc_cli.config.resolvers import folder_name
 from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
 
@@ -73,6 +74,12 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]], list[DictCo
             "choose the sweep folder with hydra.sweep.dir=DIR",
         )
     check_each_key_once(overrides)
+    if given(overrides, "hydra.run.dir"):
+        raise PosencError(
+            "hydra.run.dir names one run's folder, and a sweep puts each job in a folder of "
+            "its own",
+            "choose the sweep's folder with hydra.sweep.dir=DIR",
+        )
     base = compose(first_job(overrides), with_hydra=True)
     tasks = int(base.hydra.launcher.get("tasks_per_node") or 1)
     if tasks > 1:
@@ -83,6 +90,7 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]], list[DictCo
         )
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
+    check_job_folders(overrides, jobs)
     planned = []
     for job in jobs:
         try:
@@ -114,12 +122,37 @@ def claim_sweep_dir(base: DictConfig, overrides: list[str]) -> Path:
 
 def name_by_swept_keys(overrides: list[str]) -> str:
     """Override that names job directories by the swept keys only (`encoding=alibi,seed=0`)."""
+    keys = ",".join(unnamed_keys(overrides))
+    return f"hydra.job.config.override_dirname.exclude_keys=[{keys}]"
+
+
+def unnamed_keys(overrides: list[str]) -> list[str]:
+    """The keys a job's folder name leaves out: the fixed ones, and three that never name it."""
     fixed = fixed_overrides(overrides)
     swept = {key_of(o) for o in overrides if o not in fixed}
-    keys = sorted(
+    return sorted(
         ({key_of(o) for o in fixed} - swept) | {"hydra.launcher.n_jobs", "device", "experiment"}
     )
-    return f"hydra.job.config.override_dirname.exclude_keys=[{','.join(keys)}]"
+
+
+def check_job_folders(overrides: list[str], jobs: list[list[str]]) -> None:
+    """Every job gets a folder of its own, named as Hydra will name it: two jobs in one folder
+    would train over each other and leave a run whose config is not what ran (seed=0,0; a
+    swept device; data.path=d/a.txt,d_a.txt once '/' becomes '_')."""
+    unnamed = set(unnamed_keys(overrides))
+    seen: dict[str, list[str]] = {}
+    for job in jobs:
+        name = folder_name(",".join(sorted(o for o in job if key_of(o) not in unnamed)))
+        if name in seen:
+            first = " ".join(o for o in seen[name] if o not in job)
+            second = " ".join(o for o in job if o not in seen[name])
+            which = f"jobs [{first}] and [{second}]" if first else f"two identical jobs [{name}]"
+            raise PosencError(
+                f"the sweep's {which} would both write to the folder '{name}'",
+                "make the jobs differ in a key that names folders (device, experiment and "
+                "hydra.launcher.n_jobs do not), or run them as separate sweeps",
+            )
+        seen[name] = job
 
 
 def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:

@@ -24,7 +24,8 @@ class BiasFigure(InspectFigure):
 
     def draw(self, subject: Subject) -> list[Output]:
         enc = subject.encoding
-        per_layer = enc.has_content_bias  # distance and pair biases are shared by the layers
+        encoded = subject.model.encoded  # model.layers: the others have no bias at all
+        per_layer = enc.has_content_bias or not all(encoded)  # else one bias for all
         columns = (
             [("initialisation", "initial"), (f"after training (step {subject.step})", "model")]
             if subject.trained
@@ -32,7 +33,6 @@ class BiasFigure(InspectFigure):
         )
         curves = [_bias_by_distance(subject, which) for _, which in columns]
         layers = curves[0].shape[0] if per_layer else 1
-        what = "mean over the text" if per_layer else "shared by every layer"
         text = "held-out text" if subject.trained else "random tokens"
         fig, axes = new_figure(
             layers,
@@ -40,7 +40,7 @@ class BiasFigure(InspectFigure):
             width=5.6,
             height=3.4,
             title=f"{enc.config_name}: logit bias by distance per head "
-            f"({what}; {text}, {subject.longest} tokens)",
+            f"({_scope(enc.has_content_bias, encoded)}; {text}, {subject.longest} tokens)",
         )
         colors = head_colors(enc.n_heads)
         for col, ((label, _), bias) in enumerate(zip(columns, curves, strict=True)):
@@ -48,7 +48,8 @@ class BiasFigure(InspectFigure):
                 ax = axes[layer, col]
                 _plot_heads(ax, bias[layer], colors, labelled=layer == 0 and col == 0)
                 distance_axis(ax, subject.train_length, subject.longest)
-                ax.set_title(label + (f", layer {layer + 1}" if per_layer else ""), fontsize=9)
+                where = f", layer {layer + 1}" + ("" if encoded[layer] else " (NoPE)")
+                ax.set_title(label + (where if per_layer else ""), fontsize=9)
                 ax.set_ylabel("logit bias")
             _share_y(axes[:, col])
         axes[0, 0].legend(fontsize=7, ncol=2)
@@ -60,6 +61,14 @@ class BiasFigure(InspectFigure):
                 "distance; past the dashed line L it is extrapolated.",
             )
         ]
+
+
+def _scope(content: bool, encoded: list[bool]) -> str:
+    """What one panel's curves are: a content bias's mean over the text per layer, or the one
+    distance bias every layer shares, unless model.layers leaves some layers without it."""
+    if not all(encoded):
+        return "per layer, with model.layers' NoPE layers at 0"
+    return "mean over the text" if content else "shared by every layer"
 
 
 def _bias_by_distance(subject: Subject, which: str) -> np.ndarray:

@@ -66,6 +66,16 @@ def parent(tmp_path: Path, encoding: str) -> Path:
         ("rope", ["extend.steps=0"], "extend.steps=0 with extend.method=none is the parent"),
         (
             "rope",
+            ["extend.method=yarn", "extend.steps=0", "hydra.run.dir=elsewhere"],
+            "extend.steps=0 evaluates the parent in place",
+        ),
+        (
+            "rope",
+            ["extend.method=yarn", "extend.factor=1e9", "extend.steps=0"],
+            "above the longest",
+        ),
+        (
+            "rope",
             ["extend.steps=10", "extend.warmup_steps=50"],
             "extend.warmup_steps=50 is longer than the run (extend.steps=10), so the learning "
             "rate would never reach extend.lr — use extend.warmup_steps <= 10",

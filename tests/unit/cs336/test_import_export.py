@@ -266,3 +266,23 @@ def test_an_import_stopped_midway_leaves_no_run_directory(
     assert res.exit_code == 143 and res.stderr == "posenc: stopped by SIGTERM\n"
     assert not (tmp_path / "run").exists()
     assert {p.name for p in tmp_path.iterdir()} == {"bare.pt", "vocab.json", "merges.txt"}
+
+
+def test_a_run_with_nope_layers_is_not_exported_as_cs336(
+    tmp_path: Path, cs336: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CS336's model rotates in every layer, so a run with model.layers has no CS336 form
+    (its weights are those of a plain RoPE model: only the saved config says which layers
+    rotate, and the export must not drop that)."""
+    vocab, merges = write_tokenizer(tmp_path, cs336, "gpt2")
+    ckpt = save_checkpoint(tmp_path, cs336["random_state"](), "bare")
+    assert import_cs336((ckpt, vocab, merges), "a", tmp_path, monkeypatch).exit_code == 0
+    saved = tmp_path / "a" / ".hydra" / "config.yaml"
+    text = saved.read_text()
+    assert "  layers: null\n" in text
+    saved.write_text(text.replace("  layers: null\n", "  layers: [encoding, none]\n"))
+    res = invoke(["export-cs336", "a", "out"], tmp_path, monkeypatch)
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has NoPE layers (model.layers)" in lines[0]
+    assert not (tmp_path / "out").exists()

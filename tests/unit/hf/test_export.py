@@ -104,6 +104,23 @@ def test_a_hybrid_run_is_exported_as_smollm3_and_imported_back(
     assert list(load_run_config(back).encoding.pattern) == ["rope", "rope", "rope", "none"]
 
 
+def test_rope_with_nope_layers_is_exported_as_smollm3(
+    make_run: Callable[..., Path], tmp_path: Path, text: str
+) -> None:
+    """encoding=rope with model.layers=[encoding, none] over 4 layers is SmolLM3 with
+    no_rope_layers [1, 0, 1, 0], and transformers computes posenc's logits."""
+    run = make_run(["model.n_layers=4", "model.layers=[encoding,none]"])
+    out = tmp_path / "hf"
+    export(run, out)
+    config = json.loads((out / "config.json").read_text())
+    assert (config["model_type"], config["no_rope_layers"]) == ("smollm3", [1, 0, 1, 0])
+    batch = torch.tensor([encode(load_tokenizer(run / "tokenizer.json"), text[:300])[:64]])
+    model = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    with torch.no_grad():
+        theirs = model(batch).logits
+    assert (theirs - posenc_logits(run, batch)).abs().max().item() < TOLERANCE
+
+
 def extension_of(run: Path, method: str, factor: float) -> Path:
     """A `posenc extend` run of ``run`` (its weights unchanged: what matters here is that the
     export writes the method the run carries)."""
@@ -161,6 +178,7 @@ def test_yarn_is_written_as_transformers_rope_scaling(
     [
         (["encoding=alibi"], [], "no equivalent"),
         (["encoding=rnope_swa"], [], "no equivalent"),
+        (["encoding=alibi", "model.layers=[encoding,none]"], [], "no equivalent"),
         (["encoding=hybrid", "encoding.rotary_fraction=0.5"], [], "SmolLM3 has no equivalent"),
         (["encoding.p=0.5"], [], "p-RoPE"),
         (
@@ -184,6 +202,15 @@ def test_unexportable_runs_are_one_line_and_write_nothing(
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("posenc: error:") and says in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_an_export_inside_a_file_is_one_line(make_run: Callable[..., Path], tmp_path: Path) -> None:
+    run = make_run()
+    (tmp_path / "afile").write_text("x")
+    res = CliRunner().invoke(app, ["export-hf", str(run), str(tmp_path / "afile" / "hf")])
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert "is a file, so the export" in res.output
+    assert (tmp_path / "afile").read_text() == "x"
 
 
 def test_an_existing_folder_is_refused(make_run: Callable[..., Path], tmp_path: Path) -> None:

@@ -67,6 +67,11 @@ def far_token_id(folder: Path) -> None:
         (with_config(num_key_value_heads=3), "not a divisor of num_attention_heads=4"),
         (with_config(rms_norm_eps="x"), "rms_norm_eps is 'x', not a number"),
         (with_config(rms_norm_eps=-1.0), "rms_norm_eps is -1.0, not a finite number > 0"),
+        (with_config(rms_norm_eps=None), "rms_norm_eps is None, not a finite number > 0"),
+        (
+            with_config(max_position_embeddings=10**30),
+            "train.context_length=1000000000000000000000000000000 is too large",
+        ),
         (with_config(partial_rotary_factor="abc"), "partial_rotary_factor is 'abc', not a number"),
         (with_config(rope_parameters="default"), "rope_parameters is 'default', not an object"),
         (with_config(rope_parameters=["x"]), "rope_parameters is ['x'], not an object"),

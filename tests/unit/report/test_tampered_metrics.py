@@ -36,6 +36,8 @@ def tamper(metrics: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
         ("extrapolation.loss.128", -1.0, "extrapolation.loss.128 is -1.0, not a finite"),
         ("final_val_loss", float("nan"), "final_val_loss is nan, not a finite number >= 0"),
         ("tokens_per_s", -3, "tokens_per_s is -3, not a finite number >= 0"),
+        ("train_length", "sixteen", "train_length is 'sixteen', not a whole number >= 1"),
+        ("steps", 2.5, "steps is 2.5, not a whole number >= 1"),
     ],
 )
 def test_a_tampered_run_is_skipped_with_a_note_naming_the_value(

@@ -25,13 +25,15 @@ EARLIER = Path("outputs") / "earlier"
 
 def files_under(root: Path) -> dict[str, bytes]:
     """Every file and folder below ``root`` with its bytes (folders as empty bytes), but a
-    run's lock file (a command on a run takes it first, and a run keeps it) and the data
-    cache's memo of file hashes: a hash is remembered only once its file is 2 s old
-    (data/content_hash.py), so whether a command adds one depends on the clock, not on it."""
+    run's lock file (a command on a run takes it first, and a run keeps it), the data
+    cache's memo of file hashes (a hash is remembered only once its file is 2 s old,
+    data/content_hash.py, so whether a command adds one depends on the clock, not on it) and
+    torch's own compiler cache folder in the temporary folder, which importing torch._dynamo
+    makes (the memory check counts the encoding's weights on torch's meta device)."""
     return {
         str(p.relative_to(root)): p.read_bytes() if p.is_file() else b""
         for p in sorted(root.rglob("*"))
-        if p.name not in (LOCK_FILE, MEMO)
+        if p.name not in (LOCK_FILE, MEMO) and not p.name.startswith("torchinductor_")
     }
 
 

@@ -78,3 +78,13 @@ def test_a_traceback_file_is_private_new_and_never_a_planted_link(
         assert not p.is_symlink() and "KeyError: 'boom'" in p.read_text()
         assert stat.S_IMODE(p.stat().st_mode) == 0o600 and p.parent == folder
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 or sys.platform == "darwin"
+
+
+def test_tracebacks_go_to_the_cache_the_user_chose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$POSENC_CACHE moves every file posenc keeps for itself, the traceback files too."""
+    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert crash.traceback_folder() == tmp_path / "mine" / "tracebacks"
+    assert not (tmp_path / "xdg").exists()

@@ -20,8 +20,12 @@ CASES = [
     (["train", "train.eval_batches=100000000"], "train.eval_batches: the validation windows"),
     (["train", "eval.factors=[1,100000000]"], "eval.factors: the evaluation's longest forward"),
     (
-        ["inspect", "encoding=rope", "train.context_length=100000000"],
-        "train.context_length: a forward of 100000000 tokens needs at least",
+        ["inspect", "encoding=rope", "train.context_length=10000000"],
+        "train.context_length: a forward of 10000000 tokens needs at least",
+    ),
+    (
+        ["train", "encoding=learned", "encoding.max_len=1000000000"],
+        "encoding.max_len: encoding=learned's own weights with gradients and optimizer state",
     ),
 ]
 
@@ -52,10 +56,20 @@ def test_the_parameter_count_is_the_models_own() -> None:
 
 
 def test_the_estimate_grows_with_the_key_it_names() -> None:
-    small = training_needs(load(["train.batch_size=8"]), 4096)
-    big = training_needs(load(["train.batch_size=80"]), 4096)
-    assert big[1].bytes > 9 * (small[1].bytes - small[0].bytes)
-    assert big[0] == small[0] and big[2].bytes > small[2].bytes
+    small = {n.key: n for n in training_needs(load(["train.batch_size=8"]), 4096)}
+    big = {n.key: n for n in training_needs(load(["train.batch_size=80"]), 4096)}
+    state = small["model.d_model"].bytes
+    assert big["train.batch_size"].bytes > 9 * (small["train.batch_size"].bytes - state)
+    assert big["model.d_model"] == small["model.d_model"]
+    assert big["train.eval_batches"].bytes > small["train.eval_batches"].bytes
+
+
+def test_the_encodings_own_weights_are_counted_before_they_exist() -> None:
+    """A learned table of max_len x d_model is the encoding's whole count (on the meta
+    device: no memory), and it is part of the model's."""
+    cfg = load(["encoding=learned", "encoding.max_len=4096", "model=tiny"])
+    needs = {n.key: n for n in training_needs(cfg, 300)}
+    assert needs["encoding.max_len"].bytes == 4096 * cfg.model.d_model * 4 * 4
 
 
 @pytest.mark.parametrize(

@@ -98,3 +98,40 @@ def test_a_saved_cope_run_still_loads_and_evaluates(trained: Path, workdir: Path
     assert result["lengths"] == [16, 32]
     for length, loss in result["loss"].items():
         assert result["ppl"][length] == pytest.approx(math.exp(loss))
+
+
+#: (key of the saved config, the value a sender wrote, what the one line says).
+MALFORMED = [
+    ("train.bogus_key", "7", "unknown key 'train.bogus_key'"),
+    ("train.batch_size", "four", "wrong type for 'train.batch_size'"),
+    ("train.steps", "20.5", "wrong type for 'train.steps'"),
+    ("model.d_model", "[1, 2]", "wrong type for 'model.d_model'"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "says"), MALFORMED)
+@pytest.mark.parametrize("command", ["eval", "inspect"])
+def test_a_received_config_with_an_unknown_key_or_a_wrong_type_is_one_line(
+    key: str,
+    value: str,
+    says: str,
+    command: str,
+    trained: Path,
+    workdir: Path,
+    refused: Callable[..., str],
+) -> None:
+    """Every command that reads a run directory types its config the same way, so a key or
+    a type no posenc wrote is the line that names it, never an internal error."""
+    run = received(trained, workdir, key, value)
+    assert says in refused([command, str(run)])
+
+
+@pytest.mark.parametrize("command", ["eval", "inspect"])
+def test_a_damaged_checkpoint_is_one_line_and_the_run_keeps_its_files(
+    command: str, trained: Path, workdir: Path, refused: Callable[..., str]
+) -> None:
+    """The run is read whole before anything is written into it (RUN/inspect/ included)."""
+    run = received(trained, workdir)
+    last = run / "checkpoints" / "last.pt"
+    last.write_bytes(last.read_bytes()[:1000])
+    assert "is damaged or unsafe" in refused([command, str(run)])

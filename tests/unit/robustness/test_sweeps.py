@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc_cli.config.resolvers import _folder_name
+from posenc_cli.config.resolvers import folder_name
 from posenc_cli.workflows.sweep import plan
 
 #: A run that would take seconds, were it not refused.
@@ -22,6 +22,8 @@ CASES = [
     (["train.steps=4,8", "+train.steps=6"], "train.steps is given twice"),
     (["seed=0,1", "hydra.output_subdir=null"], "hydra.output_subdir=null would leave"),
     (["seed=0,1", "eval.stride=8"], "eval.stride=8 has no effect"),
+    (["seed=0,0"], "two identical jobs [seed=0] would both write to the folder 'seed=0'"),
+    (["seed=0,1", "hydra.run.dir=one"], "hydra.run.dir names one run's folder"),
 ]
 
 
@@ -42,11 +44,25 @@ def test_a_sweep_over_data_path_plans_one_job_per_file(tmp_path: Path) -> None:
     assert [j[-1] for j in jobs] == [f"data.path={a}", f"data.path={b}"]
 
 
+def test_two_paths_that_name_one_folder_are_refused_before_any_job(
+    tmp_path: Path, refused: Callable[..., str]
+) -> None:
+    """d/a.txt and d_a.txt both name the folder data.path=d_a.txt ('/' becomes '_'): the
+    second job would train over the first and leave a run whose config names the wrong file."""
+    (tmp_path / "d").mkdir()
+    for name in ("d/a.txt", "d_a.txt"):
+        (tmp_path / name).write_text("text\n")
+    paths = f"{tmp_path}/d/a.txt,{tmp_path}/d_a.txt"
+    assert "would both write to the folder" in refused(
+        ["sweep", *TINY, "data=text", f"data.path={paths}"]
+    )
+
+
 def test_a_fixed_key_given_twice_is_the_last_value_as_in_train() -> None:
     base, jobs, _ = plan([*TINY, "train.steps=8", "seed=0,1"])
     assert int(base.train.steps) == 8 and [j[-1] for j in jobs] == ["seed=0", "seed=1"]
 
 
 def test_a_swept_path_names_a_folder_inside_the_sweep_never_a_path() -> None:
-    assert _folder_name("data.path=../up/a.txt,seed=0") == "data.path=.._up_a.txt,seed=0"
-    assert _folder_name("") == "job" and "/" not in _folder_name("data.path=/abs/a.txt")
+    assert folder_name("data.path=../up/a.txt,seed=0") == "data.path=.._up_a.txt,seed=0"
+    assert folder_name("") == "job" and "/" not in folder_name("data.path=/abs/a.txt")
