@@ -47,15 +47,24 @@ def n_params(cfg: RunConfig, vocab: int) -> int:
     return 2 * vocab * d + blocks + d + encoding_params(cfg)
 
 
+#: An encoding whose integer parameters all stay below this is counted by building it on the
+#: CPU (its tables hold at most this many rows); a larger one on torch's meta device, which
+#: allocates nothing but costs an import of torch._dynamo (about 1.5 s) the first time.
+SMALL_TABLE = 1 << 16
+
+
 def encoding_params(cfg: RunConfig) -> int:
-    """The encoding's parameters, counted on torch's meta device (shapes, no memory), so a
-    table sized by its config (encoding=learned's max_len) is refused before it exists."""
+    """The encoding's parameters, so a table sized by its config (encoding=learned's max_len)
+    is refused before it exists: counted on the meta device (shapes, no memory) when a
+    parameter could size a large one, else on the CPU."""
     import torch  # deferred: the estimate's arithmetic needs no torch
 
     from posenc_cli.encodings import build_encoding
 
     m = cfg.model
-    with torch.device("meta"):
+    values = cfg.encoding.params.values()
+    large = any(isinstance(v, int) and v >= SMALL_TABLE for v in values)
+    with torch.device("meta" if large else "cpu"):
         enc = build_encoding(cfg.encoding.as_yaml(), m.d_model, m.n_heads, m.n_layers)
     return sum(p.numel() for p in enc.parameters())
 

@@ -109,8 +109,10 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(("key", "value", "says"), MALFORMED)
-@pytest.mark.parametrize("command", ["eval", "inspect"])
+@pytest.mark.parametrize(
+    ("key", "value", "says", "command"),
+    [(*case, "eval") for case in MALFORMED] + [(*MALFORMED[0], "inspect")],
+)
 def test_a_received_config_with_an_unknown_key_or_a_wrong_type_is_one_line(
     key: str,
     value: str,
@@ -120,8 +122,9 @@ def test_a_received_config_with_an_unknown_key_or_a_wrong_type_is_one_line(
     workdir: Path,
     refused: Callable[..., str],
 ) -> None:
-    """Every command that reads a run directory types its config the same way, so a key or
-    a type no posenc wrote is the line that names it, never an internal error."""
+    """Every command that reads a run directory types its config the same way (config/
+    run_config.typed), so a key or a type no posenc wrote is the line that names it, never
+    an internal error."""
     run = received(trained, workdir, key, value)
     assert says in refused([command, str(run)])
 
