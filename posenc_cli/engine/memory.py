@@ -36,15 +36,15 @@ class Need:
     bytes: int
 
 
-def n_params(cfg: RunConfig, vocab: int) -> int:
+def n_params(cfg: RunConfig, vocab: int, own: int | None = None) -> int:
     """Parameters of TransformerLM: embedding and head, attention and SwiGLU per layer, and
-    the encoding's own."""
+    the encoding's own (``own`` when the caller has counted them already)."""
     m = cfg.model
     d = m.d_model
     d_ff = m.d_ff if m.d_ff else default_d_ff(d)
     qk_norm = 2 * (d // m.n_heads) if m.qk_norm else 0
     blocks = m.n_layers * (4 * d * d + 3 * d * d_ff + 2 * d + qk_norm)
-    return 2 * vocab * d + blocks + d + encoding_params(cfg)
+    return 2 * vocab * d + blocks + d + (encoding_weights(cfg) if own is None else own)
 
 
 #: An encoding whose integer parameters all stay below this is counted by building it on the
@@ -53,7 +53,7 @@ def n_params(cfg: RunConfig, vocab: int) -> int:
 SMALL_TABLE = 1 << 16
 
 
-def encoding_params(cfg: RunConfig) -> int:
+def encoding_weights(cfg: RunConfig) -> int:
     """The encoding's parameters, so a table sized by its config (encoding=learned's max_len)
     is refused before it exists: counted on the meta device (shapes, no memory) when a
     parameter could size a large one, else on the CPU."""
@@ -84,7 +84,8 @@ def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     t = cfg.train
     B = t.batch_size
     L = t.context_length
-    state = n_params(cfg, vocab) * FLOAT * 4  # weights, gradients, two AdamW moments
+    own = encoding_weights(cfg)
+    state = n_params(cfg, vocab, own) * FLOAT * 4  # weights, gradients, two AdamW moments
     windows = t.eval_batches * B
     longest = L * max(cfg.eval.extrapolation.factors)
     eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
@@ -92,7 +93,7 @@ def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
         Need(
             "encoding.max_len" if "max_len" in cfg.encoding.params else "encoding.*",
             f"encoding={cfg.encoding.name}'s own weights with gradients and optimizer state",
-            encoding_params(cfg) * FLOAT * 4,
+            own * FLOAT * 4,
         ),
         Need("model.d_model", "the model with gradients and optimizer state", state),
         Need(
