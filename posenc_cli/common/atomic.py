@@ -7,6 +7,7 @@ written the same way: into a hidden sibling folder renamed into place once compl
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -43,12 +44,13 @@ def write_json_atomic(path: Path, obj: Any, indent: int | None = 2) -> None:
     write_text_atomic(path, json.dumps(obj, indent=indent))
 
 
-def write_folder_atomic(out: Path, write: Callable[[Path], None]) -> None:
+def write_folder_atomic(out: Path, write: Callable[[Path], None], fresh: bool = False) -> Path:
     """Call ``write(tmp)`` on a new hidden sibling folder of ``out``, then rename it to
     ``out`` (absent, or an empty folder): ``out`` is either whole or as it was, and a failed
     or interrupted write can simply be run again. A sibling left by a process killed with
-    SIGKILL (``.OUT.partial<pid>``) is hidden, never mistaken for the export, and removed by the
-    next write to ``out`` once no process of that pid is alive."""
+    SIGKILL (``.OUT.partial<pid>``) is hidden, never mistaken for the folder, and removed by the
+    next write to ``out`` once no process of that pid is alive. ``fresh``: never an existing
+    folder; ``out-1``, ``out-2``, … if ``out`` is taken. Returns where the folder went."""
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(out)
     tmp = out.with_name(f".{out.name}.partial{os.getpid()}")
@@ -58,11 +60,28 @@ def write_folder_atomic(out: Path, write: Callable[[Path], None]) -> None:
     tmp.mkdir()
     try:
         write(tmp)
-        os.rename(tmp, out)
+        placed = _rename_fresh(tmp, out) if fresh else out
+        if not fresh:
+            os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     fsync_dir(out.parent)
+    return placed
+
+
+def _rename_fresh(tmp: Path, out: Path) -> Path:
+    """Rename ``tmp`` to the first of ``out``, ``out-1``, … that does not exist yet."""
+    candidate, n = out, 1
+    while True:
+        if not candidate.exists() and not candidate.is_symlink():
+            try:
+                os.rename(tmp, candidate)
+                return candidate
+            except OSError as exc:  # taken meanwhile by another process
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        candidate, n = out.with_name(f"{out.name}-{n}"), n + 1
 
 
 def _remove_dead_partials(out: Path) -> None:

@@ -14,7 +14,6 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given
 from posenc_cli.config.run_config import RunConfig, typed
-from posenc_cli.config.rundir import claim_new_run_dir
 from posenc_cli.cs336.bpe_checks import check_embedding
 from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.state import Weights, load_weights
@@ -63,10 +62,8 @@ def import_cs336(
     )
     sources = {"checkpoint": checkpoint, "vocab": vocab, "merges": merges}
     metrics = _metrics(run, weights, model, tok.get_vocab_size(), sources)
-    run_dir = claim_new_run_dir(cfg, overrides)
     step = weights.iteration or 0
-    write_imported_run(run_dir, cfg, overrides, model, step, lambda p: tok.save(str(p)), metrics)
-    return run_dir
+    return write_imported_run(cfg, overrides, model, step, lambda p: tok.save(str(p)), metrics)
 
 
 def _dimension_overrides(w: Weights) -> list[str]:

@@ -20,7 +20,6 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.overrides import given, key_of
 from posenc_cli.config.run_config import RunConfig, typed
-from posenc_cli.config.rundir import claim_new_run_dir
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.engine.build import build_model
 from posenc_cli.engine.memory import FLOAT, available_bytes, gib, n_params
@@ -68,10 +67,8 @@ def import_hf(
         "use the config.json saved with these weights",
     )
     metrics = _metrics(run, model, tok, name, folder)
-    run_dir = claim_new_run_dir(cfg, overrides)
     copy = partial(shutil.copyfile, folder / "tokenizer.json")
-    write_imported_run(run_dir, cfg, overrides, model, 0, copy, metrics)
-    return run_dir
+    return write_imported_run(cfg, overrides, model, 0, copy, metrics)
 
 
 def _check_overrides(overrides: list[str]) -> None:

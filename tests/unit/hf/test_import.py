@@ -254,3 +254,30 @@ def test_an_import_stopped_midway_leaves_no_run_directory(
     result = CliRunner().invoke(app, ["import-hf", str(llama), f"hydra.run.dir={tmp_path / 'run'}"])
     assert result.exit_code == 143 and result.stderr == "posenc: stopped by SIGTERM\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_an_import_killed_midway_leaves_only_a_hidden_folder_the_next_one_removes(
+    llama: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL cannot be caught: the run is written into a hidden sibling and renamed into
+    place whole, so a killed import leaves nothing that looks like a run."""
+    import subprocess
+
+    from posenc_cli.engine.checkpoint import save_atomic
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp_path / f".run.partial{dead.pid}"
+    (left / "checkpoints").mkdir(parents=True)
+    seen: list[bool] = []
+
+    def save_watching(state: object, path: Path) -> None:
+        seen.append((tmp_path / "run").exists())
+        save_atomic(state, path)
+
+    monkeypatch.setattr("posenc_cli.interchange.imported_run.save_atomic", save_watching)
+    result = CliRunner().invoke(app, ["import-hf", str(llama), f"hydra.run.dir={tmp_path / 'run'}"])
+    assert result.exit_code == 0, result.output
+    assert seen == [False, False]
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+    assert not left.exists() and not list(tmp_path.glob(".run*"))
