@@ -6,6 +6,8 @@ test's toy encoding, config/added_encodings.py); a config value never can.
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +57,19 @@ def remove_option(group: str, name: str) -> None:
 
 def option_values(group: str, name: str) -> dict[str, Any]:
     """configs/<group>/<name>.yaml as a dict; a YAML of the global package (the tasks) keeps
-    its values under the group's key, and that section is returned."""
+    its values under the group's key, and that section is returned. A copy: the parsed file
+    is kept per path, time and size (a comparison asks for one option hundreds of times)."""
+    path = option_file(group, name)
+    stat = path.stat()
+    return copy.deepcopy(_parsed_option(group, str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_option(group: str, path: str, mtime_ns: int, size: int) -> dict[str, Any]:
     # deferred: `posenc --help` lists option names without reading YAML
     from omegaconf import OmegaConf
 
-    yaml = OmegaConf.to_container(OmegaConf.load(option_file(group, name)))
+    yaml = OmegaConf.to_container(OmegaConf.load(path))
     if isinstance(yaml, dict) and isinstance(yaml.get(group), dict):
         yaml = yaml[group]
     return {str(k): v for k, v in yaml.items()} if isinstance(yaml, dict) else {}

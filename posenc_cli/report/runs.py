@@ -6,6 +6,7 @@ evaluation setting gets its own group (one table), so no number mixes two settin
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -176,18 +177,32 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
 def saved_params(run_dir: Path, group: str, name: str) -> dict[str, Any]:
     """The run's ``group`` parameters: its saved config over configs/<group>/<name>.yaml, so a
     parameter added since the run was made takes its default (a damaged file gives them all)."""
-    saved = RunDir(run_dir).config_file
-    section: Any = {}  # whatever the received file holds
-    if saved.is_file():
-        try:
-            section = OmegaConf.to_container(load_received(saved).get(group) or {}, resolve=False)
-        except Exception:  # a damaged optional file must not stop the comparison
-            section = {}
+    section = _saved_config(RunDir(run_dir).config_file).get(group)
     params = section if isinstance(section, dict) else {}
     return {
         **group_defaults(group, name),
         **{k: v for k, v in params.items() if k not in META_KEYS},
     }
+
+
+def _saved_config(saved: Path) -> dict[Any, Any]:
+    """A run's saved config as plain data, read once per comparison however many of its
+    groups are asked for ({} when absent or damaged: an optional file must not stop it)."""
+    try:
+        stat = saved.stat()
+    except OSError:
+        return {}
+    return _parsed_config(str(saved), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_config(saved: str, mtime_ns: int, size: int) -> dict[Any, Any]:
+    """Keyed by the file's time and size too, so a config rewritten meanwhile is read again."""
+    try:
+        plain = OmegaConf.to_container(load_received(Path(saved)), resolve=False)
+    except Exception:  # a damaged optional file must not stop the comparison
+        return {}
+    return plain if isinstance(plain, dict) else {}
 
 
 def group_defaults(group: str, name: str) -> dict[str, Any]:
