@@ -1,4 +1,5 @@
-"""model.layers: which layers of a model use the run's encoding and which have no position.
+"""model.layers: which layers of a model use the run's encoding and which have no position;
+model.windows: which layers attend within a sliding window.
 
 A pattern lists ``encoding`` (the run's encoding, with its parameters) or ``none`` (NoPE: q and
 k as projected, no bias) per layer and repeats over the layers, as SmolLM3's ``no_rope_layers``
@@ -19,3 +20,11 @@ def encoded_layers(pattern: Sequence[str] | None, n_layers: int) -> list[bool]:
     if not pattern:
         return [True] * n_layers
     return [str(pattern[layer % len(pattern)]) == "encoding" for layer in range(n_layers)]
+
+
+def layer_windows(pattern: Sequence[int | None] | None, n_layers: int) -> list[int | None]:
+    """Per layer, its sliding window in tokens or None (global): window[l mod len], as
+    ``encoded_layers`` repeats model.layers (the two patterns repeat independently)."""
+    if not pattern:
+        return [None] * n_layers
+    return [pattern[layer % len(pattern)] for layer in range(n_layers)]

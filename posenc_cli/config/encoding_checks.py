@@ -19,6 +19,7 @@ from posenc_cli.common.layer_pattern import LAYER_WORDS, encoded_layers
 from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.config.groups import group_options, option_file
 from posenc_cli.config.rescale_checks import check_child_sets, check_eval_sets, rotated_pairs
+from posenc_cli.config.window_checks import check_windows
 from posenc_cli.encodings.parameters import check_parameters, model_dims
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ def check_encoding(cfg: DictConfig) -> None:
     _check_lengths(cfg, params.get("max_len"))
     _check_layers(cfg, cls)
     _check_window(cfg, params.get("window"))
+    check_windows(cfg, params)
     _require(
         not cfg.model.logn_scaling or cls.scales_with_queries,
         f"model.logn_scaling would scale only the q·k part of {enc.name}'s logits",

@@ -64,6 +64,11 @@ def _check_rope(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} has NoPE layers (model.layers); CS336's model rotates in every layer",
             "export a run trained without model.layers, or use `posenc export-hf` (SmolLM3)",
         )
+    if cfg.model.windows is not None:
+        raise PosencError(
+            f"{run_dir} has sliding windows (model.windows); CS336's model attends globally",
+            "export a run trained without model.windows",
+        )
 
 
 def _write_files(

@@ -178,6 +178,12 @@ def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
             "export a run trained with encoding=rope (Llama) or encoding=hybrid (SmolLM3)",
         )
+    if cfg.model.windows is not None:
+        raise PosencError(
+            f"{run_dir} has sliding windows per layer (model.windows), which transformers' "
+            "Llama and SmolLM3 have no equivalent for",
+            "export a run trained without model.windows",
+        )
     hybrid = name == "hybrid" or cfg.model.layers is not None
     if hybrid and cfg.encoding.params.get("rotary_fraction", 1.0) != 1.0:
         raise PosencError(

@@ -156,13 +156,15 @@ class CausalSelfAttention(nn.Module):
         with _no_cpu_autocast(v):
             if enc.has_own_weights:
                 y = self._weighted(qt, kt, v, ctx, scale)
-            elif enc.has_key_bias:
+            elif enc.has_key_bias and ctx.window is None:
                 y = separable_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
+            elif enc.has_key_bias:
+                y = self._key_windowed(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), ctx, scale)
             elif enc.has_content_bias:
                 y = self._chunked(q, k, qt, kt, v, ctx, scale, x_BTD)
             elif ctx.materialised:
                 y = self._shared(qt, kt, v, ctx, scale)
-            elif enc.has_distance_bias:
+            elif enc.has_distance_bias or ctx.window is not None:
                 y = self._toeplitz(qt, kt, v, ctx, scale)
             else:
                 y = _causal(qt, kt, v, scale)
@@ -217,8 +219,22 @@ class CausalSelfAttention(nn.Module):
         for s, e in ctx.chunks(self.n_heads, q.shape[0]):
             logits = _wide(torch.matmul(q[:, :, s:e], k[:, :, :e].transpose(-1, -2))) * scale
             future = torch.ones(e - s, e, dtype=torch.bool, device=q.device).triu(s + 1)
-            weights = ctx.encoding.attention_weights(logits.masked_fill(future, float("-inf")))
+            logits = ctx.windowed(logits.masked_fill(future, float("-inf")), s, e)
+            weights = ctx.encoding.attention_weights(logits)
             parts.append(torch.matmul(weights.to(v.dtype), v[:, :, :e]))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+
+    def _key_windowed(
+        self, q: Tensor, k: Tensor, v: Tensor, key_bias: Tensor, ctx: AttentionContext, scale: float
+    ) -> Tensor:
+        """A separable bias (FoX) in a windowed layer: the window breaks the separable form,
+        so each query chunk's bias v_j is materialised, rebased on the query's own v_i (a
+        constant along the row: only differences matter, and they keep their precision)."""
+        parts = []
+        for s, e in ctx.chunks(self.n_heads, q.shape[0]):
+            rows = key_bias[:, :, None, :e] - key_bias[:, :, s:e, None]
+            bias = ctx.windowed(rows.to(torch.promote_types(q.dtype, torch.float32)), s, e)
+            parts.append(_attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], bias, scale))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def _chunked(
@@ -238,6 +254,7 @@ class CausalSelfAttention(nn.Module):
         slice (DeBERTa's p2c); any order gives the same result. An encoding whose bias shares
         work with the attention computes both itself (``content_attention``)."""
         fused = ctx.encoding.has_content_attention and ctx.logn_length is None
+        fused = fused and ctx.window is None
         parts = [
             ctx.content_attention(
                 s, e, (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e]), scale, self.layer, x_BTD[:, :e]

@@ -63,8 +63,11 @@ class AttentionContext:
         bias_budget_bytes: int | None = None,
         batch: int = 1,
         logn_length: int | None = None,
+        window: int | None = None,
     ) -> None:
         self.encoding = encoding
+        #: model.windows: a query sees only the last ``window`` tokens (itself included).
+        self.window = window
         self.span = span
         self.pos_T = span.positions()
         #: CPU chunks are sized for its cache and capped in rows; an accelerator's are not.
@@ -106,7 +109,7 @@ class AttentionContext:
         """
         T = self.span.length
         enc = self.encoding
-        if not enc.has_bias and not enc.has_own_weights:
+        if not enc.has_bias and not enc.has_own_weights and self.window is None:
             return [(0, T)]
         toeplitz = not enc.scores_per_sequence and not self.materialised
         b = batch or self.batch if enc.scores_per_sequence else 1
@@ -132,13 +135,37 @@ class AttentionContext:
         return out
 
     def distance_vector(self) -> Tensor:
-        """(H, 2T-1) bias of distances -(T-1) … T-1, -inf for j > i; once per forward."""
+        """(H, 2T-1) bias of distances -(T-1) … T-1, -inf for j > i and, with a window, for
+        i - j >= window; once per forward. An encoding without a distance bias (a windowed
+        layer of RoPE or NoPE) gives one row of zeros, broadcast over the heads."""
         if self._distance_vector is None:
             T = self.span.length
             d = torch.arange(1 - T, T, device=self.span.device)
-            vec = self.encoding.distance_bias(d)
-            self._distance_vector = vec.float().masked_fill(d < 0, float("-inf")).contiguous()
+            enc = self.encoding
+            vec = (
+                enc.distance_bias(d).float()
+                if enc.has_distance_bias
+                else d.new_zeros(1, 2 * T - 1, dtype=torch.float32)
+            )
+            blocked = (d < 0) | (d >= self.window if self.window is not None else False)
+            self._distance_vector = vec.masked_fill(blocked, float("-inf")).contiguous()
         return self._distance_vector
+
+    def window_mask(self, start: int, end: int) -> Tensor | None:
+        """(t, end) float32 0 | -inf of queries [start, end) against keys [0, end): -inf for
+        future keys and keys ``window`` or more tokens back; None without a window. Token
+        indices, not position values: a window is a number of tokens (as transformers' is)."""
+        if self.window is None:
+            return None
+        q = torch.arange(start, end, device=self.span.device)[:, None]
+        k = torch.arange(end, device=self.span.device)[None, :]
+        blocked = (k > q) | (q - k >= self.window)
+        return torch.zeros(blocked.shape, device=blocked.device).masked_fill(blocked, float("-inf"))
+
+    def windowed(self, bias: Tensor, start: int, end: int) -> Tensor:
+        """``bias`` of queries [start, end) with the window's mask added (as is without one)."""
+        mask = self.window_mask(start, end)
+        return bias if mask is None else bias + mask
 
     def toeplitz_mask(self, start: int, end: int) -> Tensor:
         """(1, H, t, end) view: bias + causal mask of queries [start, end) against the keys in
@@ -155,7 +182,8 @@ class AttentionContext:
         hit = self._shared.get((start, end))
         if hit is not None:
             return hit
-        bias = self.for_kernel(self.encoding.position_bias(self.pos_T[start:end], self.pos_T[:end]))
+        bias = self.encoding.position_bias(self.pos_T[start:end], self.pos_T[:end])
+        bias = self.for_kernel(self.windowed(bias, start, end))
         size = bias.numel() * bias.element_size()
         if self._shared_bytes + size <= SHARED_BIAS_BUDGET:
             self._shared[(start, end)] = bias
@@ -208,4 +236,4 @@ class AttentionContext:
         )
         bias = self.encoding.content_bias(q_BHtE, k_BHsE, site)
         assert bias.dim() == 4, "content_bias must return a 4-D (B, H, T, S) bias"
-        return bias if bias.dtype == torch.float32 else bias.float()
+        return self.windowed(bias if bias.dtype == torch.float32 else bias.float(), start, end)

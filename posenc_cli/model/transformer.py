@@ -49,7 +49,8 @@ class TransformerBlock(nn.Module):
 class TransformerLM(nn.Module):
     """Token embedding -> encoding.embed -> blocks -> RMSNorm -> LM head (untied unless
     ``tie_embeddings``, which imported checkpoints may need). ``encoded`` marks the layers that
-    use the encoding (model.layers); the others have no position at all."""
+    use the encoding (model.layers); the others have no position at all. ``windows`` gives a
+    layer a sliding window (model.windows; None: global attention)."""
 
     def __init__(
         self,
@@ -65,6 +66,7 @@ class TransformerLM(nn.Module):
         tie_embeddings: bool = False,
         qk_norm: bool = False,
         encoded: Sequence[bool] | None = None,
+        windows: Sequence[int | None] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
@@ -76,6 +78,8 @@ class TransformerLM(nn.Module):
         self.encoded = list(encoded) if encoded is not None else [True] * n_layers
         nope = PositionalEncoding(d_model, n_heads, encoding.head_dim, n_layers)
         self.no_position = None if all(self.encoded) else nope
+        #: Per layer, its sliding window in tokens, or None (model.windows).
+        self.windows = list(windows) if windows is not None else [None] * n_layers
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, i, n_kv_heads, rms_norm_eps, qk_norm)
@@ -112,17 +116,27 @@ class TransformerLM(nn.Module):
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         blocks = self.blocks
         n_heads = blocks[0].attn.n_heads
-        if self.no_position is None and blockwise and runs_blockwise(ctx, n_heads, len(x)):
+        uniform = self.no_position is None and not any(self.windows)
+        if uniform and blockwise and runs_blockwise(ctx, n_heads, len(x)):
             x = blockwise_hidden(blocks, x, ctx, n_heads)
         else:
-            nope = self.no_position
-            bare = ctx if nope is None else self._context(nope, span, len(x))
-            for block, encoded in zip(blocks, self.encoded, strict=True):
-                x = block(x, ctx if encoded else bare)
+            # one context per kind of layer (encoded or not, its window), shared by its layers
+            contexts: dict[tuple[bool, int | None], AttentionContext] = {(True, None): ctx}
+            kinds = zip(self.encoded, self.windows, strict=True)
+            for block, kind in zip(blocks, kinds, strict=True):
+                if kind not in contexts:
+                    encoding = self.encoding if kind[0] else self.no_position
+                    assert encoding is not None  # a NoPE layer exists only with no_position
+                    contexts[kind] = self._context(encoding, span, len(x), kind[1])
+                x = block(x, contexts[kind])
         return self.lm_head(self.ln_final(x))
 
-    def _context(self, encoding: PositionalEncoding, span: Span, batch: int) -> AttentionContext:
-        return AttentionContext(encoding, span, self.bias_budget_bytes, batch, self.logn_length)
+    def _context(
+        self, encoding: PositionalEncoding, span: Span, batch: int, window: int | None = None
+    ) -> AttentionContext:
+        return AttentionContext(
+            encoding, span, self.bias_budget_bytes, batch, self.logn_length, window
+        )
 
     @property
     def blocks(self) -> list[TransformerBlock]:

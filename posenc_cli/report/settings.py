@@ -18,6 +18,7 @@ LATER_MODEL_KEYS = {
     "rms_norm_eps": 1e-5,
     "tie_embeddings": False,
     "layers": None,
+    "windows": None,
 }
 
 
