@@ -29,16 +29,7 @@ def check_windows(cfg: DictConfig, encoding_params: dict[str, Any]) -> None:
     example = "e.g. 'model.windows=[64,64,64,null]' (null: every layer global)"
     _require(bool(entries), "model.windows=[] gives no layer a window", f"use {example}")
     for w in entries:
-        _require(
-            w is None or (isinstance(w, int) and not isinstance(w, bool) and w >= 1),
-            f"model.windows={shown} holds {w!r}, not a number of tokens (1 or more) or null",
-            f"use {example}",
-        )
-        _require(
-            w is None or w <= MAX_CONTEXT,
-            f"model.windows={shown} holds {w}, above posenc's longest context ({MAX_CONTEXT:,})",
-            "choose a shorter window, or null for global attention",
-        )
+        _check_entry(w, shown, example)
     n = int(cfg.model.n_layers)
     _require(
         any(w is not None for w in layer_windows(entries, n)),
@@ -60,6 +51,19 @@ def check_windows(cfg: DictConfig, encoding_params: dict[str, Any]) -> None:
         f"model.windows={shown}: a window of {widest} hides no key at any length this run "
         f"trains or evaluates (the longest is {longest} tokens)",
         f"choose windows below {longest}, or evaluate longer (eval.factors)",
+    )
+
+
+def _check_entry(w: Any, shown: str, example: str) -> None:
+    _require(
+        w is None or (isinstance(w, int) and not isinstance(w, bool) and w >= 1),
+        f"model.windows={shown} holds {w!r}, not a number of tokens (1 or more) or null",
+        f"use {example}",
+    )
+    _require(
+        w is None or w <= MAX_CONTEXT,
+        f"model.windows={shown} holds {w}, above posenc's longest context ({MAX_CONTEXT:,})",
+        "choose a shorter window, or null for global attention",
     )
 
 

@@ -41,16 +41,7 @@ def write_imported_run(
     def fill(folder: Path) -> None:
         save_run_config(folder, cfg, overrides)
         save_tokenizer(RunDir(folder).tokenizer_file)
-        weights = model.state_dict()
-        state = {
-            "model": weights,
-            "weights_sha256": state_digest(weights),
-            "step": step,
-            "imported": True,
-            "config": OmegaConf.to_container(
-                OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
-            ),
-        }
+        state = _checkpoint(cfg, model, step)
         save_atomic(state, RunDir(folder).checkpoint("last"))
         save_atomic({**state, "val_loss": None}, RunDir(folder).checkpoint("best"))
         merge_metrics(folder, metrics)
@@ -66,3 +57,17 @@ def write_imported_run(
             f"run directory '{planned}' was just taken by another command",
             "choose a new hydra.run.dir",
         ) from None
+
+
+def _checkpoint(cfg: DictConfig, model: TransformerLM, step: int) -> dict[str, Any]:
+    """What `posenc train` saves, marked as imported, with its weights' digest."""
+    weights = model.state_dict()
+    return {
+        "model": weights,
+        "weights_sha256": state_digest(weights),
+        "step": step,
+        "imported": True,
+        "config": OmegaConf.to_container(
+            OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
+        ),
+    }

@@ -78,7 +78,6 @@ class TransformerLM(nn.Module):
         self.encoded = list(encoded) if encoded is not None else [True] * n_layers
         nope = PositionalEncoding(d_model, n_heads, encoding.head_dim, n_layers)
         self.no_position = None if all(self.encoded) else nope
-        #: Per layer, its sliding window in tokens, or None (model.windows).
         self.windows = list(windows) if windows is not None else [None] * n_layers
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(

@@ -20,7 +20,8 @@ from posenc_cli.report import task_overview
 from posenc_cli.report.output_dir import writing_into
 from posenc_cli.report.paired_report import PairedTable, write_paired
 from posenc_cli.report.paired_report import cells as paired_cells
-from posenc_cli.report.runs import Run, Stat, row_labels, saved_params
+from posenc_cli.report.runs import Run, Stat, row_labels
+from posenc_cli.report.saved_params import saved_params
 from posenc_cli.report.settings import describe, model_settings, split_keys
 from posenc_cli.report.table import markdown_table, rich_table
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
