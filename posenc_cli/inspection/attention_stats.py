@@ -63,15 +63,23 @@ class StatsAccumulator:
         self.queries = 0
         self.train_length = train_length
 
-    def add(self, raw: Tensor, bias: Tensor, start: int, weigh: Weigh = softmax_rows) -> None:
+    def add(
+        self,
+        raw: Tensor,
+        bias: Tensor,
+        start: int,
+        weigh: Weigh = softmax_rows,
+        window: Tensor | None = None,
+    ) -> None:
         """Add queries [start, start + t): their scaled logits ``raw`` and ``bias`` (causal
         mask included), weighed as the model weighs them (the encoding's
-        ``attention_weights``)."""
+        ``attention_weights``, within the layer's sliding ``window`` mask if it has one; the
+        bias recorded is the encoding's alone)."""
         B, H, t, S = raw.shape
         i = torch.arange(start, start + t)[:, None]
         dist = i - torch.arange(S)[None, :]
         valid = dist >= 0
-        p = weigh(raw + bias)
+        p = weigh(raw + bias if window is None else raw + bias + window)
         self.distance += (p * dist.clamp(min=0)).sum(-1).sum((0, 2)).double()
         self.entropy += -torch.special.xlogy(p, p).sum(-1).sum((0, 2)).double()
         far = (p * (dist >= self.train_length)).sum(-1)  # (B, H, t)
@@ -99,8 +107,9 @@ def collect(model: TransformerLM, ids_BT: Tensor, train_length: int) -> Attentio
         acc = StatsAccumulator(attn.n_heads, T, train_length, biased)
         rows = max(16, CHUNK_ELEMENTS // max(1, B * attn.n_heads * T))
         for s in range(0, T, rows):
-            raw, bias = probe.logits(s, min(T, s + rows))
-            acc.add(raw, bias, s, ctx.encoding.attention_weights)
+            e = min(T, s + rows)
+            raw, bias = probe.logits(s, e)
+            acc.add(raw, bias, s, ctx.encoding.attention_weights, ctx.window_mask(s, e))
         accs.append(acc)
 
     handles = [block.attn.register_forward_pre_hook(hook) for block in model.blocks]

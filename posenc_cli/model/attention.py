@@ -264,7 +264,11 @@ class CausalSelfAttention(nn.Module):
                 qt[:, :, s:e],
                 kt[:, :, :e],
                 v[:, :, :e],
-                ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer, x_BTD[:, :e]),
+                ctx.windowed(
+                    ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer, x_BTD[:, :e]),
+                    s,
+                    e,
+                ),
                 scale,
             )
             for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))

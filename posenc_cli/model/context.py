@@ -236,4 +236,4 @@ class AttentionContext:
         )
         bias = self.encoding.content_bias(q_BHtE, k_BHsE, site)
         assert bias.dim() == 4, "content_bias must return a 4-D (B, H, T, S) bias"
-        return self.windowed(bias if bias.dtype == torch.float32 else bias.float(), start, end)
+        return bias if bias.dtype == torch.float32 else bias.float()

@@ -154,3 +154,21 @@ def test_the_exporters_refuse_windows(
     check = _check_exportable if command == "export-hf" else _check_rope
     with pytest.raises(PosencError, match=r"model\.windows"):
         check(cfg, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["alibi", "deberta", "fox"])
+def test_inspect_weighs_within_the_window_and_draws_the_encodings_bias(
+    encoding_config: Callable[[str], Any], tokens: Callable[..., Tensor], name: str
+) -> None:
+    """The windowed layer's attention stays inside its window (no weight beyond the training
+    length L = 16 > W), the global layer's does not; the bias by distance is the encoding's,
+    finite at every distance, not the window's -inf."""
+    from posenc_cli.inspection.attention_stats import collect
+
+    model = _model(encoding_config, name, 2, [W, None]).float().eval()
+    stats = collect(model, tokens(48), 16)
+    assert stats.beyond is not None
+    assert (stats.mean_distance[0] <= W - 1 + 1e-6).all()
+    assert (stats.beyond[0] == 0).all() and (stats.beyond[1] > 0).all()
+    if stats.bias_by_distance is not None:
+        assert torch.isfinite(torch.from_numpy(stats.bias_by_distance)).all()
