@@ -17,7 +17,7 @@ from typing import Any
 
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import encoded_layers
+from posenc_cli.common.layer_pattern import encoded_layers, layer_windows
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.corpus import EOT
@@ -173,18 +173,19 @@ def _check_weights_fit(cfg: RunConfig, state: dict[str, Any], run_dir: Path) -> 
 
 def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
     name = cfg.encoding.name
-    if name not in ("rope", "hybrid"):
+    if name not in ("rope", "hybrid", "rnope_swa"):
         raise PosencError(
             f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
-            "export a run trained with encoding=rope (Llama) or encoding=hybrid (SmolLM3)",
+            "export a run trained with encoding=rope (Llama), hybrid or rnope_swa (SmolLM3)",
         )
-    if cfg.model.windows is not None:
+    sizes = {w for w in _windows(cfg) or () if w is not None}
+    if len(sizes) > 1:
         raise PosencError(
-            f"{run_dir} has sliding windows per layer (model.windows), which transformers' "
-            "Llama and SmolLM3 have no equivalent for",
-            "export a run trained without model.windows",
+            f"{run_dir} has sliding windows of {len(sizes)} sizes ({sorted(sizes)}), and "
+            "transformers' SmolLM3 has one sliding_window for every windowed layer",
+            "export a run whose model.windows are one size (or null)",
         )
-    hybrid = name == "hybrid" or cfg.model.layers is not None
+    hybrid = _no_rope_layers(cfg) is not None or _windows(cfg) is not None
     if hybrid and cfg.encoding.params.get("rotary_fraction", 1.0) != 1.0:
         raise PosencError(
             f"{run_dir} rotates part of each head in a hybrid run, which transformers' "
@@ -228,6 +229,7 @@ def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:
         rms_norm_eps=m.rms_norm_eps,
         eot=eot,
         no_rope_layers=_no_rope_layers(cfg),
+        windows=_windows(cfg),
     )
 
 
@@ -235,12 +237,25 @@ def _no_rope_layers(cfg: RunConfig) -> tuple[int, ...] | None:
     """SmolLM3's flags (1: the layer rotates) for a hybrid run: a layer rotates where both the
     hybrid encoding's pattern and model.layers put RoPE; None for a run of RoPE only."""
     n = cfg.model.n_layers
-    if cfg.encoding.name != "hybrid" and cfg.model.layers is None:
+    if cfg.encoding.name == "rope" and cfg.model.layers is None:
         return None
     pattern = list(cfg.encoding.params.get("pattern", ["rope"]))
     in_encoding = [pattern[i % len(pattern)] == "rope" for i in range(n)]
     in_model = encoded_layers(cfg.model.layers, n)
     return tuple(int(a and b) for a, b in zip(in_encoding, in_model, strict=True))
+
+
+def _windows(cfg: RunConfig) -> tuple[int | None, ...] | None:
+    """Each layer's sliding window: model.windows, or rnope_swa's window on its RoPE layers;
+    None when every layer attends globally."""
+    n = cfg.model.n_layers
+    window = cfg.encoding.params.get("window")
+    if window is not None:
+        rotates = _no_rope_layers(cfg) or (1,) * n
+        return tuple(int(window) if r else None for r in rotates)
+    if cfg.model.windows is None:
+        return None
+    return tuple(layer_windows(cfg.model.windows, n))
 
 
 def _write_files(

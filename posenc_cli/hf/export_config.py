@@ -1,7 +1,7 @@
 """config.json of an exported run: LlamaConfig, Phi3Config when only part of each head
 rotates (transformers' Llama rotates every dimension; Phi-3 is the same decoder with fused
-projections and a ``partial_rotary_factor``), or SmolLM3Config for a hybrid run (Llama's
-decoder with some layers unrotated).
+projections and a ``partial_rotary_factor``), or SmolLM3Config for a hybrid or windowed run
+(Llama's decoder with some layers unrotated, or attending within one sliding window).
 
 A context-extension method becomes transformers' ``rope_scaling``: pi is ``linear``, llama3,
 yarn and longrope keep their names (longrope with both sets of rescale factors), dynamic_ntk
@@ -44,6 +44,9 @@ class Shape:
     #: SmolLM3's no_rope_layers of a hybrid run (1: the layer rotates, 0: no position); None
     #: when every layer rotates (Llama, Phi-3).
     no_rope_layers: tuple[int, ...] | None = None
+    #: Each layer's sliding window (model.windows, rnope_swa's RoPE layers), one size or None;
+    #: None when every layer is global.
+    windows: tuple[int | None, ...] | None = None
 
 
 def rope_settings(
@@ -148,8 +151,9 @@ def hf_config(
         "use_cache": True,
         "torch_dtype": "float32",
     }
-    if shape.no_rope_layers is not None:
-        return {**config, **smollm3_fields(shape.no_rope_layers)}
+    if shape.no_rope_layers is not None or shape.windows is not None:
+        rotates = shape.no_rope_layers or (1,) * shape.n_layers
+        return {**config, **smollm3_fields(rotates, shape.windows)}
     return {**config, **_phi3_fields(shape)} if partial else config
 
 
@@ -164,14 +168,22 @@ def _phi3_fields(shape: Shape) -> dict[str, Any]:
     }
 
 
-def smollm3_fields(no_rope_layers: tuple[int, ...]) -> dict[str, Any]:
-    """SmolLM3's entries for a hybrid run: Llama's decoder and weights, with the layers that do
-    not rotate listed (transformers reads no_rope_layers per layer, 0 for NoPE)."""
+def smollm3_fields(
+    no_rope_layers: tuple[int, ...], windows: tuple[int | None, ...] | None = None
+) -> dict[str, Any]:
+    """SmolLM3's entries for a hybrid or windowed run: Llama's decoder and weights, with the
+    layers that do not rotate listed (transformers reads no_rope_layers per layer, 0 for NoPE)
+    and each layer's attention type, "sliding_attention" with the one sliding_window (query i
+    sees keys i - j < sliding_window, posenc's rule) or "full_attention"."""
+    sizes = {w for w in windows or () if w is not None}
     return {
         "architectures": ["SmolLM3ForCausalLM"],
         "model_type": "smollm3",
         "no_rope_layers": list(no_rope_layers),
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "layer_types": ["full_attention"] * len(no_rope_layers),
+        "use_sliding_window": bool(sizes),
+        "sliding_window": sizes.pop() if sizes else None,
+        "layer_types": [
+            "sliding_attention" if windows and windows[i] is not None else "full_attention"
+            for i in range(len(no_rope_layers))
+        ],
     }

@@ -65,6 +65,7 @@ def settings(config: dict[str, Any], where: Path) -> dict[str, Any]:
     return {
         **rope_settings(f, where, d_model // heads),
         **layer_settings(f, f.integer("num_hidden_layers")),
+        **window_settings(f, f.integer("num_hidden_layers")),
         "model.d_model": d_model,
         "model.n_layers": f.integer("num_hidden_layers"),
         "model.n_heads": heads,
@@ -107,8 +108,42 @@ def _check_family(f: Fields, where: Path) -> None:
         "hidden_act": f.text("hidden_act", "silu") != "silu",
         "attention_bias": f.flag("attention_bias", False),
         "mlp_bias": f.flag("mlp_bias", False),
-        "sliding_window": f.flag("use_sliding_window", kind == "mistral") and window is not None,
+        # Qwen2's windows follow max_window_layers; Mistral's and SmolLM3's are model.windows
+        "sliding_window": kind == "qwen2"
+        and f.flag("use_sliding_window", False)
+        and window is not None,
     }
     for key, differs in lacking.items():
         if differs:
             raise PosencError(f"{where} uses {key}={f.data.get(key)}", REFUSED)
+
+
+def window_settings(f: Fields, n_layers: int) -> dict[str, Any]:
+    """Sliding windows as ``model.windows``: Mistral's one window in every layer
+    (use_sliding_window defaults to true there), SmolLM3's in the layers its ``layer_types``
+    mark "sliding_attention" (absent: transformers puts them on the NoPE layers). Query i sees
+    keys i - j < sliding_window in both, as in posenc."""
+    kind = f.text("model_type")
+    if kind not in ("mistral", "smollm3") or not f.flag("use_sliding_window", kind == "mistral"):
+        return {}
+    window = f.optional_integer("sliding_window")
+    if window is None:
+        return {}
+    if kind == "mistral":
+        return {"model.windows": f"[{window}]"}
+    types = f.data.get("layer_types")
+    if types is None:
+        rotates = layer_settings(f, n_layers).get("encoding.pattern", "")
+        types = (
+            [
+                "sliding_attention" if word == "none" else "full_attention"
+                for word in rotates.strip("[]").split(",")
+            ]
+            if rotates
+            else ["full_attention"] * n_layers
+        )
+    kinds = ("sliding_attention", "full_attention")
+    if not isinstance(types, list) or len(types) != n_layers or any(t not in kinds for t in types):
+        raise f.refuse("layer_types", types, f"a list of {n_layers} entries, each of {kinds}")
+    windows = ",".join(str(window) if t == kinds[0] else "null" for t in types)
+    return {"model.windows": f"[{windows}]"} if kinds[0] in types else {}

@@ -177,7 +177,7 @@ def test_yarn_is_written_as_transformers_rope_scaling(
     "overrides, extra, says",
     [
         (["encoding=alibi"], [], "no equivalent"),
-        (["encoding=rnope_swa"], [], "no equivalent"),
+        (["encoding=irope"], [], "no equivalent"),
         (["encoding=alibi", "model.layers=[encoding,none]"], [], "no equivalent"),
         (["encoding=hybrid", "encoding.rotary_fraction=0.5"], [], "SmolLM3 has no equivalent"),
         (["encoding.p=0.5"], [], "p-RoPE"),

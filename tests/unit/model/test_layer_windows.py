@@ -143,17 +143,12 @@ def test_windows_that_cannot_mean_what_they_say_are_refused(
     assert says in str(caught.value)
 
 
-@pytest.mark.parametrize("command", ["export-hf", "export-cs336"])
-def test_the_exporters_refuse_windows(
-    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_cs336_export_refuses_windows(tmp_path: Path) -> None:
+    """CS336's model attends globally (export-hf writes windows as SmolLM3: tests/unit/hf)."""
     from posenc_cli.cs336.exporter import _check_rope
-    from posenc_cli.hf.export import _check_exportable
 
-    cfg = load(["model=tiny", "encoding=rope", "model.windows=[8,null]"])
-    check = _check_exportable if command == "export-hf" else _check_rope
     with pytest.raises(PosencError, match=r"model\.windows"):
-        check(cfg, tmp_path)
+        _check_rope(load(["model=tiny", "encoding=rope", "model.windows=[8,null]"]), tmp_path)
 
 
 @pytest.mark.parametrize("name", ["alibi", "deberta", "fox"])
