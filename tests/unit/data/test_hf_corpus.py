@@ -118,7 +118,10 @@ def test_without_datasets_installed_the_error_names_the_extra(
 @pytest.mark.parametrize(
     "overrides, says",
     [
-        (["data.dataset=parquet"], "data.dataset is set but data=sotu does not read a `datasets`"),
+        (
+            ["data.dataset=parquet"],
+            "data.dataset is set but data=sotu reads its built-in corpus, not a `datasets`",
+        ),
         (["data=text", "data.path=a.txt", "data.train_tokens=9"], "data.train_tokens is set but"),
         (["data=hf", "data.dataset=parquet", "data.path=a.txt"], "reads a `datasets` source"),
         (["data=hf", "data.dataset=parquet"], "data.dataset=parquet reads the files data.data_"),
