@@ -8,13 +8,16 @@ written the same way: into a hidden sibling folder renamed into place once compl
 from __future__ import annotations
 
 import errno
-import glob
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+#: A folder or file being written by process <pid> (write_folder_atomic).
+PARTIAL = re.compile(r"\..+\.partial(\d+)")
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
@@ -85,11 +88,12 @@ def _rename_fresh(tmp: Path, out: Path) -> Path:
 
 
 def _remove_dead_partials(out: Path) -> None:
-    """Hidden siblings of ``out`` that killed writers left (their pid no longer runs)."""
-    prefix = f".{out.name}.partial"
-    for left in out.parent.glob(f"{glob.escape(prefix)}*"):
-        pid = left.name[len(prefix) :]
-        if not pid.isdigit() or process_alive(int(pid)):
+    """Hidden ``.NAME.partial<pid>`` siblings of ``out`` that killed writers left (their pid no
+    longer runs), of any NAME: a folder named by the time it was started (a default run
+    directory) is never written under the same name again."""
+    for left in out.parent.glob(".*.partial*"):
+        match = PARTIAL.fullmatch(left.name)
+        if match is None or process_alive(int(match.group(1))):
             continue
         if left.is_symlink() or left.is_file():
             left.unlink(missing_ok=True)

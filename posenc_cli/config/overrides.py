@@ -58,7 +58,8 @@ def values_of(override: Any) -> list[str]:
         if override.value_type is not None and override.value_type.name == "GLOB_CHOICE_SWEEP":
             return _glob(override)
         return [str(v) for v in override.sweep_string_iterator()]
-    return [str(override.value())]
+    # in override syntax: null, not Python's None ([4,null] would come back as "[4, None]")
+    return [override.get_value_element_as_str(override.value())]
 
 
 def _glob(override: Any) -> list[str]:
@@ -121,7 +122,10 @@ def expand_sweep(overrides: list[str], extra: dict[str, str] | None = None) -> l
     """The override lists of every job a sweep would run (cartesian product of a,b,c lists);
     ``extra`` are the sweeper's params from the config, which the command line overrides."""
     parsed = parse(overrides)
-    axes = [[f"{ov.get_key_element()}={v}" for v in values_of(ov)] for ov in parsed]
+    axes = [
+        [f"{ov.get_key_element()}={v}" for v in values_of(ov)] if ov.is_sweep_override() else [text]
+        for text, ov in zip(overrides, parsed, strict=True)
+    ]
     keys = {ov.get_key_element() for ov in parsed}
     for key, spec in (extra or {}).items():
         if key not in keys:

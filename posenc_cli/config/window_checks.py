@@ -1,9 +1,10 @@
 """model.windows: per-layer sliding windows, checked against the model and the run's lengths.
 
 A window is a number of tokens a query sees (itself included); the pattern repeats over the
-layers as model.layers does. A window that hides no key at any length the run trains on or
-evaluates, or a pattern that gives no layer of this model a window, would make the run what
-it does not say, so both are refused before anything is created.
+layers as model.layers does. A pattern that gives no layer of this model a window would make
+the run what it does not say, so it is refused before anything is created. A window longer
+than every sequence the run sees is allowed: it hides nothing there, which is what it means
+(and a later evaluation may be longer).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from posenc_cli.common.sizes import MAX_CONTEXT
 
 def check_windows(cfg: DictConfig, encoding_params: dict[str, Any]) -> None:
     """model.windows: whole numbers of tokens or null, one that some layer of the model gets,
-    each shorter than the longest sequence the run sees, and not on top of an encoding's own
-    window (rnope_swa)."""
+    and not on top of an encoding's own window (rnope_swa)."""
     pattern = cfg.model.windows
     if pattern is None:
         return
@@ -42,15 +42,6 @@ def check_windows(cfg: DictConfig, encoding_params: dict[str, Any]) -> None:
         "would put a second one on it",
         "use one of them: encoding=rope with model.layers and model.windows does what "
         "rnope_swa does",
-    )
-    L = int(cfg.train.context_length)
-    longest = max([L, *(round(L * float(f)) for f in cfg.eval.extrapolation.factors)])
-    widest = max(w for w in entries if w is not None)
-    _require(
-        widest < longest,
-        f"model.windows={shown}: a window of {widest} hides no key at any length this run "
-        f"trains or evaluates (the longest is {longest} tokens)",
-        f"choose windows below {longest}, or evaluate longer (eval.factors)",
     )
 
 

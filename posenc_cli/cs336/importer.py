@@ -30,6 +30,9 @@ REQUIRED = {
     "train.context_length": "train.context_length=256",
 }
 
+#: What the assignment's model fixes: RoPE in every layer, attending globally.
+GLOBAL_ROPE_KEYS = ("model.layers", "model.windows")
+
 
 def import_cs336(
     checkpoint: Path, vocab: Path, merges: Path, specials: list[str], overrides: list[str]
@@ -40,6 +43,13 @@ def import_cs336(
             raise PosencError(
                 f"posenc import-cs336 needs {key} (the weights do not say it)",
                 f"add {example}, as your model was built",
+            )
+    for key in GLOBAL_ROPE_KEYS:
+        if given(overrides, key):
+            raise PosencError(
+                f"cannot set {key} on an imported CS336 model: it was trained with RoPE and "
+                "global attention in every layer",
+                f"drop {key}; set it on a new run (posenc train) instead",
             )
     weights = load_weights(checkpoint)
     cfg = compose(["encoding=rope", *_dimension_overrides(weights), *overrides], with_hydra=True)

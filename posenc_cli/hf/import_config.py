@@ -119,30 +119,25 @@ def _check_family(f: Fields, where: Path) -> None:
 
 
 def window_settings(f: Fields, n_layers: int) -> dict[str, Any]:
-    """Sliding windows as ``model.windows``: Mistral's one window in every layer
-    (use_sliding_window defaults to true there), SmolLM3's in the layers its ``layer_types``
-    mark "sliding_attention" (absent: transformers puts them on the NoPE layers). Query i sees
-    keys i - j < sliding_window in both, as in posenc."""
+    """Sliding windows as ``model.windows``, where transformers applies them (5.x): Mistral's
+    sliding_window in every layer whenever it is set, SmolLM3's in the layers its
+    ``layer_types`` mark "sliding_attention" (both whatever use_sliding_window says: their
+    masks follow these fields); absent layer_types, SmolLM3 derives them, sliding on its NoPE
+    layers when use_sliding_window is on. Query i sees keys i - j < sliding_window, as in
+    posenc."""
     kind = f.text("model_type")
-    if kind not in ("mistral", "smollm3") or not f.flag("use_sliding_window", kind == "mistral"):
-        return {}
-    window = f.optional_integer("sliding_window")
+    window = f.optional_integer("sliding_window") if kind in ("mistral", "smollm3") else None
     if window is None:
         return {}
     if kind == "mistral":
         return {"model.windows": f"[{window}]"}
+    kinds = ("sliding_attention", "full_attention")
     types = f.data.get("layer_types")
     if types is None:
-        rotates = layer_settings(f, n_layers).get("encoding.pattern", "")
-        types = (
-            [
-                "sliding_attention" if word == "none" else "full_attention"
-                for word in rotates.strip("[]").split(",")
-            ]
-            if rotates
-            else ["full_attention"] * n_layers
-        )
-    kinds = ("sliding_attention", "full_attention")
+        pattern = layer_settings(f, n_layers).get("encoding.pattern")
+        words = pattern.strip("[]").split(",") if pattern else ["rope"] * n_layers
+        on = f.flag("use_sliding_window", False)
+        types = [kinds[0] if on and word == "none" else kinds[1] for word in words]
     if not isinstance(types, list) or len(types) != n_layers or any(t not in kinds for t in types):
         raise f.refuse("layer_types", types, f"a list of {n_layers} entries, each of {kinds}")
     windows = ",".join(str(window) if t == kinds[0] else "null" for t in types)

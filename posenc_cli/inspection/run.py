@@ -21,6 +21,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
 from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import create_exclusive, load_run_config, make_dirs, refuse_links
+from posenc_cli.config.task_checks import is_task
 from posenc_cli.engine.build import build_model
 from posenc_cli.engine.memory import check_inspect_memory
 from posenc_cli.engine.metrics import read_metrics
@@ -66,6 +67,13 @@ def inspect_run(run_dir: Path, overrides: list[str]) -> InspectReport:
     """Figures of a trained run's last checkpoint, into RUN/inspect/ and its TensorBoard."""
     t0 = time.perf_counter()
     composed = load_run_config(run_dir)
+    if is_task(composed):
+        raise PosencError(
+            f"'{run_dir}' is a synthetic-task run (task={composed.task.name}): posenc inspect "
+            "reads held-out text, which its vocabulary of symbols cannot encode",
+            "inspect a language-model run; a task run's results are in its metrics.json and "
+            "`posenc compare`",
+        )
     saved, cfg = typed(composed), typed(apply_overrides(composed, overrides))
     out_dir = _run_out_dir(run_dir)
     path, state = last_checkpoint(run_dir)

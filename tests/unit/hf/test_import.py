@@ -267,7 +267,7 @@ def test_an_import_killed_midway_leaves_only_a_hidden_folder_the_next_one_remove
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    left = tmp_path / f".run.partial{dead.pid}"
+    left = tmp_path / f".12-00-00-rope.partial{dead.pid}"  # a default name holds the time
     (left / "checkpoints").mkdir(parents=True)
     seen: list[bool] = []
 
@@ -280,4 +280,4 @@ def test_an_import_killed_midway_leaves_only_a_hidden_folder_the_next_one_remove
     assert result.exit_code == 0, result.output
     assert seen == [False, False]
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
-    assert not left.exists() and not list(tmp_path.glob(".run*"))
+    assert not left.exists() and not list(tmp_path.glob(".*partial*"))

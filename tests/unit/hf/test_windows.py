@@ -97,9 +97,11 @@ def test_mistrals_sliding_window_imports_as_one_window_for_every_layer(
     out = tmp_path / "hf"
     cli("export-hf", str(run), str(out))
     config = json.loads((out / "config.json").read_text())
-    for key in ("no_rope_layers", "layer_types", "use_sliding_window"):
+    for key in ("no_rope_layers", "layer_types"):
         del config[key]
+    # transformers' Mistral applies sliding_window whatever use_sliding_window says
     config.update(architectures=["MistralForCausalLM"], model_type="mistral")
+    config["use_sliding_window"] = False
     (out / "config.json").write_text(json.dumps(config))
     ids = batch(run, text)
     back = tmp_path / "back"
@@ -119,3 +121,21 @@ def test_windows_of_two_sizes_are_refused(make_run: Callable[..., Path], tmp_pat
     assert res.exit_code == 2 and res.output.count("\n") == 1
     assert "one sliding_window for every windowed layer" in res.output
     assert not (tmp_path / "hf").exists()
+
+
+def test_smollm3s_layer_types_decide_its_windows(
+    make_run: Callable[..., Path], tmp_path: Path, text: str
+) -> None:
+    """transformers builds SmolLM3's masks from layer_types even with use_sliding_window off,
+    so the import follows layer_types too."""
+    run = make_run(["model.windows=[4,null]"])
+    out = tmp_path / "hf"
+    cli("export-hf", str(run), str(out))
+    config = json.loads((out / "config.json").read_text())
+    config["use_sliding_window"] = False
+    (out / "config.json").write_text(json.dumps(config))
+    back = tmp_path / "back"
+    cli("import-hf", str(out), f"hydra.run.dir={back}")
+    assert list(load_run_config(back).model.windows) == [4, None]
+    ids = batch(run, text)
+    assert (theirs(out, ids) - logits(back, ids)).abs().max().item() < TOLERANCE

@@ -130,7 +130,7 @@ def test_the_config_builds_the_windows_and_adds_no_weights() -> None:
         (["model.windows=[null]"], "gives none of the 2 layers a window"),
         (["model.windows=[null,null,4]"], "gives none of the 2 layers a window"),
         (["model.windows=[]"], "model.windows=[] gives no layer a window"),
-        (["model.windows=[4096]"], "a window of 4096 hides no key at any length this run"),
+        (["model.windows=[16777217]"], "above posenc's longest context (16,777,216)"),
         (["model.windows=[abc]"], "wrong type for 'model.windows[0]'"),
         (["encoding=rnope_swa", "model.windows=[8]"], "has its own window (encoding.window)"),
     ],
@@ -167,3 +167,22 @@ def test_inspect_weighs_within_the_window_and_draws_the_encodings_bias(
     assert (stats.beyond[0] == 0).all() and (stats.beyond[1] > 0).all()
     if stats.bias_by_distance is not None:
         assert torch.isfinite(torch.from_numpy(stats.bias_by_distance)).all()
+
+
+def test_a_sweep_keeps_a_pattern_with_null_as_written() -> None:
+    """Each job gets 'model.windows=[4,null]' itself, not Python's '[4, None]' (a string)."""
+    from posenc_cli.config.overrides import expand_sweep
+
+    jobs = expand_sweep(["model=tiny", "model.windows=[4,null]", "encoding=rope,alibi"])
+    assert [job[1] for job in jobs] == ["model.windows=[4,null]"] * 2
+    assert all(list(load(job).model.windows) == [4, None] for job in jobs)
+
+
+@pytest.mark.parametrize("key", ["model.windows=[4]", "model.layers=[encoding,none]"])
+def test_an_imported_cs336_model_keeps_its_global_rope_layers(key: str, tmp_path: Path) -> None:
+    from posenc_cli.cs336.importer import import_cs336
+
+    required = ["model.n_heads=2", "encoding.theta=10000", "train.context_length=16"]
+    missing = tmp_path / "none.pt"
+    with pytest.raises(PosencError, match="cannot set model.* on an imported CS336 model"):
+        import_cs336(missing, missing, missing, [], [*required, key])
