@@ -117,10 +117,7 @@ def validate(cfg: DictConfig) -> None:
     except InterpolationResolutionError as exc:
         raise resolution_error(exc, exc.full_key or _unresolvable_key(plain)) from None
     except ValidationError as exc:
-        raise PosencError(
-            f"wrong type for '{exc.full_key}': {str(exc.msg).splitlines()[0]}",
-            "give a value of the type in configs/",
-        ) from None
+        raise _type_error(exc) from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", "") or ""
         raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
@@ -129,6 +126,18 @@ def validate(cfg: DictConfig) -> None:
     check_sections(plain)
     fold_older_names(cfg.eval)
     _check_data_path(cfg)
+
+
+def _type_error(exc: ValidationError) -> PosencError:
+    """A value of the wrong type, with the two slips that cause most: Python's None for YAML's
+    null, and a bare value where the key takes a list."""
+    msg = str(exc.msg).splitlines()[0]
+    fix = "give a value of the type in configs/"
+    if "Value 'None' of type 'str'" in msg:
+        fix = "write null for no value (None is a string here)"
+    elif "is not a ListConfig, list or tuple" in msg:
+        msg, fix = "it takes a list", f"write it in brackets, e.g. {exc.full_key}=[...]"
+    return PosencError(f"wrong type for '{exc.full_key}': {msg}", fix)
 
 
 def _check_resolved_types(plain: DictConfig, typed: DictConfig, prefix: str = "") -> None:

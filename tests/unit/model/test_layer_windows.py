@@ -132,6 +132,8 @@ def test_the_config_builds_the_windows_and_adds_no_weights() -> None:
         (["model.windows=[]"], "model.windows=[] gives no layer a window"),
         (["model.windows=[16777217]"], "above posenc's longest context (16,777,216)"),
         (["model.windows=[abc]"], "wrong type for 'model.windows[0]'"),
+        (["model.windows=[4,None]"], "write null for no value (None is a string here)"),
+        (["model.windows=4"], "it takes a list — write it in brackets, e.g. model.windows=[...]"),
         (["encoding=rnope_swa", "model.windows=[8]"], "has its own window (encoding.window)"),
     ],
 )
