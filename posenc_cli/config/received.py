@@ -48,17 +48,50 @@ def load_received(path: Path) -> Any:
     """The YAML file at ``path`` as OmegaConf data, after checking it is a regular file of at
     most MAX_BYTES whose YAML holds at most MAX_ALIASES aliases; ValueError says why not (the
     callers turn any failure into their own one line)."""
+    return OmegaConf.create(_checked_text(path))
+
+
+def received_data(path: Path) -> Any:
+    """The same file, checked the same way, as plain data (dicts, lists, scalars, with
+    OmegaConf's reading of numbers such as 1e-3) and no OmegaConf node: a comparison reads
+    hundreds of saved configs, and building nodes took 18 times as long as parsing."""
+    return yaml.load(_checked_text(path), Loader=_PlainLoader)
+
+
+def _checked_text(path: Path) -> str:
     if path.is_symlink() or not path.is_file():
         raise ValueError("not a regular file")
     if path.stat().st_size > MAX_BYTES:
         raise ValueError(f"larger than {MAX_BYTES:,} bytes")
     text = path.read_text(encoding="utf-8")
     # an alias names an anchor (&): without one there is nothing to expand, and no need to
-    # tokenize the file twice (a comparison reads hundreds of configs)
+    # tokenize the file twice
     aliases = "&" in text and sum(isinstance(t, yaml.AliasToken) for t in yaml.scan(text))
     if aliases > MAX_ALIASES:
         raise ValueError(f"{aliases} YAML aliases, more than posenc reads")
-    return OmegaConf.create(text)
+    return text
+
+
+def _plain_loader() -> Any:
+    """YAML's safe loader (libyaml's where installed) reading scalars as OmegaConf does: an
+    exponent without a dot is a float (1e-3), and there are no timestamps."""
+    loader: Any = type("PlainLoader", (getattr(yaml, "CSafeLoader", yaml.SafeLoader),), {})
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, regex) for tag, regex in resolvers if not tag.endswith(":timestamp")]
+        for first, resolvers in loader.yaml_implicit_resolvers.items()
+    }
+    return loader
+
+
+_PlainLoader = _plain_loader()
 
 
 def resolve_received(cfg: DictConfig, source: Path) -> DictConfig:

@@ -9,11 +9,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.groups import group_options, option_values
-from posenc_cli.config.received import load_received
+from posenc_cli.config.received import received_data
 from posenc_cli.encodings.names import META_KEYS
 
 
@@ -42,7 +40,7 @@ def _saved_config(saved: Path) -> dict[Any, Any]:
 def _parsed_config(saved: str, mtime_ns: int, size: int) -> dict[Any, Any]:
     """Keyed by the file's time and size too, so a config rewritten meanwhile is read again."""
     try:
-        plain = OmegaConf.to_container(load_received(Path(saved)), resolve=False)
+        plain = received_data(Path(saved))
     except Exception:  # a damaged optional file must not stop the comparison
         return {}
     return plain if isinstance(plain, dict) else {}
