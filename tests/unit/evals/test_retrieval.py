@@ -159,7 +159,12 @@ def test_every_encoding_is_scored_or_skipped_with_a_reason(
     cfg = typed(
         apply_overrides(
             composed(f"encoding={name}"),
-            ["eval.tasks=[retrieval]", "eval.retrieval.factors=[4,8]"],
+            # 20 instances per length (4 per depth): every property below, a tenth of the work
+            [
+                "eval.tasks=[retrieval]",
+                "eval.retrieval.factors=[4,8]",
+                "eval.retrieval.passkeys=20",
+            ],
         )
     )
     model = model_for(cfg)
