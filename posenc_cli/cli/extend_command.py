@@ -94,8 +94,7 @@ def _run(run_dir: Path, job: Job) -> None:
     from posenc_cli.workflows.ranks import run_job
 
     if job.cfg is None:
-        cfg, out = evaluate_run(run_dir, list(job.eval_overrides))
-        unlock_run_dir(run_dir)  # the next job of a grid may evaluate the parent again
+        cfg, out = evaluate_run(run_dir, list(job.eval_overrides))  # it frees the run after
         for key, result in out.items():
             print_eval_result(run_dir, cfg, key, result)
         return

@@ -23,7 +23,7 @@ from posenc_cli.config.eval_sections import eval_option
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.run_config import RunConfig, typed
-from posenc_cli.config.rundir import load_run_config, lock_run_dir
+from posenc_cli.config.rundir import load_run_config, lock_run_dir, unlock_run_dir
 from posenc_cli.data.cache import TokenData, cache_root
 from posenc_cli.data.config import DataConfig
 from posenc_cli.data.eval_text import encode_for_eval
@@ -64,6 +64,16 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[s
     rt = make_runtime(cfg)
     check_evaluation_memory(cfg, rt.device.type == "cuda")
     lock_run_dir(run_dir)
+    try:
+        return _evaluate(run_dir, cfg, saved, rt, metrics)
+    finally:
+        unlock_run_dir(run_dir)  # free for the next command of this process (a grid, a test)
+
+
+def _evaluate(
+    run_dir: Path, cfg: RunConfig, saved: RunConfig, rt: Runtime, metrics: dict[str, Any]
+) -> tuple[RunConfig, dict[str, Any]]:
+    """Every task of ``cfg`` on the run's last checkpoint, merged into metrics.json."""
     model = load_model(run_dir, cfg, rt)
     data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
     suffix, ev = identity_suffix(rt, metrics), cfg.eval.extrapolation

@@ -1,15 +1,20 @@
-"""`posenc train` then `posenc eval` again with another protocol and on other text."""
+"""`posenc train` then `posenc eval` again with another protocol and on other text. The run is
+trained by the installed CLI in a subprocess; the evaluations that follow run the same command
+in this process (CliRunner), which spares each one an interpreter's start-up."""
 
 from __future__ import annotations
 
 import json
 import random
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from typer.testing import CliRunner
 
+from posenc_cli.cli.app import app
 from tests.helpers.cli import run_cli
 
 pytestmark = pytest.mark.slow
@@ -25,11 +30,28 @@ def write_text(path: Path, n_docs: int, seed: int) -> Path:
     return path
 
 
-def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path) -> None:
-    def posenc(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc
+def posenc_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """posenc(*args): `posenc train` as a subprocess, every other command in this process, in
+    ``tmp_path`` with the cache under it; each must succeed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POSENC_CACHE", str(tmp_path / "cache"))
+
+    def posenc(*args: str) -> Any:
+        if args[0] == "train":
+            proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, (result.output, result.exception)
+        return result
+
+    return posenc
+
+
+def test_cli_train_then_eval_sliding_and_other_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    posenc = posenc_in(tmp_path, monkeypatch)
 
     corpus = write_text(tmp_path / "corpus.txt", 40, seed=0)
     other = write_text(tmp_path / "other.txt", 6, seed=1)
@@ -83,11 +105,10 @@ def test_cli_train_then_eval_sliding_and_other_text(tmp_path: Path) -> None:
     assert steps == sorted(set(steps)) == [16, 32, 64, 128, 256]
 
 
-def test_results_are_keyed_by_content_and_precision(tmp_path: Path) -> None:
-    def posenc(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = run_cli(list(args), tmp_path, tmp_path / "cache", check=False)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc
+def test_results_are_keyed_by_content_and_precision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    posenc = posenc_in(tmp_path, monkeypatch)
 
     run_dir = tmp_path / "run"
     posenc(
