@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from posenc_cli.config.compose import load
+from posenc_cli.data.prepare import prepare
 from tests.helpers.cli import CLI, run_cli, wait_for
 from tests.helpers.configs import TINY, sweep_job
 
@@ -54,14 +56,7 @@ def test_two_trains_started_together_get_two_directories(
 ) -> None:
     env = {**os.environ, "POSENC_CACHE": str(cache_dir)}
     cmd = [*CLI, *_train_args(corpus)]
-    subprocess.run(
-        [*cmd, f"hydra.run.dir={tmp_path / 'warm'}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        check=True,
-        timeout=300,
-    )  # the data cache, built once
+    prepare(load(_train_args(corpus)[1:]).data)  # the data cache, built once, in this process
     _two_at_once(cmd, tmp_path, env)
     runs = [d for d in (tmp_path / "outputs").rglob("*-rope*") if d.is_dir()]
     assert len(runs) == 2 and all((d / "metrics.json").exists() for d in runs)
