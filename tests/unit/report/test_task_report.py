@@ -124,15 +124,15 @@ def test_task_and_encoding_parameters_are_settings_not_seeds(sweep: Path) -> Non
     notes: list[str] = []
     groups = group_tasks(load_runs([sweep / "add"], notes), notes)
     titles = sorted(g.setting for g in groups)
-    assert titles == ["task.reversed=False", "task.reversed=True"]
+    assert titles == ["task.reversed=false", "task.reversed=true"]
     assert notes == [
         "task addition: runs differ in task.reversed — 2 tables (runs are never "
         "averaged across settings)"
     ]
-    reversed_ = next(g for g in groups if g.setting == "task.reversed=True")
+    reversed_ = next(g for g in groups if g.setting == "task.reversed=true")
     assert [r.label for r in reversed_.rows] == ["alibi", "rope (theta=10000)", "rope (theta=500)"]
     assert all(len(r.runs) == 1 for g in groups for r in g.rows)
-    plain = next(g for g in groups if g.setting == "task.reversed=False")
+    plain = next(g for g in groups if g.setting == "task.reversed=false")
     assert [r.label for r in plain.rows] == ["alibi"]
 
 
