@@ -22,12 +22,15 @@ is exp(sum loss_sum / sum targets) over a protocol and length's lines.
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 import math
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -104,14 +107,37 @@ class UnitsFileError(ValueError):
 
 #: The largest record read back: a units.csv of the built-in corpus is about 0.4 MB.
 MAX_BYTES = 256 * 2**20
+#: A record may be stored gzip-compressed under its name plus this suffix: the records committed
+#: beside the results pages are (report/records.py), so that they stay small in the repository.
+COMPRESSED = ".gz"
 
 
-def open_record(path: Path) -> io.TextIOWrapper:
-    """A record opened for reading once it is a regular file of at most MAX_BYTES."""
-    size = path.stat().st_size
-    if not path.is_file() or size > MAX_BYTES:
+def stored_record(path: Path) -> Path | None:
+    """The file that holds the record ``path`` names: ``path`` itself, else its compressed
+    copy ``path.gz``, else None."""
+    for candidate in (path, path.with_name(path.name + COMPRESSED)):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def open_record(path: Path) -> IO[str]:
+    """A record opened for reading once it is a regular file of at most MAX_BYTES, read from
+    its compressed copy where only that is stored (at most MAX_BYTES once decompressed, so a
+    small file cannot expand without bound)."""
+    stored = stored_record(path) or path
+    if not stored.is_file() or stored.stat().st_size > MAX_BYTES:
         raise UnitsFileError(f"it is not a regular file of at most {MAX_BYTES // 2**20} MB")
-    return path.open(encoding="utf-8", newline="")
+    if stored.name == path.name:
+        return stored.open(encoding="utf-8", newline="")
+    try:
+        with gzip.open(stored, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UnitsFileError(f"it is not a gzip file ({exc})") from None
+    if len(data) > MAX_BYTES:
+        raise UnitsFileError(f"it holds more than {MAX_BYTES // 2**20} MB once decompressed")
+    return io.StringIO(data.decode("utf-8"), newline="")
 
 
 def natural(text: str, line: int) -> int:

@@ -22,7 +22,13 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.evals.keys import TAIL
 from posenc_cli.evals.paired import NotPaired, Ratio, paired_ratio
-from posenc_cli.evals.units import UNITS_FILE, UnitsFileError, UnitSums, read_units
+from posenc_cli.evals.units import (
+    UNITS_FILE,
+    UnitsFileError,
+    UnitSums,
+    read_units,
+    stored_record,
+)
 from posenc_cli.report.runs import Group, Row, Run
 
 #: The default baseline: the encoding most models use and every extrapolation paper compares
@@ -68,7 +74,7 @@ def run_units(run: Run, notes: list[str]) -> dict[tuple[str, int], UnitSums] | N
     """The run's units.csv for the result its row shows, or None (with a note) where it has
     none or it cannot be read."""
     path = RunDir(run.path).eval_dir / run.key / UNITS_FILE
-    if not path.is_file():
+    if stored_record(path) is None:
         notes.append(
             f"{run.path}: no {path.relative_to(run.path)}, so its row is not paired (evaluated "
             f"before posenc recorded units; `posenc eval {run.path}` adds it)"

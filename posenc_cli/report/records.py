@@ -5,8 +5,11 @@
 copies each run's small records — metrics.json, .hydra/config.yaml, every
 eval/<key>/units.csv or instances.csv and the per-instance record a result names (its
 compare entry's "instances") — into DEST/<run folder name>/, and nothing else (no checkpoint,
-tokenizer or event file). ``--drop KEY`` leaves out the result KEY and its records, for a
-page about another of the runs' results (whose own page keeps them). Paths under the home
+tokenizer or event file). The per-unit and per-instance records are stored gzip-compressed
+(``units.csv.gz``; a quarter of the size, and every reader takes either form), written
+without a time stamp so that keeping the same records twice writes the same bytes.
+``--drop KEY`` leaves out the result KEY and its records, for a page about another of the
+runs' results (whose own page keeps them). Paths under the home
 directory are written as ``~/…`` and paths under the current directory relative to it, so the
 records name no machine's folders. `posenc compare DEST --out PAGE_DIR` then rebuilds the
 page's tables from DEST alone.
@@ -14,18 +17,18 @@ page's tables from DEST alone.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from posenc_cli.common.atomic import write_text_atomic
+from posenc_cli.common.atomic import write_atomic, write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import EVAL_DIR, RunDir
 from posenc_cli.evals.instances import INSTANCES_FILE
-from posenc_cli.evals.units import MAX_BYTES, UNITS_FILE
+from posenc_cli.evals.units import COMPRESSED, MAX_BYTES, UNITS_FILE, stored_record
 from posenc_cli.report.result_tables import PLAIN, view_of
 from posenc_cli.report.runs import find_metrics
 
@@ -73,11 +76,20 @@ def keep_records(sources: list[Path], dest: Path, drop: tuple[str, ...] = ()) ->
         if _plain_file(run, config):
             write_text_atomic(copy.config_file, portable(config.read_text(encoding="utf-8")))
         for record in _records(run, data, drop):
-            target = out / record.relative_to(run)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(record, target)
+            _keep_compressed(record, out / record.relative_to(run))
         kept.append(out)
     return kept
+
+
+def _keep_compressed(record: Path, target: Path) -> None:
+    """``record`` written to ``target``'s compressed name (copied where it is compressed)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = record.read_bytes()
+    if record.name.endswith(COMPRESSED):
+        write_atomic(target, lambda f: f.write(data))
+    else:
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+        write_atomic(target.with_name(target.name + COMPRESSED), lambda f: f.write(packed))
 
 
 def _check_dest(dest: Path, sources: list[Path]) -> None:
@@ -121,12 +133,18 @@ def _plain_file(run: Path, path: Path) -> bool:
 def _records(run: Path, data: dict[str, Any], drop: tuple[str, ...]) -> list[Path]:
     """The run's record files of the results in ``data``: units and instances by their fixed
     names, and the per-instance record each result's task names (report/result_tables.py)."""
-    found = [p for name in (UNITS_FILE, INSTANCES_FILE) for p in run.glob(f"{EVAL_DIR}/*/{name}")]
+    named = [
+        p.with_name(name)
+        for name in (UNITS_FILE, INSTANCES_FILE)
+        for stored_name in (name, name + COMPRESSED)
+        for p in run.glob(f"{EVAL_DIR}/*/{stored_name}")
+    ]
     for key in filter(PLAIN.fullmatch, data):
         view = view_of(key)
         if view is not None and view.instances is not None:
-            found.append(run / EVAL_DIR / key / view.instances)
-    return [p for p in found if p.parent.name not in drop and _plain_file(run, p)]
+            named.append(run / EVAL_DIR / key / view.instances)
+    found = {stored for p in named if (stored := stored_record(p)) is not None}
+    return sorted(p for p in found if p.parent.name not in drop and _plain_file(run, p))
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.evals.instance_scores import read_scores
 from posenc_cli.evals.paired import NotPaired, Ratio, paired_difference
-from posenc_cli.evals.units import UnitsFileError, UnitSums
+from posenc_cli.evals.units import UnitsFileError, UnitSums, stored_record
 from posenc_cli.report.paired_report import PairedTable
 from posenc_cli.report.result_tables import ResultTable
 from posenc_cli.report.runs import Run
@@ -63,7 +63,8 @@ def _scores(run: Run, t: ResultTable, notes: list[str]) -> Scores | None:
     its result; None, with a note, where they cannot be used."""
     assert t.view.instances is not None
     path = RunDir(run.path).eval_dir / t.key / t.view.instances
-    if not path.is_file() or path.is_symlink():
+    stored = stored_record(path)
+    if stored is None or stored.is_symlink():
         notes.append(
             f"{run.path}: no {t.key}/{t.view.instances} of its own, so its {t.key} row is not "
             f"paired (`posenc eval {run.path}` with the task writes it)"

@@ -13,7 +13,7 @@ from posenc_cli.common.run_layout import RunDir
 from posenc_cli.evals.base import view_task
 from posenc_cli.evals.instances import INSTANCES_FILE, read_instances
 from posenc_cli.evals.paired import NotPaired, Ratio, paired_difference
-from posenc_cli.evals.units import UnitsFileError, UnitSums
+from posenc_cli.evals.units import UnitsFileError, UnitSums, stored_record
 from posenc_cli.report.paired_report import PairedTable
 from posenc_cli.report.runs import Run
 from posenc_cli.report.task_groups import TaskGroup, TaskRow
@@ -28,7 +28,7 @@ LEGEND = (
 
 def run_instances(run: Run, notes: list[str]) -> dict[int, UnitSums] | None:
     path = RunDir(run.path).eval_dir / view_task("synthetic") / INSTANCES_FILE
-    if not path.is_file():
+    if stored_record(path) is None:
         notes.append(
             f"{run.path}: no {path.relative_to(run.path)}, so its row is not paired (evaluated "
             f"before posenc recorded instances; `posenc eval {run.path}` adds it)"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from posenc_cli.common.errors import PosencError
@@ -31,7 +33,9 @@ def test_only_the_records_are_kept_and_paths_are_portable(
     (run / "tokenizer.json").write_text("{}")
     (kept,) = keep_records([repo / "outputs"], tmp_path / "records")
     files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file())
-    assert files == [".hydra/config.yaml", "eval/extrapolation/units.csv", "metrics.json"]
+    assert files == [".hydra/config.yaml", "eval/extrapolation/units.csv.gz", "metrics.json"]
+    packed = (kept / "eval" / "extrapolation" / "units.csv.gz").read_bytes()
+    assert gzip.decompress(packed) == b"protocol,length\n"
     metrics = json.loads((kept / "metrics.json").read_text())
     assert metrics["tokenizer"] == "~/.cache/posenc/sotu/tokenizer.json"
     assert (kept / ".hydra" / "config.yaml").read_text() == "data:\n  path: corpus.txt\n"
@@ -62,7 +66,7 @@ def test_a_named_instance_record_is_kept_and_dropped_results_are_not(tmp_path: P
     (run / "metrics.json").write_text(json.dumps(metrics))
     (kept,) = keep_records([tmp_path / "runs"], tmp_path / "records", drop=("extrapolation",))
     files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file())
-    assert files == ["eval/retrieval/passkeys.csv", "metrics.json"]
+    assert files == ["eval/retrieval/passkeys.csv.gz", "metrics.json"]
     assert "extrapolation" not in json.loads((kept / "metrics.json").read_text())
 
 
@@ -97,3 +101,25 @@ def test_the_command_line_refuses_a_dangling_drop_in_one_line(capsys) -> None:
     assert main(["outputs/x", "docs/y", "--drop"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("posenc: error: records takes") and err.count("\n") == 1
+
+
+def test_records_kept_twice_are_the_same_bytes_and_read_back_as_the_run_s_own(
+    tmp_path: Path,
+) -> None:
+    """Compressed records carry no time stamp (a second keep changes no committed byte), a
+    kept folder can be kept again, and the units read from it equal the run's."""
+    from posenc_cli.evals.units import UnitSums, read_units, units_csv
+
+    run = tmp_path / "runs" / "rope-seed0"
+    (run / "eval" / "extrapolation").mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"encoding": "rope"}))
+    rng = np.random.default_rng(3)
+    loss = rng.gamma(20.0, 0.2, 30) * 128
+    units = {("tail", 128): UnitSums(np.arange(30) // 7, np.arange(30) % 7, loss, np.full(30, 128))}
+    (run / "eval" / "extrapolation" / "units.csv").write_text(units_csv(units))
+    (first,) = keep_records([tmp_path / "runs"], tmp_path / "a")
+    (again,) = keep_records([tmp_path / "a"], tmp_path / "b")
+    packed = "eval/extrapolation/units.csv.gz"
+    assert (first / packed).read_bytes() == (again / packed).read_bytes()
+    read = read_units(again / "eval" / "extrapolation" / "units.csv")
+    assert units_csv(read) == units_csv(units)
