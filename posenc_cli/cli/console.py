@@ -12,11 +12,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from posenc_cli.common.console import console
+from posenc_cli.common.shown import shown
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.resolvers import readable
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.encodings.names import META_KEYS
-from posenc_cli.encodings.parameters import shown
 from posenc_cli.evals.base import registry, task_of, view_task
 
 

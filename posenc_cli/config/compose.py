@@ -122,6 +122,7 @@ def validate(cfg: DictConfig) -> None:
         key = getattr(exc, "full_key", "") or ""
         raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
     _check_resolved_types(plain, typed)
+    _take_typed_scalars(cfg, typed)
     check_rules(typed)
     check_sections(plain)
     fold_older_names(cfg.eval)
@@ -162,6 +163,25 @@ def _check_resolved_types(plain: DictConfig, typed: DictConfig, prefix: str = ""
                     f"{type(want).__name__}",
                     f"give a plain value, e.g. {name}={want!r}",
                 )
+
+
+def _take_typed_scalars(cfg: DictConfig, typed: DictConfig) -> None:
+    """A quoted value the schema converts (``train.steps='"10"'``) is stored converted, so that
+    the saved config is the run as it ran: the string "10" would read back as text."""
+    for key in cfg:
+        if key == "hydra" or key not in typed:
+            continue
+        node, want = cfg._get_node(key), typed._get_node(key)
+        if isinstance(node, DictConfig) and isinstance(want, DictConfig):
+            _take_typed_scalars(node, want)
+        elif (
+            node is not None
+            and not isinstance(node, (DictConfig, ListConfig))
+            and not node._is_interpolation()
+            and isinstance(node._value(), str)
+            and not isinstance(typed[key], str | None)
+        ):
+            cfg[key] = typed[key]
 
 
 def _unresolvable_key(cfg: DictConfig, prefix: str = "") -> str | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.rules import Rule
+from posenc_cli.common.shown import shown
 
 if TYPE_CHECKING:
     from posenc_cli.encodings.base import PositionalEncoding
@@ -140,14 +141,3 @@ def _refusal(name: str, key: str, p: Parameter, value: Any) -> PosencError:
         f"set encoding.{key} to {'a value ' if wanted.startswith('in ') else ''}{wanted} "
         f"(configs/encoding/{name}.yaml has its default)",
     )
-
-
-def shown(value: Any) -> str:
-    """The value as it would be written in an override."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return "[" + ",".join(shown(v) for v in value) + "]"
-    return str(value)

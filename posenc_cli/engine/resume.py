@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import origin_of
+from posenc_cli.common.shown import shown
 from posenc_cli.config.compose import validate
 from posenc_cli.config.overrides import key_of
 from posenc_cli.config.rundir import load_run_config
@@ -42,7 +43,7 @@ def resume_config(
         new, old = (_short(OmegaConf.select(c, key)) for c in (requested, cfg))
         if new != old:
             raise PosencError(
-                f"{key} is {old} in the checkpoint's config but {new} was asked",
+                f"{key} is {shown(old)} in the checkpoint's config but {shown(new)} was asked",
                 "resume with the run's own settings, or start a new run",
             )
     for key in (RESUME_MAY_CHANGE - {"resume"}) & given:  # the rest stays as the run had it

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from posenc_cli.common.shown import shown
+
 
 def setting_key(d: Any) -> str:
     """A stable text key of a settings value, equal exactly when the values are equal."""
@@ -37,18 +39,7 @@ def model_settings(metrics: dict[str, Any]) -> dict[str, Any]:
 def describe(settings: dict[str, Any], keys: list[str]) -> str:
     """'train_length=128, steps=2000' for the given keys, each value as an override writes it
     (windows=[64, null], not Python's [64, None])."""
-    return ", ".join(f"{k}={shown(settings.get(k))}" for k in keys)
-
-
-def shown(value: Any) -> str:
-    """A setting as the command line and the YAML write it: null, true, false, [4, null]."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(shown(v) for v in value) + "]"
-    return str(value)
+    return ", ".join(f"{k}={shown(settings.get(k), ', ')}" for k in keys)
 
 
 class HasSettings(Protocol):

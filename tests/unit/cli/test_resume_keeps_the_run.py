@@ -38,3 +38,29 @@ def test_a_resumed_run_must_see_its_own_tokenizer(tmp_path: Path) -> None:
     with pytest.raises(PosencError, match="tokenizer differs"):
         _keep_tokenizer(run, data, True)
     assert (run / "tokenizer.json").read_text() == '{"model": 1}'
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.windows=[4,null]", "model.windows is null in the checkpoint's config but [4,null]"),
+        ("model.layers=[encoding,none]", "but [encoding,none] was asked"),
+        ("model.windows=null", None),
+    ],
+)
+def test_a_refused_change_is_written_as_an_override_writes_it(
+    tmp_path: Path, override: str, message: str | None
+) -> None:
+    """Python's None or ['a'] could not be typed back: the message writes null and [a,b]."""
+    from posenc_cli.engine.resume import resume_config
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(compose(["model=tiny"]), run / ".hydra" / "config.yaml")
+    if message is None:  # the same value as the run's: nothing to refuse
+        resume_config(run, compose(["model=tiny", override]), [override])
+        return
+    with pytest.raises(PosencError) as err:
+        resume_config(run, compose(["model=tiny", override]), [override])
+    assert message in err.value.what
+    assert "None" not in err.value.what and "['" not in err.value.what
