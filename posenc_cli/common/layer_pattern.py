@@ -1,5 +1,5 @@
 """model.layers: which layers of a model use the run's encoding and which have no position;
-model.windows: which layers attend within a sliding window.
+model.windows and model.chunks: which layers attend within a sliding window or a chunk.
 
 A pattern lists ``encoding`` (the run's encoding, with its parameters) or ``none`` (NoPE: q and
 k as projected, no bias) per layer and repeats over the layers, as SmolLM3's ``no_rope_layers``
@@ -22,9 +22,9 @@ def encoded_layers(pattern: Sequence[str] | None, n_layers: int) -> list[bool]:
     return [str(pattern[layer % len(pattern)]) == "encoding" for layer in range(n_layers)]
 
 
-def layer_windows(pattern: Sequence[int | None] | None, n_layers: int) -> list[int | None]:
-    """Per layer, its sliding window in tokens or None (global): window[l mod len], as
-    ``encoded_layers`` repeats model.layers (the two patterns repeat independently)."""
+def per_layer(pattern: Sequence[int | None] | None, n_layers: int) -> list[int | None]:
+    """Per layer, its sliding window or chunk in tokens, or None (global): pattern[l mod len],
+    as ``encoded_layers`` repeats model.layers (the patterns repeat independently)."""
     if not pattern:
         return [None] * n_layers
     return [pattern[layer % len(pattern)] for layer in range(n_layers)]

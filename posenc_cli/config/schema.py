@@ -40,6 +40,7 @@ class ModelConfig:
     qk_norm: bool = MISSING
     layers: list[str] | None = MISSING
     windows: list[int | None] | None = MISSING
+    chunks: list[int | None] | None = MISSING
 
 
 @dataclass

@@ -69,6 +69,11 @@ def _check_rope(cfg: RunConfig, run_dir: Path) -> None:
             f"{run_dir} has sliding windows (model.windows); CS336's model attends globally",
             "export a run trained without model.windows",
         )
+    if cfg.model.chunks is not None:
+        raise PosencError(
+            f"{run_dir} has chunked attention (model.chunks); CS336's model attends globally",
+            "export a run trained without model.chunks",
+        )
 
 
 def _write_files(

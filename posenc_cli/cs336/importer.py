@@ -31,7 +31,7 @@ REQUIRED = {
 }
 
 #: What the assignment's model fixes: RoPE in every layer, attending globally.
-GLOBAL_ROPE_KEYS = ("model.layers", "model.windows")
+GLOBAL_ROPE_KEYS = ("model.layers", "model.windows", "model.chunks")
 
 
 def import_cs336(

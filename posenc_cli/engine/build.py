@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import encoded_layers, layer_windows
+from posenc_cli.common.layer_pattern import encoded_layers, per_layer
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.config.schema import ExtendConfig, ModelConfig
 from posenc_cli.encodings import build_encoding
@@ -51,7 +51,8 @@ def build_lm(
         m.tie_embeddings,
         m.qk_norm,
         encoded_layers(m.layers, m.n_layers),
-        layer_windows(m.windows, m.n_layers),
+        per_layer(m.windows, m.n_layers),
+        per_layer(m.chunks, m.n_layers),
     )
 
 

@@ -17,12 +17,12 @@ from typing import Any
 
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import encoded_layers, layer_windows
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.corpus import EOT
 from posenc_cli.encodings.rope import rotary_frequencies
 from posenc_cli.engine.build import build_model
+from posenc_cli.hf.export_checks import check_exportable, layer_windows, no_rope_layers
 from posenc_cli.hf.export_config import Shape, hf_config
 from posenc_cli.hf.layout import llama_state, phi3_state
 from posenc_cli.interchange.export_source import open_run, write_export
@@ -48,7 +48,7 @@ def export_hf(
     longrope the run's eval.rope_factor);
     ``in_use``: export the last checkpoint of a run another process still trains."""
     given = _given_factor(method, factor)
-    source = open_run(run_dir, out, in_use, lambda cfg: _check_exportable(cfg, run_dir))
+    source = open_run(run_dir, out, in_use, lambda cfg: check_exportable(cfg, run_dir))
     cfg, state = source.cfg, source.checkpoint["model"]
     _check_weights_fit(cfg, state, run_dir)
     eot = _end_of_text(source.tokenizer)
@@ -171,45 +171,6 @@ def _check_weights_fit(cfg: RunConfig, state: dict[str, Any], run_dir: Path) -> 
         ) from None
 
 
-def _check_exportable(cfg: RunConfig, run_dir: Path) -> None:
-    name = cfg.encoding.name
-    if name not in ("rope", "hybrid", "rnope_swa"):
-        raise PosencError(
-            f"{run_dir} uses encoding '{name}', which transformers' Llama has no equivalent for",
-            "export a run trained with encoding=rope (Llama), hybrid or rnope_swa (SmolLM3)",
-        )
-    sizes = {w for w in _windows(cfg) or () if w is not None}
-    if len(sizes) > 1:
-        raise PosencError(
-            f"{run_dir} has sliding windows of {len(sizes)} sizes ({sorted(sizes)}), and "
-            "transformers' SmolLM3 has one sliding_window for every windowed layer",
-            "export a run whose model.windows are one size (or null)",
-        )
-    hybrid = _no_rope_layers(cfg) is not None or _windows(cfg) is not None
-    if hybrid and cfg.encoding.params.get("rotary_fraction", 1.0) != 1.0:
-        raise PosencError(
-            f"{run_dir} rotates part of each head in a hybrid run, which transformers' "
-            "SmolLM3 has no equivalent for",
-            "export a hybrid run with encoding.rotary_fraction=1",
-        )
-    if cfg.encoding.params.get("p", 1.0) != 1.0:
-        raise PosencError(
-            f"{run_dir} uses p-RoPE (encoding.p={cfg.encoding.params['p']}), which "
-            "transformers' Llama has no equivalent for",
-            "export a run trained with encoding.p=1",
-        )
-    if cfg.model.logn_scaling:
-        raise PosencError(
-            f"{run_dir} uses model.logn_scaling, which transformers' Llama has no equivalent for",
-            "export a run trained without log-n scaling",
-        )
-    if cfg.model.qk_norm:
-        raise PosencError(
-            f"{run_dir} uses model.qk_norm, which transformers' Llama has no weights for",
-            "export a run trained without QK-norm",
-        )
-
-
 def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:
     m = cfg.model
     enc = cfg.encoding.params
@@ -228,34 +189,9 @@ def _shape(cfg: RunConfig, state: dict[str, Any], eot: int) -> Shape:
         train_length=cfg.train.context_length,
         rms_norm_eps=m.rms_norm_eps,
         eot=eot,
-        no_rope_layers=_no_rope_layers(cfg),
-        windows=_windows(cfg),
+        no_rope_layers=no_rope_layers(cfg),
+        windows=layer_windows(cfg),
     )
-
-
-def _no_rope_layers(cfg: RunConfig) -> tuple[int, ...] | None:
-    """SmolLM3's flags (1: the layer rotates) for a hybrid run: a layer rotates where both the
-    hybrid encoding's pattern and model.layers put RoPE; None for a run of RoPE only."""
-    n = cfg.model.n_layers
-    if cfg.encoding.name == "rope" and cfg.model.layers is None:
-        return None
-    pattern = list(cfg.encoding.params.get("pattern", ["rope"]))
-    in_encoding = [pattern[i % len(pattern)] == "rope" for i in range(n)]
-    in_model = encoded_layers(cfg.model.layers, n)
-    return tuple(int(a and b) for a, b in zip(in_encoding, in_model, strict=True))
-
-
-def _windows(cfg: RunConfig) -> tuple[int | None, ...] | None:
-    """Each layer's sliding window: model.windows, or rnope_swa's window on its RoPE layers;
-    None when every layer attends globally."""
-    n = cfg.model.n_layers
-    window = cfg.encoding.params.get("window")
-    if window is not None:
-        rotates = _no_rope_layers(cfg) or (1,) * n
-        return tuple(int(window) if r else None for r in rotates)
-    if cfg.model.windows is None:
-        return None
-    return tuple(layer_windows(cfg.model.windows, n))
 
 
 def _write_files(

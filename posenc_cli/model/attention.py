@@ -156,7 +156,7 @@ class CausalSelfAttention(nn.Module):
         with _no_cpu_autocast(v):
             if enc.has_own_weights:
                 y = self._weighted(qt, kt, v, ctx, scale)
-            elif enc.has_key_bias and ctx.window is None:
+            elif enc.has_key_bias and not ctx.local:
                 y = separable_attention(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), scale)
             elif enc.has_key_bias:
                 y = self._key_windowed(qt, kt, v, ctx.key_bias(k, self.layer, x_BTD), ctx, scale)
@@ -164,7 +164,7 @@ class CausalSelfAttention(nn.Module):
                 y = self._chunked(q, k, qt, kt, v, ctx, scale, x_BTD)
             elif ctx.materialised:
                 y = self._shared(qt, kt, v, ctx, scale)
-            elif enc.has_distance_bias or ctx.window is not None:
+            elif enc.has_distance_bias or ctx.local:
                 y = self._toeplitz(qt, kt, v, ctx, scale)
             else:
                 y = _causal(qt, kt, v, scale)
@@ -227,8 +227,8 @@ class CausalSelfAttention(nn.Module):
     def _key_windowed(
         self, q: Tensor, k: Tensor, v: Tensor, key_bias: Tensor, ctx: AttentionContext, scale: float
     ) -> Tensor:
-        """A separable bias (FoX) in a windowed layer: the window breaks the separable form,
-        so each query chunk's bias v_j is materialised, rebased on the query's own v_i (a
+        """A separable bias (FoX) in a windowed or chunked layer: the mask breaks the separable
+        form, so each query chunk's bias v_j is materialised, rebased on the query's own v_i (a
         constant along the row: only differences matter, and they keep their precision)."""
         parts = []
         for s, e in ctx.chunks(self.n_heads, q.shape[0]):
@@ -254,7 +254,7 @@ class CausalSelfAttention(nn.Module):
         slice (DeBERTa's p2c); any order gives the same result. An encoding whose bias shares
         work with the attention computes both itself (``content_attention``)."""
         fused = ctx.encoding.has_content_attention and ctx.logn_length is None
-        fused = fused and ctx.window is None
+        fused = fused and not ctx.local
         parts = [
             ctx.content_attention(
                 s, e, (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e]), scale, self.layer, x_BTD[:, :e]

@@ -64,10 +64,14 @@ class AttentionContext:
         batch: int = 1,
         logn_length: int | None = None,
         window: int | None = None,
+        chunk: int | None = None,
     ) -> None:
         self.encoding = encoding
         #: model.windows: a query sees only the last ``window`` tokens (itself included).
         self.window = window
+        #: model.chunks: a query sees only the earlier tokens of its own chunk of ``chunk``
+        #: tokens (Llama 4's chunked attention).
+        self.chunk = chunk
         self.span = span
         self.pos_T = span.positions()
         #: CPU chunks are sized for its cache and capped in rows; an accelerator's are not.
@@ -80,6 +84,11 @@ class AttentionContext:
         self._distance_vector: Tensor | None = None
         self._shared: dict[tuple[int, int], Tensor] = {}
         self._shared_bytes = 0
+
+    @property
+    def local(self) -> bool:
+        """A query sees only some of the earlier tokens (a sliding window, a chunk)."""
+        return self.window is not None or self.chunk is not None
 
     @property
     def materialised(self) -> bool:
@@ -109,9 +118,10 @@ class AttentionContext:
         """
         T = self.span.length
         enc = self.encoding
-        if not enc.has_bias and not enc.has_own_weights and self.window is None:
+        if not enc.has_bias and not enc.has_own_weights and not self.local:
             return [(0, T)]
-        toeplitz = not enc.scores_per_sequence and not self.materialised
+        # a chunk's mask is materialised with the view (toeplitz_mask): budgeted like a bias
+        toeplitz = not enc.scores_per_sequence and not self.materialised and self.chunk is None
         b = batch or self.batch if enc.scores_per_sequence else 1
         grad = torch.is_grad_enabled()
         budget = self.bias_budget_bytes * (GRAD_BUDGET_FACTOR if grad else 1)
@@ -153,13 +163,23 @@ class AttentionContext:
 
     def window_mask(self, start: int, end: int) -> Tensor | None:
         """(t, end) float32 0 | -inf of queries [start, end) against keys [0, end): -inf for
-        future keys and keys ``window`` or more tokens back; None without a window. Token
-        indices, not position values: a window is a number of tokens (as transformers' is)."""
-        if self.window is None:
+        future keys, keys ``window`` or more tokens back and keys of an earlier chunk; None
+        for global attention. Token indices, not position values: a window or a chunk is a
+        number of tokens (as transformers' are)."""
+        if not self.local:
             return None
         q = torch.arange(start, end, device=self.span.device)[:, None]
-        k = torch.arange(end, device=self.span.device)[None, :]
-        blocked = (k > q) | (q - k >= self.window)
+        return self._blocked_mask(q, torch.arange(end, device=self.span.device)[None, :])
+
+    def _blocked_mask(self, q: Tensor, k: Tensor) -> Tensor:
+        """0 | -inf of token indices ``q`` against ``k`` (broadcast): future keys, keys outside
+        the window, keys outside the query's chunk (transformers' chunked mask, q // c ==
+        k // c)."""
+        blocked = k > q
+        if self.window is not None:
+            blocked = blocked | (q - k >= self.window)
+        if self.chunk is not None:
+            blocked = blocked | (q // self.chunk != k // self.chunk)
         return torch.zeros(blocked.shape, device=blocked.device).masked_fill(blocked, float("-inf"))
 
     def windowed(self, bias: Tensor, start: int, end: int) -> Tensor:
@@ -169,12 +189,18 @@ class AttentionContext:
 
     def toeplitz_mask(self, start: int, end: int) -> Tensor:
         """(1, H, t, end) view: bias + causal mask of queries [start, end) against the keys in
-        reverse order (end-1 … 0), entry [a, b'] = vec[distance (start+a) - (end-1-b')]."""
+        reverse order (end-1 … 0), entry [a, b'] = vec[distance (start+a) - (end-1-b')]; in a
+        chunked layer the view plus the chunk's mask, materialised."""
         vec = self.distance_vector()
         H, L = vec.shape
         T = (L + 1) // 2
         t = end - start
-        return vec.as_strided((1, H, t, end), (H * L, L, 1, 1), vec.storage_offset() + T - t)
+        view = vec.as_strided((1, H, t, end), (H * L, L, 1, 1), vec.storage_offset() + T - t)
+        if self.chunk is None:
+            return view
+        # a chunk is not a function of i - j alone: its mask is added, keys in reverse order
+        q = torch.arange(start, end, device=vec.device)[:, None]
+        return view + self._blocked_mask(q, torch.arange(end - 1, -1, -1, device=vec.device))
 
     def shared_bias(self, start: int, end: int) -> Tensor:
         """(1, H, t, end) position bias with the causal mask of queries [start, end) against

@@ -34,7 +34,7 @@ class LayerProbe:
         """(raw, bias) for queries [start, end) against keys [0, end): raw the scaled q·k
         after ``transform_qk`` (and log-n scaling), (B, H, t, end); bias the encoding's logit
         bias with the causal mask folded in, (1 | B, H, t, end), -inf where j > i (a layer's
-        sliding window is not in it: ``AttentionContext.window_mask``)."""
+        sliding window or chunk is not in it: ``AttentionContext.window_mask``)."""
         ctx = self.ctx
         enc = self.ctx.encoding
         raw = torch.matmul(

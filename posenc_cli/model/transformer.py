@@ -50,7 +50,8 @@ class TransformerLM(nn.Module):
     """Token embedding -> encoding.embed -> blocks -> RMSNorm -> LM head (untied unless
     ``tie_embeddings``, which imported checkpoints may need). ``encoded`` marks the layers that
     use the encoding (model.layers); the others have no position at all. ``windows`` gives a
-    layer a sliding window (model.windows; None: global attention)."""
+    layer a sliding window (model.windows; None: global attention), ``chunks`` a chunk
+    (model.chunks, Llama 4's chunked attention)."""
 
     def __init__(
         self,
@@ -67,18 +68,18 @@ class TransformerLM(nn.Module):
         qk_norm: bool = False,
         encoded: Sequence[bool] | None = None,
         windows: Sequence[int | None] | None = None,
+        chunks: Sequence[int | None] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.token_embeddings = Embedding(vocab_size, d_model)
         self.encoding = encoding
-        #: Per layer, whether it uses ``encoding`` (model.layers); the others attend with no
-        #: position at all, through the base encoding (NoPE, no weights).
+        #: Per layer, whether it uses ``encoding`` (model.layers); the others are NoPE layers.
         self.encoded = list(encoded) if encoded is not None else [True] * n_layers
         nope = PositionalEncoding(d_model, n_heads, encoding.head_dim, n_layers)
         self.no_position = None if all(self.encoded) else nope
-        self.windows = list(windows) if windows is not None else [None] * n_layers
+        self.windows, self.chunks = (list(p or [None] * n_layers) for p in (windows, chunks))
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
             TransformerBlock(d_model, n_heads, d_ff, i, n_kv_heads, rms_norm_eps, qk_norm)
@@ -115,26 +116,33 @@ class TransformerLM(nn.Module):
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         blocks = self.blocks
         n_heads = blocks[0].attn.n_heads
-        uniform = self.no_position is None and not any(self.windows)
+        uniform = self.no_position is None and not any(self.windows) and not any(self.chunks)
         if uniform and blockwise and runs_blockwise(ctx, n_heads, len(x)):
             x = blockwise_hidden(blocks, x, ctx, n_heads)
         else:
-            # one context per kind of layer (encoded or not, its window), shared by its layers
-            contexts: dict[tuple[bool, int | None], AttentionContext] = {(True, None): ctx}
-            kinds = zip(self.encoded, self.windows, strict=True)
+            # one context per kind of layer (encoded or not, window, chunk), shared by its layers
+            contexts: dict[tuple[bool, int | None, int | None], AttentionContext] = {
+                (True, None, None): ctx
+            }
+            kinds = zip(self.encoded, self.windows, self.chunks, strict=True)
             for block, kind in zip(blocks, kinds, strict=True):
                 if kind not in contexts:
                     encoding = self.encoding if kind[0] else self.no_position
                     assert encoding is not None  # a NoPE layer exists only with no_position
-                    contexts[kind] = self._context(encoding, span, len(x), kind[1])
+                    contexts[kind] = self._context(encoding, span, len(x), kind[1], kind[2])
                 x = block(x, contexts[kind])
         return self.lm_head(self.ln_final(x))
 
     def _context(
-        self, encoding: PositionalEncoding, span: Span, batch: int, window: int | None = None
+        self,
+        encoding: PositionalEncoding,
+        span: Span,
+        batch: int,
+        window: int | None = None,
+        chunk: int | None = None,
     ) -> AttentionContext:
         return AttentionContext(
-            encoding, span, self.bias_budget_bytes, batch, self.logn_length, window
+            encoding, span, self.bias_budget_bytes, batch, self.logn_length, window, chunk
         )
 
     @property

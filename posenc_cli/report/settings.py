@@ -21,6 +21,7 @@ LATER_MODEL_KEYS = {
     "tie_embeddings": False,
     "layers": None,
     "windows": None,
+    "chunks": None,
 }
 
 

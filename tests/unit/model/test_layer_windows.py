@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import layer_windows
+from posenc_cli.common.layer_pattern import per_layer
 from posenc_cli.config.compose import load
 from posenc_cli.encodings import PositionalEncoding, Span, build_encoding
 from posenc_cli.engine.build import build_model
@@ -26,8 +26,8 @@ D, H, VOCAB, W, T = 32, 4, 50, 5, 20
 
 
 def test_a_window_pattern_repeats_over_the_layers() -> None:
-    assert layer_windows([64, 64, 64, None], 6) == [64, 64, 64, None, 64, 64]
-    assert layer_windows(None, 2) == [None, None]
+    assert per_layer([64, 64, 64, None], 6) == [64, 64, 64, None, 64, 64]
+    assert per_layer(None, 2) == [None, None]
 
 
 def _model(

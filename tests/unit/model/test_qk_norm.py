@@ -76,7 +76,7 @@ def test_a_qk_norm_run_trains_a_step_with_every_kind_of_encoding() -> None:
 
 
 def test_an_export_of_a_qk_norm_run_is_refused() -> None:
-    from posenc_cli.hf.export import _check_exportable
+    from posenc_cli.hf.export_checks import check_exportable
 
     with pytest.raises(PosencError, match="uses model.qk_norm"):
-        _check_exportable(load(["model=tiny", "model.qk_norm=true"]), Path("run"))
+        check_exportable(load(["model=tiny", "model.qk_norm=true"]), Path("run"))
