@@ -79,7 +79,8 @@ def _timed(fn: Any, *args: Any) -> float:
 
 def build(spec: dict[str, Any]) -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_lm(ModelConfig(**spec["model"]), spec["encoding"], spec["vocab_size"])
+    model = ModelConfig(**spec["model"])
+    return build_lm(model, spec["encoding"], spec["vocab_size"], None, spec.get("train_length"))
 
 
 def train_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:

@@ -64,6 +64,7 @@ def cases(cfg: RunConfig, b: BenchConfig) -> list[dict[str, Any]]:
         "compile": b.compile,
         "vocab_size": cfg.data.vocab_size,
         "model": dataclasses.asdict(cfg.model),
+        "train_length": b.context_length,  # what another encoding of model.layers reads
         "warmup": b.warmup_steps,
     }
     specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": b.matmul_size}]

@@ -1,25 +1,36 @@
-"""model.layers: which layers of a model use the run's encoding and which have no position;
-model.windows and model.chunks: which layers attend within a sliding window or a chunk.
+"""model.layers: which layers of a model use the run's encoding, which have no position and
+which another encoding; model.windows and model.chunks: which layers attend within a sliding
+window or a chunk.
 
-A pattern lists ``encoding`` (the run's encoding, with its parameters) or ``none`` (NoPE: q and
-k as projected, no bias) per layer and repeats over the layers, as SmolLM3's ``no_rope_layers``
-and Llama 4's iRoPE do for RoPE; ``null`` means every layer uses the encoding. It lives here,
-torch-free, because the config checks, the model and the exporters all read it.
+A pattern lists ``encoding`` (the run's encoding, with its parameters), ``none`` (NoPE: q and
+k as projected, no bias) or another encoding's name (with its configs/encoding/ defaults) per
+layer and repeats over the layers, as SmolLM3's ``no_rope_layers`` and Llama 4's iRoPE do for
+RoPE; ``null`` means every layer uses the encoding. It lives here, torch-free, because the
+config checks, the model and the exporters all read it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-#: What one entry of a pattern may be.
+#: The words a pattern may hold besides an encoding's name.
 LAYER_WORDS = ("encoding", "none")
 
 
-def encoded_layers(pattern: Sequence[str] | None, n_layers: int) -> list[bool]:
-    """Per layer, True where it uses the run's encoding (layer l is pattern[l mod len])."""
+def layer_kinds(pattern: Sequence[str] | None, n_layers: int, run_encoding: str) -> list[str]:
+    """Per layer, ``encoding``, ``none`` or another encoding's name (layer l is pattern[l mod
+    len]); the run's own encoding named by its name is ``encoding``."""
     if not pattern:
-        return [True] * n_layers
-    return [str(pattern[layer % len(pattern)]) == "encoding" for layer in range(n_layers)]
+        return ["encoding"] * n_layers
+    words = [str(pattern[layer % len(pattern)]) for layer in range(n_layers)]
+    return ["encoding" if word == run_encoding else word for word in words]
+
+
+def encoded_layers(
+    pattern: Sequence[str] | None, n_layers: int, run_encoding: str = "encoding"
+) -> list[bool]:
+    """Per layer, True where it uses the run's encoding."""
+    return [kind == "encoding" for kind in layer_kinds(pattern, n_layers, run_encoding)]
 
 
 def per_layer(pattern: Sequence[int | None] | None, n_layers: int) -> list[int | None]:

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import LAYER_WORDS, encoded_layers
 from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.config.groups import group_options, option_file
+from posenc_cli.config.layer_checks import check_layers
 from posenc_cli.config.rescale_checks import check_child_sets, check_eval_sets, rotated_pairs
 from posenc_cli.config.window_checks import check_windows
 from posenc_cli.encodings.parameters import check_parameters, model_dims
 
 if TYPE_CHECKING:
-    from posenc_cli.encodings.base import PositionalEncoding
+    pass
 
 
 def check_encoding(cfg: DictConfig) -> None:
@@ -48,7 +48,7 @@ def check_encoding(cfg: DictConfig) -> None:
     params = encoding_params(enc)
     check_parameters(str(enc.name), cls, params, model)
     _check_lengths(cfg, params.get("max_len"))
-    _check_layers(cfg, cls)
+    check_layers(cfg, cls)
     _check_window(cfg, params.get("window"))
     check_windows(cfg, params)
     _require(
@@ -122,40 +122,6 @@ def _check_window(cfg: DictConfig, window: Any) -> None:
         f"encoding.window={window} hides no key at any length this run trains or evaluates "
         f"(the longest is {longest} tokens)",
         f"choose encoding.window below {longest}, or evaluate longer (eval.factors)",
-    )
-
-
-def _check_layers(cfg: DictConfig, cls: type[PositionalEncoding]) -> None:
-    """model.layers interleaves the run's encoding with NoPE layers: the encoding must act in
-    attention (an absolute one is added once, at the input), and the pattern must reach both
-    kinds of layer in this model, or the run would be what it does not say."""
-    from posenc_cli.encodings.base import PositionalEncoding  # deferred: it imports torch
-
-    if cfg.model.layers is None:
-        return
-    words = [str(word) for word in cfg.model.layers]
-    shown = f"[{', '.join(words)}]"
-    _require(
-        bool(words) and all(word in LAYER_WORDS for word in words),
-        f"model.layers={shown} is not a pattern of 'encoding' (the run's encoding) and 'none'",
-        "use e.g. 'model.layers=[encoding,encoding,encoding,none]' (null: every layer)",
-    )
-    name = str(cfg.encoding.name)
-    _require(
-        cls.embed is PositionalEncoding.embed and name != "none",
-        f"model.layers interleaves the encoding with NoPE layers, but encoding={name} "
-        + ("is NoPE already" if name == "none" else "acts once, at the input"),
-        "choose an encoding that acts in attention (rope, alibi, t5, fox, ...), or drop "
-        "model.layers",
-    )
-    n = int(cfg.model.n_layers)
-    other = next((i for i, word in enumerate(words) if word != words[0]), None)
-    _require(
-        len(set(encoded_layers(words, n))) == 2,
-        f"model.layers={shown} makes every one of the {n} layers '{words[0]}'",
-        f"use model.n_layers={other + 1} or more"
-        if other is not None
-        else "put both 'encoding' and 'none' in model.layers",
     )
 
 

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import encoded_layers, per_layer
+from posenc_cli.common.layer_pattern import encoded_layers, layer_kinds, per_layer
+from posenc_cli.config.layer_encodings import layer_encoding_config, other_encodings
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.config.schema import ExtendConfig, ModelConfig
-from posenc_cli.encodings import build_encoding
+from posenc_cli.encodings import PositionalEncoding, build_encoding
 from posenc_cli.encodings.rope_scaling import RescaleSets
 from posenc_cli.model.transformer import TransformerLM
 
@@ -31,7 +32,8 @@ def build_lm(
     train_length: int | None = None,
 ) -> TransformerLM:
     """The model of ``m`` with the encoding section ``encoding`` (as its YAML lays it out);
-    ``train_length`` is what log-n scaling compares with (needed when it is on)."""
+    ``train_length`` is what log-n scaling compares with (needed when it is on) and what the
+    YAML of another encoding model.layers names may read (CoPE's largest position)."""
     enc = build_encoding(encoding, m.d_model, m.n_heads, m.n_layers)
     if ext is not None and ext.parent is not None and ext.method != "none":
         assert ext.original_length is not None  # config/extension.py sets it with the parent
@@ -50,10 +52,29 @@ def build_lm(
         m.rms_norm_eps,
         m.tie_embeddings,
         m.qk_norm,
-        encoded_layers(m.layers, m.n_layers),
+        encoded_layers(m.layers, m.n_layers, enc.config_name),
         per_layer(m.windows, m.n_layers),
         per_layer(m.chunks, m.n_layers),
+        _other_encodings(m, enc.config_name, train_length),
     )
+
+
+def _other_encodings(
+    m: ModelConfig, run_encoding: str, train_length: int | None
+) -> list[PositionalEncoding | None] | None:
+    """Per layer, the other encoding model.layers gives it (one module per name, shared by its
+    layers as the run's encoding is), or None."""
+    names = other_encodings(m.layers, run_encoding)
+    if not names:
+        return None
+    built = {
+        name: build_encoding(
+            layer_encoding_config(name, train_length), m.d_model, m.n_heads, m.n_layers
+        )
+        for name in names
+    }
+    kinds = layer_kinds(m.layers, m.n_layers, run_encoding)
+    return [built.get(kind) for kind in kinds]
 
 
 def adopted_sets(ext: ExtendConfig) -> RescaleSets | None:

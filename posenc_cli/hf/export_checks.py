@@ -9,6 +9,7 @@ from pathlib import Path
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.layer_pattern import encoded_layers, per_layer
+from posenc_cli.config.layer_encodings import other_encodings
 from posenc_cli.config.run_config import RunConfig
 
 #: The end of a refusal where Llama has nothing like the setting.
@@ -52,6 +53,12 @@ def _model_refusals(cfg: RunConfig) -> list[tuple[bool, str, str]]:
     sizes = sorted({w for w in layer_windows(cfg) or () if w is not None})
     return [
         (
+            bool(other_encodings(m.layers, cfg.encoding.name)),
+            "gives some layers another encoding (model.layers), which Llama and SmolLM3 cannot "
+            "express",
+            "export a run whose model.layers holds only encoding and none",
+        ),
+        (
             m.chunks is not None,
             "has chunked attention (model.chunks), which Llama and SmolLM3 cannot express",
             "export a run trained without model.chunks",
@@ -83,7 +90,7 @@ def no_rope_layers(cfg: RunConfig) -> tuple[int, ...] | None:
         return None
     pattern = list(cfg.encoding.params.get("pattern", ["rope"]))
     in_encoding = [pattern[i % len(pattern)] == "rope" for i in range(n)]
-    in_model = encoded_layers(cfg.model.layers, n)
+    in_model = encoded_layers(cfg.model.layers, n, cfg.encoding.name)
     return tuple(int(a and b) for a, b in zip(in_encoding, in_model, strict=True))
 
 

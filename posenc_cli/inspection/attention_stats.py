@@ -94,11 +94,16 @@ class StatsAccumulator:
                 self.bias[h].index_add_(0, d, mean[h][valid].double())
 
 
+def model_has_bias(model: TransformerLM) -> bool:
+    """Whether any layer's encoding adds a logit bias (model.layers may mix encodings)."""
+    return any(model.layer_encoding(kind).has_bias for kind in set(model.layer_kinds))
+
+
 def collect(model: TransformerLM, ids_BT: Tensor, train_length: int) -> AttentionStats:
     """Run ``model`` on ``ids_BT`` (no gradient, float32) and gather the statistics of every
     layer through hooks on the attention modules."""
     B, T = ids_BT.shape
-    biased = model.encoding.has_bias  # a NoPE layer of model.layers then records a zero bias
+    biased = model_has_bias(model)  # a layer without one then records a zero bias
     accs: list[StatsAccumulator] = []
 
     def hook(attn: CausalSelfAttention, args: tuple) -> None:

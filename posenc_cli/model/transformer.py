@@ -49,9 +49,10 @@ class TransformerBlock(nn.Module):
 class TransformerLM(nn.Module):
     """Token embedding -> encoding.embed -> blocks -> RMSNorm -> LM head (untied unless
     ``tie_embeddings``, which imported checkpoints may need). ``encoded`` marks the layers that
-    use the encoding (model.layers); the others have no position at all. ``windows`` gives a
-    layer a sliding window (model.windows; None: global attention), ``chunks`` a chunk
-    (model.chunks, Llama 4's chunked attention)."""
+    use the encoding (model.layers); ``others`` gives some of the rest another encoding, and
+    the others have no position at all. ``windows`` gives a layer a sliding window
+    (model.windows; None: global attention), ``chunks`` a chunk (model.chunks, Llama 4's
+    chunked attention)."""
 
     def __init__(
         self,
@@ -69,16 +70,14 @@ class TransformerLM(nn.Module):
         encoded: Sequence[bool] | None = None,
         windows: Sequence[int | None] | None = None,
         chunks: Sequence[int | None] | None = None,
+        others: Sequence[PositionalEncoding | None] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.token_embeddings = Embedding(vocab_size, d_model)
         self.encoding = encoding
-        #: Per layer, whether it uses ``encoding`` (model.layers); the others are NoPE layers.
-        self.encoded = list(encoded) if encoded is not None else [True] * n_layers
-        nope = PositionalEncoding(d_model, n_heads, encoding.head_dim, n_layers)
-        self.no_position = None if all(self.encoded) else nope
+        self._place_encodings(encoded or [True] * n_layers, others or [None] * n_layers)
         self.windows, self.chunks = (list(p or [None] * n_layers) for p in (windows, chunks))
         d_ff = d_ff or default_d_ff(d_model)
         self.layers = nn.ModuleList(
@@ -111,27 +110,58 @@ class TransformerLM(nn.Module):
             if positions is None
             else Span.of(positions.to(ids_BT.device))
         )
-        self.encoding.check_length(span.stop)
+        for encoding in (self.encoding, *self.other_encodings.values()):
+            cast(PositionalEncoding, encoding).check_length(span.stop)
         ctx = self._context(self.encoding, span, ids_BT.shape[0])
         x = self.encoding.embed(self.token_embeddings(ids_BT), ctx.pos_T)
         blocks = self.blocks
         n_heads = blocks[0].attn.n_heads
-        uniform = self.no_position is None and not any(self.windows) and not any(self.chunks)
+        uniform = all(self.encoded) and not any(self.windows) and not any(self.chunks)
         if uniform and blockwise and runs_blockwise(ctx, n_heads, len(x)):
             x = blockwise_hidden(blocks, x, ctx, n_heads)
         else:
-            # one context per kind of layer (encoded or not, window, chunk), shared by its layers
-            contexts: dict[tuple[bool, int | None, int | None], AttentionContext] = {
-                (True, None, None): ctx
+            # one context per kind of layer (its encoding, window, chunk), shared by its layers
+            contexts: dict[tuple[str, int | None, int | None], AttentionContext] = {
+                ("encoding", None, None): ctx
             }
-            kinds = zip(self.encoded, self.windows, self.chunks, strict=True)
+            kinds = zip(self.layer_kinds, self.windows, self.chunks, strict=True)
             for block, kind in zip(blocks, kinds, strict=True):
                 if kind not in contexts:
-                    encoding = self.encoding if kind[0] else self.no_position
-                    assert encoding is not None  # a NoPE layer exists only with no_position
+                    encoding = self.layer_encoding(kind[0])
                     contexts[kind] = self._context(encoding, span, len(x), kind[1], kind[2])
                 x = block(x, contexts[kind])
         return self.lm_head(self.ln_final(x))
+
+    def _place_encodings(
+        self, encoded: Sequence[bool], others: Sequence[PositionalEncoding | None]
+    ) -> None:
+        """Which encoding each layer attends with: the run's where ``encoded``, else the
+        layer's entry of ``others`` (model.layers naming another encoding, one module per
+        name), else none: the base encoding, which holds no weights, so a checkpoint keeps
+        its keys."""
+        #: Per layer: "encoding", "none", or the config name of the other encoding it uses.
+        self.layer_kinds = [
+            "encoding" if own else ("none" if other is None else other.config_name)
+            for own, other in zip(encoded, others, strict=True)
+        ]
+        self.other_encodings = nn.ModuleDict({o.config_name: o for o in others if o is not None})
+        enc = self.encoding
+        nope = PositionalEncoding(enc.d_model, enc.n_heads, enc.head_dim, enc.n_layers)
+        self.no_position = nope if "none" in self.layer_kinds else None
+
+    @property
+    def encoded(self) -> list[bool]:
+        """Per layer, whether it uses the run's encoding (model.layers)."""
+        return [kind == "encoding" for kind in self.layer_kinds]
+
+    def layer_encoding(self, kind: str) -> PositionalEncoding:
+        """The encoding of a layer of ``kind`` (``layer_kinds``)."""
+        if kind == "encoding":
+            return self.encoding
+        if kind == "none":
+            assert self.no_position is not None  # made whenever a layer is "none"
+            return self.no_position
+        return cast(PositionalEncoding, self.other_encodings[kind])
 
     def _context(
         self,

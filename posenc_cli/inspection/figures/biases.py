@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from posenc_cli.inspection.attention_stats import model_has_bias
 from posenc_cli.inspection.base import InspectFigure, Output, Subject
 from posenc_cli.inspection.style import distance_axis, head_colors, new_figure
 
@@ -20,12 +21,12 @@ class BiasFigure(InspectFigure):
     derivation = "4. position biases by distance"
 
     def skip_reason(self, subject: Subject) -> str | None:
-        return None if subject.encoding.has_bias else "the encoding adds no logit bias"
+        return None if model_has_bias(subject.model) else "the encoding adds no logit bias"
 
     def draw(self, subject: Subject) -> list[Output]:
         enc = subject.encoding
-        encoded = subject.model.encoded  # model.layers: the others have no bias at all
-        per_layer = enc.has_content_bias or not all(encoded)  # else one bias for all
+        kinds = subject.model.layer_kinds  # model.layers: NoPE or another encoding's layers
+        per_layer = enc.has_content_bias or len(set(kinds)) > 1  # else one bias for all
         columns = (
             [("initialisation", "initial"), (f"after training (step {subject.step})", "model")]
             if subject.trained
@@ -40,7 +41,7 @@ class BiasFigure(InspectFigure):
             width=5.6,
             height=3.4,
             title=f"{enc.config_name}: logit bias by distance per head "
-            f"({_scope(enc.has_content_bias, encoded)}; {text}, {subject.longest} tokens)",
+            f"({_scope(enc.has_content_bias, kinds)}; {text}, {subject.longest} tokens)",
         )
         colors = head_colors(enc.n_heads)
         for col, ((label, _), bias) in enumerate(zip(columns, curves, strict=True)):
@@ -48,7 +49,7 @@ class BiasFigure(InspectFigure):
                 ax = axes[layer, col]
                 _plot_heads(ax, bias[layer], colors, labelled=layer == 0 and col == 0)
                 distance_axis(ax, subject.train_length, subject.longest)
-                where = f", layer {layer + 1}" + ("" if encoded[layer] else " (NoPE)")
+                where = f", layer {layer + 1}{_layer_name(kinds, layer, enc.config_name)}"
                 ax.set_title(label + (where if per_layer else ""), fontsize=9)
                 ax.set_ylabel("logit bias")
             _share_y(axes[:, col])
@@ -63,12 +64,21 @@ class BiasFigure(InspectFigure):
         ]
 
 
-def _scope(content: bool, encoded: list[bool]) -> str:
+def _scope(content: bool, kinds: list[str]) -> str:
     """What one panel's curves are: a content bias's mean over the text per layer, or the one
-    distance bias every layer shares, unless model.layers leaves some layers without it."""
-    if not all(encoded):
-        return "per layer, with model.layers' NoPE layers at 0"
+    distance bias every layer shares, unless model.layers gives layers NoPE or another
+    encoding."""
+    if len(set(kinds)) > 1:
+        return "per layer as model.layers gives them, a layer without a bias at 0"
     return "mean over the text" if content else "shared by every layer"
+
+
+def _layer_name(kinds: list[str], layer: int, run: str) -> str:
+    """A panel's note of the layer's encoding, where model.layers gives layers different ones."""
+    if len(set(kinds)) == 1:
+        return ""
+    kind = kinds[layer]
+    return f" ({run if kind == 'encoding' else 'NoPE' if kind == 'none' else kind})"
 
 
 def _bias_by_distance(subject: Subject, which: str) -> np.ndarray:

@@ -131,7 +131,7 @@ def test_the_config_builds_the_pattern_and_saves_it() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["model.layers=[rope,none]"], r"model\.layers=\[rope, none\] is not a pattern of"),
+        (["model.layers=[alibii,none]"], r"names 'alibii', which is not .* \(did you mean"),
         (["model.layers=[]"], r"model\.layers=\[\] is not a pattern"),
         (["encoding=learned", "model.layers=[encoding,none]"], "acts once, at the input"),
         (["encoding=none", "model.layers=[encoding,none]"], "is NoPE already"),
@@ -139,7 +139,7 @@ def test_the_config_builds_the_pattern_and_saves_it() -> None:
             ["model.layers=[encoding,encoding,encoding,encoding,none]"],
             r"every one of the 4 layers 'encoding' — use model\.n_layers=5 or more",
         ),
-        (["model.layers=[none]"], "put both 'encoding' and 'none' in model.layers"),
+        (["model.layers=[none]"], "put 'encoding' beside 'none' or another encoding"),
     ],
 )
 def test_a_pattern_that_cannot_mean_what_it_says_is_refused(

@@ -1,0 +1,91 @@
+"""model.layers, checked against the run's encoding and the model before anything is created.
+
+A pattern interleaves the run's encoding with NoPE layers and with other encodings. Every
+encoding in it must act in attention (an absolute one is added once, at the input, so a layer
+cannot leave it out), an other encoding must not bring a layer pattern of its own (the hybrids)
+and must be valid for the model with its YAML defaults, and the pattern must give this model
+at least two kinds of layer, or the run would be what it does not say.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from posenc_cli.common.errors import PosencError, closest
+from posenc_cli.common.layer_pattern import layer_kinds
+from posenc_cli.common.shown import shown
+from posenc_cli.config.groups import group_options
+from posenc_cli.config.layer_encodings import layer_encoding_config, other_encodings
+from posenc_cli.encodings.parameters import check_parameters, model_dims
+
+if TYPE_CHECKING:
+    from posenc_cli.encodings.base import PositionalEncoding
+
+EXAMPLE = "e.g. 'model.layers=[encoding,encoding,encoding,none]' (null: every layer)"
+
+
+def check_layers(cfg: DictConfig, cls: type[PositionalEncoding]) -> None:
+    """The pattern's words, the encodings it names, and the kinds of layer it gives."""
+    if cfg.model.layers is None:
+        return
+    words = [str(word) for word in cfg.model.layers]
+    written, run = f"model.layers={shown(words, ', ')}", str(cfg.encoding.name)
+    _require(bool(words), f"{written} is not a pattern of layers", f"use {EXAMPLE}")
+    _require(
+        _acts_in_attention(cls) and run != "none",
+        f"model.layers interleaves the encoding with other layers, but encoding={run} "
+        + ("is NoPE already" if run == "none" else "acts once, at the input"),
+        "choose an encoding that acts in attention (rope, alibi, t5, fox, ...), or drop "
+        "model.layers",
+    )
+    for name in other_encodings(words, run):
+        _check_other(cfg, name, written)
+    n = int(cfg.model.n_layers)
+    kinds = layer_kinds(words, n, run)
+    other = next((i for i, word in enumerate(words) if word != words[0]), None)
+    _require(
+        len(set(kinds)) >= 2,
+        f"{written} makes every one of the {n} layers '{words[0]}'",
+        f"use model.n_layers={other + 1} or more"
+        if other is not None
+        else "put 'encoding' beside 'none' or another encoding in model.layers",
+    )
+
+
+def _check_other(cfg: DictConfig, name: str, written: str) -> None:
+    """An encoding the pattern names besides the run's: one of posenc's, acting in attention,
+    without a pattern of its own, and valid for this model with its YAML's parameters."""
+    from posenc_cli.encodings.registry import encoding_class, encoding_params  # imports torch
+
+    options = group_options("encoding")
+    _require(
+        name in options,
+        f"{written} names '{name}', which is not 'encoding', 'none' or one of posenc's "
+        f"encodings{closest(name, options)}",
+        f"use {EXAMPLE}, or an encoding's name (posenc encodings lists them)",
+    )
+    section = layer_encoding_config(name, int(cfg.train.context_length))
+    cls = encoding_class(str(section["_target_"]))
+    _require(
+        _acts_in_attention(cls) and "pattern" not in section,
+        f"{written} names {name}, which "
+        + ("has a layer pattern of its own" if "pattern" in section else "acts once, at the input"),
+        "name encodings that act in attention in every layer (rope, alibi, t5, fox, ...)",
+    )
+    m = cfg.model
+    check_parameters(
+        name, cls, encoding_params(section), model_dims(m.d_model, m.n_heads, m.n_layers)
+    )
+
+
+def _acts_in_attention(cls: type[PositionalEncoding]) -> bool:
+    from posenc_cli.encodings.base import PositionalEncoding  # deferred: it imports torch
+
+    return cls.embed is PositionalEncoding.embed
+
+
+def _require(ok: bool, what: str, fix: str) -> None:
+    if not ok:
+        raise PosencError(what, fix)
