@@ -187,16 +187,12 @@ class CausalSelfAttention(nn.Module):
         """A bias of i - j alone: with the keys reversed it is a view of one row per distance."""
         T = q.shape[2]
         k_rev, v_rev = k.flip(2), v.flip(2)
-        parts = [
-            _attend(
-                q[:, :, s:e],
-                k_rev[:, :, T - e :],
-                v_rev[:, :, T - e :],
-                ctx.toeplitz_mask(s, e),
-                scale,
-            )
-            for s, e in ctx.chunks(self.n_heads, q.shape[0])
-        ]
+        parts = []
+        for s, e in ctx.chunks(self.n_heads, q.shape[0]):
+            first = ctx.first_key(s)  # keys [first, e): reversed, T - e … T - first
+            keys = slice(T - e, T - first)
+            mask = ctx.toeplitz_mask(s, e, first)
+            parts.append(_attend(q[:, :, s:e], k_rev[:, :, keys], v_rev[:, :, keys], mask, scale))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def _shared(
@@ -204,8 +200,9 @@ class CausalSelfAttention(nn.Module):
     ) -> Tensor:
         """A materialised position bias per query chunk, shared by the layers (context.py)."""
         parts = [
-            _attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], ctx.shared_bias(s, e), scale)
+            _attend(q[:, :, s:e], k[:, :, f:e], v[:, :, f:e], ctx.shared_bias(s, e), scale)
             for s, e in ctx.chunks(self.n_heads, q.shape[0])
+            for f in [ctx.first_key(s)]
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 

@@ -137,12 +137,26 @@ class AttentionContext:
             return [(a, min(T, a + step)) for a in range(0, T, step)]
         out = []
         s = 0
+        cap = self._local_cap(cap)
         while s < T:
             t = int((-s + math.sqrt(s * s + 4 * cells)) / 2)
-            e = min(T, s + max(MIN_CHUNK_ROWS, min(t, cap)))
+            e = self._aligned(s, min(T, s + max(MIN_CHUNK_ROWS, min(t, cap))))
             out.append((s, e))
             s = e
         return out
+
+    def _local_cap(self, cap: int) -> int:
+        """On CPU, query chunks about as long as the layer's window or chunk: each then meets
+        about that many keys (``first_key``) instead of every earlier one."""
+        sizes = [n for n in (self.window, self.chunk) if n is not None]
+        return min(cap, max(MIN_CHUNK_ROWS, min(sizes))) if sizes and self.on_cpu else cap
+
+    def _aligned(self, start: int, end: int) -> int:
+        """``end`` no later than the first chunk boundary after ``start``: a query range inside
+        one chunk meets only that chunk's keys."""
+        if self.chunk is None:
+            return end
+        return min(end, (start // self.chunk + 1) * self.chunk)
 
     def distance_vector(self) -> Tensor:
         """(H, 2T-1) bias of distances -(T-1) … T-1, -inf for j > i and, with a window, for
@@ -161,15 +175,27 @@ class AttentionContext:
             self._distance_vector = vec.masked_fill(blocked, float("-inf")).contiguous()
         return self._distance_vector
 
-    def window_mask(self, start: int, end: int) -> Tensor | None:
-        """(t, end) float32 0 | -inf of queries [start, end) against keys [0, end): -inf for
-        future keys, keys ``window`` or more tokens back and keys of an earlier chunk; None
-        for global attention. Token indices, not position values: a window or a chunk is a
+    def window_mask(self, start: int, end: int, first: int = 0) -> Tensor | None:
+        """(t, end - first) float32 0 | -inf of queries [start, end) against keys [first, end):
+        -inf for future keys, keys ``window`` or more tokens back and keys of an earlier chunk;
+        None for global attention. Token indices, not position values: a window or a chunk is a
         number of tokens (as transformers' are)."""
         if not self.local:
             return None
         q = torch.arange(start, end, device=self.span.device)[:, None]
-        return self._blocked_mask(q, torch.arange(end, device=self.span.device)[None, :])
+        return self._blocked_mask(q, torch.arange(first, end, device=self.span.device)[None, :])
+
+    def first_key(self, start: int) -> int:
+        """The earliest key a query from ``start`` on can see: 0 for global attention, else
+        where query ``start``'s window or chunk begins (later queries' begin no earlier). The
+        Toeplitz and shared-bias paths attend to keys from there only, so a window or a chunk
+        makes a long evaluation cheaper instead of dearer."""
+        first = 0
+        if self.window is not None:
+            first = max(first, start - self.window + 1)
+        if self.chunk is not None:
+            first = max(first, start // self.chunk * self.chunk)
+        return first
 
     def _blocked_mask(self, q: Tensor, k: Tensor) -> Tensor:
         """0 | -inf of token indices ``q`` against ``k`` (broadcast): future keys, keys outside
@@ -187,29 +213,33 @@ class AttentionContext:
         mask = self.window_mask(start, end)
         return bias if mask is None else bias + mask
 
-    def toeplitz_mask(self, start: int, end: int) -> Tensor:
-        """(1, H, t, end) view: bias + causal mask of queries [start, end) against the keys in
-        reverse order (end-1 … 0), entry [a, b'] = vec[distance (start+a) - (end-1-b')]; in a
-        chunked layer the view plus the chunk's mask, materialised."""
+    def toeplitz_mask(self, start: int, end: int, first: int = 0) -> Tensor:
+        """(1, H, t, end - first) view: bias + causal mask of queries [start, end) against the
+        keys in reverse order (end-1 … first), entry [a, b'] = vec[distance (start+a) -
+        (end-1-b')]; in a chunked layer the view plus the chunk's mask, materialised."""
         vec = self.distance_vector()
         H, L = vec.shape
         T = (L + 1) // 2
-        t = end - start
-        view = vec.as_strided((1, H, t, end), (H * L, L, 1, 1), vec.storage_offset() + T - t)
+        t, width = end - start, end - first
+        view = vec.as_strided((1, H, t, width), (H * L, L, 1, 1), vec.storage_offset() + T - t)
         if self.chunk is None:
             return view
         # a chunk is not a function of i - j alone: its mask is added, keys in reverse order
         q = torch.arange(start, end, device=vec.device)[:, None]
-        return view + self._blocked_mask(q, torch.arange(end - 1, -1, -1, device=vec.device))
+        keys = torch.arange(end - 1, first - 1, -1, device=vec.device)
+        return view + self._blocked_mask(q, keys)
 
     def shared_bias(self, start: int, end: int) -> Tensor:
-        """(1, H, t, end) position bias with the causal mask of queries [start, end) against
-        keys [0, end), computed by the first layer that asks and reused by the others."""
+        """(1, H, t, end - first) position bias with the causal mask of queries [start, end)
+        against keys [first, end) (``first_key``), computed by the first layer that asks and
+        reused by the others."""
         hit = self._shared.get((start, end))
         if hit is not None:
             return hit
-        bias = self.encoding.position_bias(self.pos_T[start:end], self.pos_T[:end])
-        bias = self.for_kernel(self.windowed(bias, start, end))
+        first = self.first_key(start)
+        bias = self.encoding.position_bias(self.pos_T[start:end], self.pos_T[first:end])
+        mask = self.window_mask(start, end, first)
+        bias = self.for_kernel(bias if mask is None else bias + mask)
         size = bias.numel() * bias.element_size()
         if self._shared_bytes + size <= SHARED_BIAS_BUDGET:
             self._shared[(start, end)] = bias
