@@ -43,14 +43,20 @@ def check_layers(cfg: DictConfig, cls: type[PositionalEncoding]) -> None:
     for name in other_encodings(words, run):
         _check_other(cfg, name, written)
     n = int(cfg.model.n_layers)
-    kinds = layer_kinds(words, n, run)
-    other = next((i for i, word in enumerate(words) if word != words[0]), None)
+    kinds, named = layer_kinds(words, n, run), layer_kinds(words, len(words), run)
+    _require(
+        "encoding" in kinds,
+        f"{written} gives none of the {n} layers the run's encoding ({run})",
+        "make one of the encodings it names the run's, e.g. encoding=alibi "
+        "'model.layers=[encoding,t5]'",
+    )
+    other = next((i for i, kind in enumerate(named) if kind != named[0]), None)
     _require(
         len(set(kinds)) >= 2,
-        f"{written} makes every one of the {n} layers '{words[0]}'",
+        f"{written} makes every one of the {n} layers '{named[0]}'",
         f"use model.n_layers={other + 1} or more"
         if other is not None
-        else "put 'encoding' beside 'none' or another encoding in model.layers",
+        else "put 'none' or another encoding beside the run's encoding in model.layers",
     )
 
 

@@ -31,3 +31,10 @@ def layer_encoding_config(name: str, train_length: int | None) -> dict[str, Any]
     section = cast(DictConfig, OmegaConf.load(option_file("encoding", name)))
     root = OmegaConf.create({"train": {"context_length": train_length}, "encoding": section})
     return cast(dict[str, Any], OmegaConf.to_container(root.encoding, resolve=True))
+
+
+def reads_run_length(name: str) -> bool:
+    """Whether the encoding's YAML derives a value from the run (CoPE's largest position from
+    train.context_length): in a run `posenc extend` makes, such a value would follow the longer
+    length and no longer fit the parent's weights."""
+    return "${" in option_file("encoding", name).read_text(encoding="utf-8")

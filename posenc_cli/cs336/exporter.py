@@ -61,8 +61,10 @@ def _check_rope(cfg: RunConfig, run_dir: Path) -> None:
         )
     if cfg.model.layers is not None:
         raise PosencError(
-            f"{run_dir} has NoPE layers (model.layers); CS336's model rotates in every layer",
-            "export a run trained without model.layers, or use `posenc export-hf` (SmolLM3)",
+            f"{run_dir} gives some layers NoPE or another encoding (model.layers); CS336's "
+            "model rotates in every layer",
+            "export a run trained without model.layers (`posenc export-hf` writes RoPE with "
+            "NoPE layers as SmolLM3)",
         )
     if cfg.model.windows is not None:
         raise PosencError(

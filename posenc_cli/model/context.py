@@ -154,7 +154,7 @@ class AttentionContext:
     def _aligned(self, start: int, end: int) -> int:
         """``end`` no later than the first chunk boundary after ``start``: a query range inside
         one chunk meets only that chunk's keys."""
-        if self.chunk is None:
+        if self.chunk is None or self.chunk < MIN_CHUNK_ROWS:  # a call per tiny chunk costs more
             return end
         return min(end, (start // self.chunk + 1) * self.chunk)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -15,7 +16,7 @@ def rich_table(
     """The terminal table: the first column left-aligned, the first ``fixed`` never wrapped,
     the best per column in bold green and n/a dimmed."""
 
-    table = Table(title=title)
+    table = Table(title=escape(title))  # a heading's [rope, alibi] is not markup
     for i, name in enumerate(header):
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=i < fixed)
     for row in body:

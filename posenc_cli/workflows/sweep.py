@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+from rich.markup import escape
 
 from posenc_cli.common.console import console
 from posenc_cli.common.errors import Interrupted, PosencError, RankFailure
@@ -162,7 +163,7 @@ def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     from posenc_cli.workflows.ranks import run_job
 
     label = cfg.label()
-    console.print(f"[bold]sweep job[/bold] {run_dir.name}")
+    console.print(f"[bold]sweep job[/bold] {escape(run_dir.name)}")
     t0 = time.perf_counter()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -180,7 +181,9 @@ def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
         return None
     except Exception as exc:  # one broken job must not stop the sweep; keep its traceback
         RunDir(run_dir).failed_file.write_text(traceback.format_exc())
-        console.print(f"[red]failed[/red] {label}: {type(exc).__name__}: {exc}")
+        console.print(
+            f"[red]failed[/red] {escape(label)}: {type(exc).__name__}: {escape(str(exc))}"
+        )
         return None
     finally:
         unlock_run_dir(run_dir)
@@ -194,7 +197,7 @@ def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
 
 def _failed(run_dir: Path, label: str, why: str) -> None:
     RunDir(run_dir).failed_file.write_text(f"posenc: error: {why}\n")
-    console.print(f"[red]failed[/red] {label}: {why}")
+    console.print(f"[red]failed[/red] {escape(label)}: {escape(why)}")
 
 
 def summarize(root: Path) -> tuple[int, list[tuple[Path, str]]]:

@@ -115,3 +115,15 @@ def test_none_and_plain_runs_keep_the_trained_frequencies() -> None:
     for cfg in (child("method=none"), composed(*TINY)):
         enc = build_model(typed(cfg), 50).encoding
         torch.testing.assert_close(enc.inv_freq, enc.trained_inv_freq.float())
+
+
+def test_an_other_encoding_sized_by_the_training_length_is_refused_and_others_extend() -> None:
+    """CoPE named in model.layers keeps its YAML's L + 1 positions, which are not saved with
+    the run: the longer child could not take the parent's weights, so extend says so; ALiBi,
+    with nothing derived from the length, extends and builds with the parent's weights."""
+    with pytest.raises(PosencError, match="model.layers names cope, whose size follows"):
+        child("method=none", "factor=2", parent=["model.layers=[encoding,cope]"])
+    cfg = child("method=pi", "factor=2", parent=["model.layers=[encoding,alibi]"])
+    assert list(cfg.model.layers) == ["encoding", "alibi"] and cfg.train.context_length == 32
+    parent_state = build_model(typed(composed(*TINY, "model.layers=[encoding,alibi]")), 50)
+    build_model(typed(cfg), 50).load_state_dict(parent_state.state_dict())

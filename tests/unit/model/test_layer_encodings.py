@@ -127,6 +127,13 @@ def test_cope_in_a_pattern_reads_the_runs_length() -> None:
         (["model.layers=[encoding,learned]"], "names learned, which acts once, at the input"),
         (["model.layers=[encoding,hybrid]"], "names hybrid, which has a layer pattern of its own"),
         (["model.layers=[encoding,encoding,encoding,encoding,alibi]"], "every one of the 4"),
+        (["model.layers=[alibi,t5]"], "gives none of the 4 layers the run's encoding (rope)"),
+        (["model.layers=[none,alibi]"], "gives none of the 4 layers the run's encoding (rope)"),
+        (
+            ["encoding=alibi", "model.layers=[encoding,alibi]"],
+            "makes every one of the 4 layers 'encoding' — put 'none' or another encoding",
+        ),
+        (["model.layers=[rope,rope,alibi]", "model.n_layers=2"], "use model.n_layers=3 or more"),
         (
             [
                 "encoding=alibi",
@@ -173,3 +180,15 @@ def test_inspect_draws_each_layers_own_bias(
     expected = (-alibi.slopes.double()[:, None] * distance[None, :]).numpy()
     assert stats.bias_by_distance[1] == pytest.approx(expected, abs=1e-5)
     assert (stats.bias_by_distance[0] == 0).all() and (stats.bias_by_distance[2] == 0).all()
+
+
+def test_compare_and_sweep_lines_show_a_pattern_of_names(tmp_path: Path) -> None:
+    """rich reads [rope, alibi] as markup and drops it: the terminal table's title keeps it."""
+    from rich.console import Console
+
+    from posenc_cli.report.table import rich_table
+
+    console = Console(record=True, width=200)
+    console.print(rich_table("ppl — layers=[rope, alibi]", ["encoding"], [[("rope", False)]]))
+    text = console.export_text()
+    assert "[rope" in text and "alibi]" in text

@@ -139,7 +139,7 @@ def test_the_config_builds_the_pattern_and_saves_it() -> None:
             ["model.layers=[encoding,encoding,encoding,encoding,none]"],
             r"every one of the 4 layers 'encoding' — use model\.n_layers=5 or more",
         ),
-        (["model.layers=[none]"], "put 'encoding' beside 'none' or another encoding"),
+        (["model.layers=[none]"], r"gives none of the 4 layers the run's encoding \(rope\)"),
     ],
 )
 def test_a_pattern_that_cannot_mean_what_it_says_is_refused(
