@@ -60,15 +60,19 @@ def fold_older_names(ev: DictConfig) -> None:
 
 
 def eval_option(name: str) -> DictConfig:
-    """configs/eval/<name>.yaml with the task sections its defaults list names, as Hydra
-    composes it (for `posenc eval RUN eval=NAME`, which composes no Hydra config)."""
+    """configs/eval/<name>.yaml with the task sections its defaults list names and over the
+    options of eval it names (quick over default), as Hydra composes it (for `posenc eval RUN
+    eval=NAME`, which composes no Hydra config)."""
     option = cast(DictConfig, OmegaConf.load(config_dir() / "eval" / f"{name}.yaml"))
+    base = OmegaConf.create()
     for entry in option.pop("defaults", []):
+        if isinstance(entry, str) and entry != "_self_":  # another option of eval: beneath
+            base = cast(DictConfig, OmegaConf.merge(base, eval_option(entry)))
         for group, value in entry.items() if isinstance(entry, DictConfig) else []:
             match = _DEFAULT.fullmatch(str(group))
             if match and match.group(1) not in option:
                 option[match.group(1)] = section_defaults(str(value))
-    return option
+    return cast(DictConfig, OmegaConf.merge(base, option))
 
 
 def typed_part(plain: DictConfig) -> DictConfig:
