@@ -27,9 +27,14 @@ LATER_MODEL_KEYS = {
 
 def model_settings(metrics: dict[str, Any]) -> dict[str, Any]:
     """metrics.json's model section with switches off and later keys at their old value left
-    out, so a run compares with the runs made before those keys existed."""
+    out, so a run compares with the runs made before those keys existed; model.layers naming
+    the run's own encoding is written ``encoding``, so [rope, none] and [encoding, none] of a
+    RoPE run, one model, share a table."""
     saved = metrics.get("model")
-    model = saved if isinstance(saved, dict) else {}
+    model = dict(saved) if isinstance(saved, dict) else {}
+    if isinstance(model.get("layers"), list):
+        own = metrics.get("encoding")
+        model["layers"] = ["encoding" if word == own else word for word in model["layers"]]
     return {
         k: v
         for k, v in model.items()
