@@ -10,6 +10,8 @@ import numpy as np
 from matplotlib.image import imread
 from torch.utils.tensorboard import SummaryWriter
 
+from posenc_cli.common.shown import shown
+from posenc_cli.config.schema import ModelConfig
 from posenc_cli.inspection.base import InspectReport
 from posenc_cli.inspection.properties import HOLDS, Property
 
@@ -44,6 +46,7 @@ def summary_markdown(report: InspectReport) -> str:
         "",
         f"Encoding: `{enc!r}`".replace("\n", " "),
         "",
+        *_layout_lines(m),
     ]
     lines += [*(f"Note: {n}" for n in report.notes), ""] if report.notes else []
     lines += _figure_lines(report) + _property_lines(report)
@@ -57,6 +60,16 @@ def summary_markdown(report: InspectReport) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _layout_lines(m: ModelConfig) -> list[str]:
+    """The per-layer settings (model.layers, windows, chunks) that make layers differ, so a
+    reader of the figures knows which layer does what."""
+    set_keys = [(k, getattr(m, k)) for k in ("layers", "windows", "chunks")]
+    shown_keys = [f"model.{k}={shown(v, ', ')}" for k, v in set_keys if v is not None]
+    return (
+        [f"Layers: {'; '.join(shown_keys)} (repeated over the layers).", ""] if shown_keys else []
+    )
 
 
 def _figure_lines(report: InspectReport) -> list[str]:

@@ -192,3 +192,15 @@ def test_compare_and_sweep_lines_show_a_pattern_of_names(tmp_path: Path) -> None
     console.print(rich_table("ppl — layers=[rope, alibi]", ["encoding"], [[("rope", False)]]))
     text = console.export_text()
     assert "[rope" in text and "alibi]" in text
+
+
+def test_inspects_summary_says_what_each_layer_does() -> None:
+    from posenc_cli.inspection.summary import _layout_lines
+
+    cfg = load([*SMALL, "model.layers=[rope,alibi]", "model.chunks=[8,null]"])
+    assert _layout_lines(cfg.model) == [
+        "Layers: model.layers=[rope, alibi]; model.chunks=[8, null] (each repeated over the "
+        "layers).",
+        "",
+    ]
+    assert _layout_lines(load(SMALL).model) == []
