@@ -65,11 +65,11 @@ def summary_markdown(report: InspectReport) -> str:
 def _layout_lines(m: ModelConfig) -> list[str]:
     """The per-layer settings (model.layers, windows, chunks) that make layers differ, so a
     reader of the figures knows which layer does what."""
-    set_keys = [(k, getattr(m, k)) for k in ("layers", "windows", "chunks")]
-    shown_keys = [f"model.{k}={shown(v, ', ')}" for k, v in set_keys if v is not None]
-    return (
-        [f"Layers: {'; '.join(shown_keys)} (repeated over the layers).", ""] if shown_keys else []
-    )
+    patterns = [(k, getattr(m, k)) for k in ("layers", "windows", "chunks")]
+    written = [f"model.{k}={shown(v, ', ')}" for k, v in patterns if v is not None]
+    if not written:
+        return []
+    return [f"Layers: {'; '.join(written)} (each repeated over the layers).", ""]
 
 
 def _figure_lines(report: InspectReport) -> list[str]:
