@@ -25,7 +25,7 @@ Whether an encoding has a bias, and of which kind, follows from the hooks it ove
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.rope_scaling import RescaleSets
 from posenc_cli.encodings.span import Span, range_key
 
@@ -121,6 +122,13 @@ class PositionalEncoding(nn.Module):
         self.n_heads = n_heads
         self.head_dim = head_dim
         self.n_layers = n_layers
+
+    def keep_layers(self, layers: Collection[int]) -> None:
+        """Drop the per-layer weights (PerLayer) of the layers that attend with another
+        encoding or none (model.layers): they would never train."""
+        for module in list(self.modules()):
+            if isinstance(module, PerLayer):
+                module.keep(layers)
 
     @property
     def scores_per_sequence(self) -> bool:

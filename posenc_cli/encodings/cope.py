@@ -17,7 +17,7 @@ training ``ContextualAttention`` computes the bias and the attention in one node
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +32,7 @@ from posenc_cli.encodings.contextual import (
     gate_values,
     near_scores,
 )
+from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.nn.split_attention import merges_far_keys, split_attention
 
 
@@ -51,7 +52,19 @@ class CopeEncoding(PositionalEncoding):
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.max_position = max_position
-        self.embeddings = nn.Parameter(torch.zeros(n_layers, head_dim, max_position))
+        self.embeddings = PerLayer(
+            n_layers, lambda: nn.Parameter(torch.zeros(head_dim, max_position))
+        )
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        """Runs saved before the tables were one parameter per layer hold every layer in one
+        (L, E, max_position) tensor: read it into the layers, so their checkpoints still load."""
+        tables = state_dict.get(prefix + "embeddings")
+        if isinstance(tables, Tensor) and tables.dim() == 3 and len(tables) == self.n_layers:
+            del state_dict[prefix + "embeddings"]
+            for layer, table in enumerate(tables):
+                state_dict[f"{prefix}embeddings.{layer}"] = table
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def positions(self, q_BHTE: Tensor, k_BHSE: Tensor) -> Tensor:
         """(B, H, T, S) contextual positions p_ij (0 where j > i), before clamping; in float32

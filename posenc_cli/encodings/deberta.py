@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
+from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import (
     clipped_causal_index,
     distance_columns,
@@ -57,8 +58,8 @@ class DebertaEncoding(PositionalEncoding):
         self.rel_embeddings = nn.Parameter(torch.empty(2 * max_relative, d_model))
         nn.init.trunc_normal_(self.rel_embeddings, std=1.0, a=-3.0, b=3.0)
         width = n_heads * head_dim
-        self.q_r_proj = nn.ModuleList(Linear(d_model, width) for _ in range(n_layers))
-        self.k_r_proj = nn.ModuleList(Linear(d_model, width) for _ in range(n_layers))
+        self.q_r_proj = PerLayer(n_layers, lambda: Linear(d_model, width))
+        self.k_r_proj = PerLayer(n_layers, lambda: Linear(d_model, width))
         self._index = BoundedCache()
 
     def softmax_scale(self, head_dim: int) -> float:

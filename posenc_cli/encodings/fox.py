@@ -17,17 +17,26 @@ nearby keys to only ~1e-3. ``content_bias`` materialises c_i - c_j for the reade
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding
+from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import mask_future_
 
 #: Standard deviation of the gate weights at initialisation (the authors' initializer_range).
 GATE_INIT_STD = 0.02
+
+
+def forget_gate(d_model: int, n_heads: int) -> nn.Linear:
+    """One layer's gates: the bias is a vector, which AdamW does not decay."""
+    gate = nn.Linear(d_model, n_heads)
+    nn.init.normal_(gate.weight, std=GATE_INIT_STD)
+    nn.init.zeros_(gate.bias)
+    return gate
 
 
 class ForgettingEncoding(PositionalEncoding):
@@ -38,11 +47,7 @@ class ForgettingEncoding(PositionalEncoding):
 
     def __init__(self, d_model: int, n_heads: int, head_dim: int, n_layers: int) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
-        gates = [nn.Linear(d_model, n_heads) for _ in range(n_layers)]
-        for gate in gates:  # the bias is a vector: AdamW does not decay it
-            nn.init.normal_(gate.weight, std=GATE_INIT_STD)
-            nn.init.zeros_(gate.bias)
-        self.gates = nn.ModuleList(gates)
+        self.gates = PerLayer(n_layers, lambda: forget_gate(d_model, n_heads))
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         """Runs saved before the gates were one nn.Linear per layer hold every layer in two
@@ -55,7 +60,7 @@ class ForgettingEncoding(PositionalEncoding):
             and isinstance(bias, Tensor)
             and weight.dim() == 3
             and bias.dim() == 2
-            and len(weight) == len(bias) == len(self.gates)
+            and len(weight) == len(bias) == self.n_layers
         ):
             del state_dict[prefix + "gate_weight"], state_dict[prefix + "gate_bias"]
             for layer in range(len(weight)):
@@ -66,7 +71,7 @@ class ForgettingEncoding(PositionalEncoding):
     def log_forget(self, x_BSD: Tensor, layer: int) -> Tensor:
         """(B, H, S) log f_t of every position of ``x``, in float32 at least even under
         autocast: the cumulative sum over thousands of positions would lose the bias in bf16."""
-        gate = cast(nn.Linear, self.gates[layer])
+        gate = self.gates[layer]
         dtype = torch.promote_types(x_BSD.dtype, torch.float32)
         with torch.autocast(x_BSD.device.type, enabled=False):
             logit = F.linear(x_BSD.to(dtype), gate.weight.to(dtype), gate.bias.to(dtype))

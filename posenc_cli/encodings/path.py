@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding
 from posenc_cli.encodings.householder import KeyBlocks, key_blocks, path_attention, path_scores
+from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.nn.split_attention import merges_far_keys
 
 #: Standard deviation of every PaTH weight at initialisation (the authors' initializer_range).
@@ -147,9 +148,9 @@ class PathEncoding(PositionalEncoding):
         #: at least 16, was the fastest on a CPU at E = 32 (of 16, 32 and 64), in training
         #: at 128 tokens and in evaluation at 2048; tests set other sizes.
         self.block = max(16, head_dim)
-        self.transforms = nn.ModuleList(
-            Projections(d_model, n_heads, head_dim, w_rank, conv_width, forget_gate)
-            for _ in range(n_layers)
+        self.transforms = PerLayer(
+            n_layers,
+            lambda: Projections(d_model, n_heads, head_dim, w_rank, conv_width, forget_gate),
         )
 
     def key_side(self, k_BHSE: Tensor, site: BiasSite) -> KeySide:
@@ -165,7 +166,6 @@ class PathEncoding(PositionalEncoding):
         if not tracing and isinstance(hit, KeySide) and hit.serves(k_BHSE, x):
             return hit
         proj = self.transforms[site.layer]
-        assert isinstance(proj, Projections)
         k = k_BHSE.to(torch.promote_types(k_BHSE.dtype, torch.float32))
         x_wide = x.to(k.dtype)
         blocks = key_blocks(k, proj.vectors(x_wide), proj.betas(x_wide), self.block)

@@ -15,7 +15,7 @@ computes any length.
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +24,7 @@ from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
 from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.parameters import EVEN, POSITIVE
+from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import (
     distance_columns,
     forward_distances,
@@ -51,7 +52,7 @@ class TransformerXLEncoding(PositionalEncoding):
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.base = base = float(base)
         self.register_buffer("inv_freq", inverse_frequencies(d_model, base), persistent=False)
-        self.r_proj = nn.ModuleList(Linear(d_model, n_heads * head_dim) for _ in range(n_layers))
+        self.r_proj = PerLayer(n_layers, lambda: Linear(d_model, n_heads * head_dim))
         self.u = nn.Parameter(torch.zeros(n_heads, head_dim))
         self.v = nn.Parameter(torch.zeros(n_heads, head_dim))
         self._sinusoids = BoundedCache()
@@ -65,7 +66,7 @@ class TransformerXLEncoding(PositionalEncoding):
                 ("causal", n, str(device)),
                 lambda: sinusoid(torch.arange(n - 1, -1, -1, device=device), self.inv_freq).float(),
             )
-            proj = cast(Linear, self.r_proj[layer])
+            proj = self.r_proj[layer]
             hit = proj(R.to(proj.weight.dtype)).view(n, self.n_heads, self.head_dim)
             hit = hit.transpose(0, 1).contiguous()
             cache.tables[layer] = hit

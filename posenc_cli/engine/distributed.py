@@ -25,8 +25,6 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from posenc_cli.model.transformer import TransformerLM
-
 #: How long a rank waits in a collective for the others: a dead peer is reported by the
 #: launcher long before this; it only bounds a hang the launcher cannot see.
 TIMEOUT = datetime.timedelta(minutes=30)
@@ -152,11 +150,9 @@ def shard(n: int, comm: Comm) -> range:
 def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """DistributedDataParallel: gradients averaged across ranks in the backward.
 
-    Every parameter takes part in every step (tests/unit/model checks it for every encoding),
-    so no search for unused parameters, except where model.layers leaves layers without the
-    run's encoding or gives them another: an encoding with per-layer weights (DeBERTa,
-    Transformer-XL, FoX, PaTH) holds them for every layer, and those of the layers that do not
-    use it get no gradient (DDP would stop at the second step); buffers are not trained
+    Every parameter takes part in every step (tests/unit/model checks it for every encoding;
+    with model.layers an encoding holds per-layer weights only for its own layers), so no
+    search for unused parameters; buffers are not trained
     statistics but caches every rank computes alike, so they are not broadcast (a broadcast
     would also make the sharded validation, where ranks run different numbers of forwards,
     wait on each other)."""
@@ -164,6 +160,5 @@ def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     ids = [device.index] if device.type == "cuda" else None
     known = inspect.signature(DistributedDataParallel).parameters  # renamed in torch 2.13
     no_sync = "forward_sync_buffers" if "forward_sync_buffers" in known else "broadcast_buffers"
-    mixed = isinstance(model, TransformerLM) and not all(model.encoded)
-    flags: dict[str, Any] = {no_sync: False, "find_unused_parameters": mixed}
+    flags: dict[str, Any] = {no_sync: False}
     return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True, **flags)

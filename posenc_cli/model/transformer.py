@@ -138,13 +138,16 @@ class TransformerLM(nn.Module):
         """Which encoding each layer attends with: the run's where ``encoded``, else the
         layer's entry of ``others`` (model.layers naming another encoding, one module per
         name), else none: the base encoding, which holds no weights, so a checkpoint keeps
-        its keys."""
+        its keys. An encoding keeps per-layer weights only for the layers that use it."""
         #: Per layer: "encoding", "none", or the config name of the other encoding it uses.
         self.layer_kinds = [
             "encoding" if own else ("none" if other is None else other.config_name)
             for own, other in zip(encoded, others, strict=True)
         ]
         self.other_encodings = nn.ModuleDict({o.config_name: o for o in others if o is not None})
+        for kind, encoding in [("encoding", self.encoding), *self.other_encodings.items()]:
+            users = [i for i, used in enumerate(self.layer_kinds) if used == kind]
+            cast(PositionalEncoding, encoding).keep_layers(users)
         enc = self.encoding
         nope = PositionalEncoding(enc.d_model, enc.n_heads, enc.head_dim, enc.n_layers)
         self.no_position = nope if "none" in self.layer_kinds else None

@@ -6,6 +6,7 @@ reader sees which heads stay local and which go diffuse past L."""
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -93,12 +94,39 @@ def per_head_figure(
     heatmap(fig, axes[0, 0], a, f"1x: {L} tokens", label, 0.0, top)
     heatmap(fig, axes[0, 1], b, f"{T // L}x: {T} tokens", label, 0.0, top)
     for ax, n in ((axes[0, 0], L), (axes[0, 1], T)):
-        if field == "entropy":  # uniform causal attention: query i spreads over i + 1
-            uniform = f"{sum(math.log(i + 1) for i in range(n)) / n:.2f}"
-        else:
-            uniform = f"{(n - 1) / 2:.1f}"
-        ax.set_title(f"{ax.get_title()} (uniform causal: {uniform})", fontsize=10)
+        ax.set_title(f"{ax.get_title()} {uniform_note(subject, field, n)}", fontsize=10)
     return fig
+
+
+def uniform_value(field: str, n: int, window: int | None, chunk: int | None) -> float:
+    """The mean distance or entropy of uniform attention over the keys each of n queries
+    sees (its earlier keys, within the layer's sliding window and chunk), averaged over the
+    queries: query i sees k_i keys, distance (k_i − 1)/2, entropy ln k_i."""
+    total = 0.0
+    for i in range(n):
+        first = 0 if window is None else max(0, i - window + 1)
+        first = first if chunk is None else max(first, i // chunk * chunk)
+        seen = i - first + 1
+        total += math.log(seen) if field == "entropy" else (seen - 1) / 2
+    return total / n
+
+
+def uniform_note(subject: Subject, field: str, n: int) -> str:
+    """The panel's reference: uniform causal attention, or, where windows or chunks
+    (model.windows, model.chunks) let layers see different keys, each group of layers' own."""
+    digits = 2 if field == "entropy" else 1
+    groups: dict[str, list[int]] = {}
+    for layer, local in enumerate(zip(subject.model.windows, subject.model.chunks, strict=True)):
+        groups.setdefault(f"{uniform_value(field, n, *local):.{digits}f}", []).append(layer + 1)
+    if len(groups) == 1 and not any(subject.model.windows) and not any(subject.model.chunks):
+        return f"(uniform causal: {next(iter(groups))})"
+    parts = [
+        f"{value} (layer{'s' if len(ls) > 1 else ''} {', '.join(map(str, ls))})"
+        for value, ls in groups.items()
+    ]
+    # no-break spaces keep each group on one line of the wrapped title
+    kept = "; ".join(part.replace(" ", "\N{NO-BREAK SPACE}") for part in parts)
+    return "\n" + textwrap.fill(f"(uniform over the keys seen: {kept})", 46)
 
 
 def beyond_figure(subject: Subject, beyond: Any) -> Any:

@@ -20,7 +20,8 @@ def cope64(max_position: int = 5) -> CopeEncoding:
     torch.manual_seed(0)
     enc = CopeEncoding(8, 2, 4, 2, max_position=max_position).double()
     with torch.no_grad():
-        enc.embeddings.normal_()
+        for table in enc.embeddings.parameters():
+            table.normal_()
     return enc
 
 
@@ -70,7 +71,7 @@ def values_and_gradients(fn, enc, q, k):
     return [
         bias.masked_fill(~finite, 0).detach(),
         finite,
-        *torch.autograd.grad(loss, [q, k, enc.embeddings]),
+        *torch.autograd.grad(loss, [q, k, enc.embeddings[1]]),
     ]
 
 

@@ -43,7 +43,8 @@ def cope64(max_position: int) -> CopeEncoding:
     torch.manual_seed(0)
     enc = CopeEncoding(8, 2, 4, 2, max_position=max_position).double()
     with torch.no_grad():
-        enc.embeddings.normal_()
+        for table in enc.embeddings.parameters():
+            table.normal_()
     return enc
 
 

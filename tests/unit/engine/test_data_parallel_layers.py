@@ -1,6 +1,6 @@
 """DistributedDataParallel over a model whose model.layers leaves some layers without the run's
-encoding: an encoding with per-layer weights keeps them for every layer, and those of the other
-layers get no gradient, which DDP refuses at the second step unless told to look for them."""
+encoding: DDP refuses, at the second step, a parameter that got no gradient, so an encoding
+with per-layer weights must hold them only for the layers that use it (encodings/per_layer.py)."""
 
 from __future__ import annotations
 

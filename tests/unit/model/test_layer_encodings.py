@@ -68,8 +68,7 @@ def test_each_layer_attends_with_its_own_encoding(
     encoding_config: Callable[[str], Any], tokens: Callable[..., Tensor], name: str
 ) -> None:
     """With autograd and without it in small query chunks, the model's logits are the blocks'
-    run one by one with their own encoding's context; the other encoding's weights train
-    (those it holds for the layers that do not use it get none: engine/distributed.py)."""
+    run one by one with their own encoding's context; the other encoding's weights train."""
     model, other = _mixed(encoding_config, name)
     ids = tokens(24)
     logits = model(ids)
