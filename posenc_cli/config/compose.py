@@ -30,6 +30,7 @@ from posenc_cli.config.errors import resolution_error, unknown_key
 from posenc_cli.config.eval_sections import check_sections, fold_older_names, typed_part
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.hydra_checks import check_hydra_layout
+from posenc_cli.config.layer_encodings import fill_layer_encodings
 from posenc_cli.config.overrides import check_group_choices
 from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.schema import RootConfig
@@ -107,6 +108,8 @@ def validate(cfg: DictConfig) -> None:
     kept: list[Any] = [k for k in cfg.keys() if k != "hydra"]  # a received key: any type
     plain = OmegaConf.masked_copy(cfg, kept)
     check_keys_present(plain)
+    for config in (cfg, plain):  # plain, what the checks read; cfg, what the run saves
+        fill_layer_encodings(config)
     try:
         prepare_task(plain)  # a task run derives its train.context_length: the caller's too
         cfg.train.context_length = plain.train.context_length

@@ -36,3 +36,11 @@ def raw_values(cfg: DictConfig) -> dict[Any, Any]:
     values = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(values, dict)
     return values
+
+
+def plain_value(value: Any) -> bool:
+    """A scalar, or a flat list of scalars: nothing an interpolation or a nested node hides in."""
+    scalar = (int, float, str, bool, type(None))
+    return isinstance(value, scalar) or (
+        isinstance(value, list) and all(isinstance(v, scalar) for v in value)
+    )

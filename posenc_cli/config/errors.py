@@ -13,6 +13,10 @@ from posenc_cli.config.schema import RootConfig
 
 def unknown_key(name: str) -> PosencError:
     parent, _, leaf = name.rpartition(".")
+    if name.startswith("model.layer_encodings."):  # a mapping the user fills: Hydra adds with +
+        return PosencError(
+            f"'{name}' is not in the config yet", f"add it with a plus: +{name}=VALUE"
+        )
     base = OmegaConf.structured(RootConfig)
     node = OmegaConf.select(base, parent) if parent else base
     valid = sorted(str(k) for k in node.keys()) if isinstance(node, DictConfig) else []

@@ -13,11 +13,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.sizes import MAX_CONTEXT
-from posenc_cli.config.layer_encodings import other_encodings, reads_run_length
 
 
 def is_extension(cfg: DictConfig) -> bool:
@@ -57,28 +56,16 @@ def check_factor(method: str, factor: float) -> None:
         )
 
 
-def _check_layer_encodings(parent: DictConfig) -> None:
-    """An encoding model.layers names keeps its YAML's values, which are not saved with the
-    run: one derived from the training length would change size in the longer child."""
-    for name in other_encodings(parent.model.layers, str(parent.encoding.name)):
-        if reads_run_length(name):
-            raise PosencError(
-                f"model.layers names {name}, whose size follows the training length "
-                f"(configs/encoding/{name}.yaml), so the extended model could not take the "
-                "parent's weights",
-                f"extend a run trained with encoding={name} (name the other encoding in "
-                "model.layers), or one without those layers",
-            )
-
-
 def child_config(
     parent: DictConfig, ext: DictConfig, parent_dir: Path, step: int, sha256: str
 ) -> DictConfig:
     """The new run's config: the parent's, trained at S·L for extend.steps at a constant
     rate after warmup, recording its parent (longrope's factor sets as given; missing ones
     are searched before the run is created, workflows/extend_search.py)."""
-    _check_layer_encodings(parent)
     cfg = copy.deepcopy(parent)
+    # the encodings model.layers names keep the parent's sizes (CoPE's positions follow
+    # train.context_length in its YAML), so the child takes the parent's weights
+    cfg.model.layer_encodings = OmegaConf.to_container(parent.model.layer_encodings, resolve=True)
     L = int(parent.train.context_length)
     S = float(ext.factor)
     lr = float(parent.train.min_lr) if ext.lr is None else float(ext.lr)

@@ -3,15 +3,15 @@
 A pattern interleaves the run's encoding with NoPE layers and with other encodings. Every
 encoding in it must act in attention (an absolute one is added once, at the input, so a layer
 cannot leave it out), an other encoding must not bring a layer pattern of its own (the hybrids)
-and must be valid for the model with its YAML defaults, and the pattern must give this model
-at least two kinds of layer, or the run would be what it does not say.
+and must be valid for the model with its parameters (model.layer_encodings), and the pattern
+must give this model at least two kinds of layer, or the run would be what it does not say.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError, closest
 from posenc_cli.common.layer_pattern import layer_kinds
@@ -62,7 +62,7 @@ def check_layers(cfg: DictConfig, cls: type[PositionalEncoding]) -> None:
 
 def _check_other(cfg: DictConfig, name: str, written: str) -> None:
     """An encoding the pattern names besides the run's: one of posenc's, acting in attention,
-    without a pattern of its own, and valid for this model with its YAML's parameters."""
+    without a pattern of its own, and valid for this model with its parameters."""
     from posenc_cli.encodings.registry import encoding_class, encoding_params  # imports torch
 
     options = group_options("encoding")
@@ -72,7 +72,8 @@ def _check_other(cfg: DictConfig, name: str, written: str) -> None:
         f"encodings{closest(name, options)}",
         f"use {EXAMPLE}, or an encoding's name (posenc encodings lists them)",
     )
-    section = layer_encoding_config(name, int(cfg.train.context_length))
+    parameters = OmegaConf.to_container(cfg.model.layer_encodings[name], resolve=True)
+    section = layer_encoding_config(name, cast(dict[str, Any], parameters))
     cls = encoding_class(str(section["_target_"]))
     _require(
         _acts_in_attention(cls) and "pattern" not in section,
@@ -81,9 +82,8 @@ def _check_other(cfg: DictConfig, name: str, written: str) -> None:
         "name encodings that act in attention in every layer (rope, alibi, t5, fox, ...)",
     )
     m = cfg.model
-    check_parameters(
-        name, cls, encoding_params(section), model_dims(m.d_model, m.n_heads, m.n_layers)
-    )
+    dims = model_dims(m.d_model, m.n_heads, m.n_layers)
+    check_parameters(name, cls, encoding_params(section), dims, f"model.layer_encodings.{name}")
 
 
 def _acts_in_attention(cls: type[PositionalEncoding]) -> bool:

@@ -25,10 +25,11 @@ from posenc_cli.common.atomic import write_text_atomic
 from posenc_cli.common.errors import PosencError
 from posenc_cli.common.rules import NAME_PATTERN
 from posenc_cli.common.run_layout import LOCK_FILE, RunDir
-from posenc_cli.config.defaults import new_run_values, raw_values
+from posenc_cli.config.defaults import new_run_values, plain_value, raw_values
 from posenc_cli.config.errors import resolution_error
 from posenc_cli.config.eval_sections import fold_older_names
 from posenc_cli.config.groups import config_dir, group_options, option_file
+from posenc_cli.config.layer_encodings import fill_layer_encodings
 from posenc_cli.config.overrides import given
 from posenc_cli.config.received import load_received, resolve_received
 from posenc_cli.config.schema import COMMAND_SECTIONS
@@ -235,6 +236,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
     cfg = OmegaConf.masked_copy(cfg, kept)
     fold_older_names(cfg.eval)
     cfg.encoding = trusted_encoding(cfg.encoding)
+    fill_layer_encodings(cfg)  # the named encodings' parameters, plain values only
     sotu = cast(DictConfig, OmegaConf.load(config_dir() / "data" / "sotu.yaml"))
     cfg.data.cache_dir = raw_values(sotu)["cache_dir"]
     cfg.resume = None
@@ -253,14 +255,6 @@ def save_run_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> Non
     write_text_atomic(layout.overrides_file, OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
 
 
-def _plain(value: Any) -> bool:
-    """A scalar, or a flat list of scalars: nothing an interpolation or a nested node hides in."""
-    scalar = (int, float, str, bool, type(None))
-    return isinstance(value, scalar) or (
-        isinstance(value, list) and all(isinstance(v, scalar) for v in value)
-    )
-
-
 def trusted_encoding(saved: DictConfig) -> DictConfig:
     """configs/encoding/<name>.yaml with the saved parameter values (plain values, or lists
     of them: hybrid's pattern)."""
@@ -274,7 +268,7 @@ def trusted_encoding(saved: DictConfig) -> DictConfig:
     for key, value in raw_values(saved).items():
         if key in META_KEYS:
             continue
-        if key not in trusted or not _plain(value):
+        if key not in trusted or not plain_value(value):
             raise PosencError(
                 f"the run's config gives encoding '{name}' an unknown or "
                 f"non-plain parameter '{key}'",

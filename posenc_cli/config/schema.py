@@ -39,6 +39,7 @@ class ModelConfig:
     tie_embeddings: bool = MISSING
     qk_norm: bool = MISSING
     layers: list[str] | None = MISSING
+    layer_encodings: dict[str, Any] = MISSING
     windows: list[int | None] | None = MISSING
     chunks: list[int | None] | None = MISSING
 

@@ -106,30 +106,35 @@ def parameters(cls: type) -> dict[str, Parameter]:
 
 
 def check_parameters(
-    name: str, cls: type[PositionalEncoding], params: Mapping[str, Any], dims: Mapping[str, int]
+    name: str,
+    cls: type[PositionalEncoding],
+    params: Mapping[str, Any],
+    dims: Mapping[str, int],
+    section: str = "encoding",
 ) -> None:
     """Raise one PosencError for the first parameter missing, unknown or refused by its Rule,
-    then for the first model dimension the encoding refuses, then for a relation."""
+    then for the first model dimension the encoding refuses, then for a relation; messages
+    name the keys under ``section`` (model.layer_encodings.t5 for an encoding of a layer)."""
     declared = parameters(cls)
     for key in params:
         if key not in declared or key in MODEL_KEYS:
             raise PosencError(
                 f"encoding '{name}' has no parameter '{key}'",
-                f"drop encoding.{key} (configs/encoding/{name}.yaml lists its parameters)",
+                f"drop {section}.{key} (configs/encoding/{name}.yaml lists its parameters)",
             )
     for key, p in declared.items():
         if key not in MODEL_KEYS and p.required and key not in params:
             raise PosencError(
-                f"encoding.{key} is missing from the config",
+                f"{section}.{key} is missing from the config",
                 f"set it instead of deleting it (see configs/encoding/{name}.yaml)",
             )
     for key, value in {**dims, **params}.items():
         if key in declared and not declared[key].admits(value):
-            raise _refusal(name, key, declared[key], value)
+            raise _refusal(name, key, declared[key], value, section)
     cls.check_relations(params)
 
 
-def _refusal(name: str, key: str, p: Parameter, value: Any) -> PosencError:
+def _refusal(name: str, key: str, p: Parameter, value: Any, section: str) -> PosencError:
     wanted = p.words()
     if key in MODEL_KEYS:
         what, keys = MODEL_KEYS[key]
@@ -137,7 +142,7 @@ def _refusal(name: str, key: str, p: Parameter, value: Any) -> PosencError:
             f"{name} needs {what} to be {wanted}, got {value}", f"choose {keys} so that it is"
         )
     return PosencError(
-        f"encoding.{key}={shown(value)} is not {wanted}",
-        f"set encoding.{key} to {'a value ' if wanted.startswith('in ') else ''}{wanted} "
+        f"{section}.{key}={shown(value)} is not {wanted}",
+        f"set {section}.{key} to {'a value ' if wanted.startswith('in ') else ''}{wanted} "
         f"(configs/encoding/{name}.yaml has its default)",
     )

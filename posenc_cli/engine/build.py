@@ -32,8 +32,7 @@ def build_lm(
     train_length: int | None = None,
 ) -> TransformerLM:
     """The model of ``m`` with the encoding section ``encoding`` (as its YAML lays it out);
-    ``train_length`` is what log-n scaling compares with (needed when it is on) and what the
-    YAML of another encoding model.layers names may read (CoPE's largest position)."""
+    ``train_length`` is what log-n scaling compares with (needed when it is on)."""
     enc = build_encoding(encoding, m.d_model, m.n_heads, m.n_layers)
     if ext is not None and ext.parent is not None and ext.method != "none":
         assert ext.original_length is not None  # config/extension.py sets it with the parent
@@ -55,21 +54,19 @@ def build_lm(
         encoded_layers(m.layers, m.n_layers, enc.config_name),
         per_layer(m.windows, m.n_layers),
         per_layer(m.chunks, m.n_layers),
-        _other_encodings(m, enc.config_name, train_length),
+        _other_encodings(m, enc.config_name),
     )
 
 
-def _other_encodings(
-    m: ModelConfig, run_encoding: str, train_length: int | None
-) -> list[PositionalEncoding | None] | None:
+def _other_encodings(m: ModelConfig, run_encoding: str) -> list[PositionalEncoding | None] | None:
     """Per layer, the other encoding model.layers gives it (one module per name, shared by its
-    layers as the run's encoding is), or None."""
+    layers as the run's encoding is, with its model.layer_encodings parameters), or None."""
     names = other_encodings(m.layers, run_encoding)
     if not names:
         return None
     built = {
         name: build_encoding(
-            layer_encoding_config(name, train_length), m.d_model, m.n_heads, m.n_layers
+            layer_encoding_config(name, m.layer_encodings[name]), m.d_model, m.n_heads, m.n_layers
         )
         for name in names
     }

@@ -22,6 +22,7 @@ LATER_MODEL_KEYS = {
     "layers": None,
     "windows": None,
     "chunks": None,
+    "layer_encodings": {},
 }
 
 

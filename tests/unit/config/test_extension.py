@@ -117,12 +117,16 @@ def test_none_and_plain_runs_keep_the_trained_frequencies() -> None:
         torch.testing.assert_close(enc.inv_freq, enc.trained_inv_freq.float())
 
 
-def test_an_other_encoding_sized_by_the_training_length_is_refused_and_others_extend() -> None:
-    """CoPE named in model.layers keeps its YAML's L + 1 positions, which are not saved with
-    the run: the longer child could not take the parent's weights, so extend says so; ALiBi,
-    with nothing derived from the length, extends and builds with the parent's weights."""
-    with pytest.raises(PosencError, match="model.layers names cope, whose size follows"):
-        child("method=none", "factor=2", parent=["model.layers=[encoding,cope]"])
+def test_the_encodings_of_layers_keep_the_parents_sizes() -> None:
+    """CoPE named in model.layers has L + 1 positions by its YAML (a value that reads
+    train.context_length): the child keeps the parent's 17 at twice the length and takes the
+    parent's weights; ALiBi, with nothing derived from the length, extends and builds too."""
+    parent = ["model.layers=[encoding,cope]"]
+    cfg = child("method=pi", "factor=2", parent=parent)
+    assert cfg.train.context_length == 32 and cfg.model.layer_encodings.cope.max_position == 17
+    validate(cfg)
+    parent_state = build_model(typed(composed(*TINY, *parent)), 50).state_dict()
+    build_model(typed(cfg), 50).load_state_dict(parent_state)
     cfg = child("method=pi", "factor=2", parent=["model.layers=[encoding,alibi]"])
     assert list(cfg.model.layers) == ["encoding", "alibi"] and cfg.train.context_length == 32
     parent_state = build_model(typed(composed(*TINY, "model.layers=[encoding,alibi]")), 50)

@@ -20,7 +20,7 @@ from posenc_cli.data.config import DataConfig
 def leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value:  # an empty mapping (model.layer_encodings) is a value
             out |= leaves(value, f"{prefix}{key}.")
         else:
             out[f"{prefix}{key}"] = value
