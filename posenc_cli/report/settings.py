@@ -15,7 +15,7 @@ def setting_key(d: Any) -> str:
 
 
 #: Model keys that runs made before them do not record, with the value those runs had.
-LATER_MODEL_KEYS = {
+LATER_MODEL_KEYS: dict[str, Any] = {
     "n_kv_heads": None,
     "rms_norm_eps": 1e-5,
     "tie_embeddings": False,
