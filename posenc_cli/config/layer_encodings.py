@@ -43,7 +43,7 @@ def fill_layer_encodings(cfg: DictConfig) -> None:
         raise PosencError("model.layer_encodings is not a mapping", f"set parameters with {SET}")
     known = group_options("encoding")
     pattern = model.layers if isinstance(model.get("layers"), ListConfig) else None  # typed later
-    names = [n for n in other_encodings(pattern, str(cfg.encoding.name)) if n in known]
+    names = [n for n in other_encodings(pattern, cfg.encoding.name) if n in known]
     for name in map(str, given):
         if name not in names:
             raise PosencError(

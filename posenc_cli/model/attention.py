@@ -211,14 +211,16 @@ class CausalSelfAttention(nn.Module):
     ) -> Tensor:
         """Weights that are not a softmax (``attention_weights``, stick-breaking): each query
         chunk's scaled logits formed in float32, masked, weighed by the encoding, through
-        autograd."""
+        autograd; in a windowed or chunked layer against the keys it can see only (a key the
+        mask hides has weight 0 and takes no part in a later key's weight either)."""
         parts = []
         for s, e in ctx.chunks(self.n_heads, q.shape[0]):
-            logits = _wide(torch.matmul(q[:, :, s:e], k[:, :, :e].transpose(-1, -2))) * scale
-            future = torch.ones(e - s, e, dtype=torch.bool, device=q.device).triu(s + 1)
-            logits = ctx.windowed(logits.masked_fill(future, float("-inf")), s, e)
+            f = ctx.first_key(s)
+            logits = _wide(torch.matmul(q[:, :, s:e], k[:, :, f:e].transpose(-1, -2))) * scale
+            future = torch.ones(e - s, e - f, dtype=torch.bool, device=q.device).triu(s - f + 1)
+            logits = ctx.windowed(logits.masked_fill(future, float("-inf")), s, e, f)
             weights = ctx.encoding.attention_weights(logits)
-            parts.append(torch.matmul(weights.to(v.dtype), v[:, :, :e]))
+            parts.append(torch.matmul(weights.to(v.dtype), v[:, :, f:e]))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def _key_windowed(
@@ -229,9 +231,10 @@ class CausalSelfAttention(nn.Module):
         constant along the row: only differences matter, and they keep their precision)."""
         parts = []
         for s, e in ctx.chunks(self.n_heads, q.shape[0]):
-            rows = key_bias[:, :, None, :e] - key_bias[:, :, s:e, None]
-            bias = ctx.windowed(rows.to(torch.promote_types(q.dtype, torch.float32)), s, e)
-            parts.append(_attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], bias, scale))
+            f = ctx.first_key(s)  # keys [f, e): the earliest any of these queries can see
+            rows = key_bias[:, :, None, f:e] - key_bias[:, :, s:e, None]
+            bias = ctx.windowed(rows.to(torch.promote_types(q.dtype, torch.float32)), s, e, f)
+            parts.append(_attend(q[:, :, s:e], k[:, :, f:e], v[:, :, f:e], bias, scale))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def _chunked(

@@ -208,9 +208,10 @@ class AttentionContext:
             blocked = blocked | (q // self.chunk != k // self.chunk)
         return torch.zeros(blocked.shape, device=blocked.device).masked_fill(blocked, float("-inf"))
 
-    def windowed(self, bias: Tensor, start: int, end: int) -> Tensor:
-        """``bias`` of queries [start, end) with the window's mask added (as is without one)."""
-        mask = self.window_mask(start, end)
+    def windowed(self, bias: Tensor, start: int, end: int, first: int = 0) -> Tensor:
+        """``bias`` of queries [start, end) against keys [first, end) with the window's mask
+        added (as is without one)."""
+        mask = self.window_mask(start, end, first)
         return bias if mask is None else bias + mask
 
     def toeplitz_mask(self, start: int, end: int, first: int = 0) -> Tensor:
