@@ -87,6 +87,11 @@ class PositionalEncoding(nn.Module):
     #: False where log-n scaling (model.logn_scaling), which scales q before q·k, would scale
     #: only part of the encoding's logit (PaTH's is not q·k): the config check refuses it.
     scales_with_queries: ClassVar[bool] = True
+    #: Whether ``content_bias`` against keys [first, end) is the bias against every earlier key
+    #: cut to those columns: the bias of i and j reads nothing before key j. A windowed or
+    #: chunked layer then passes only the keys its queries can see. False for PaTH, whose
+    #: short convolution reads the inputs before a key.
+    bias_from_any_key: ClassVar[bool] = True
     #: The name of the encoding's family in messages ("rope", "xpos"); "" for none.
     family: ClassVar[str] = ""
     #: Multiplier of the attention logits a context extension sets (YaRN's); 1 otherwise.

@@ -129,6 +129,7 @@ class PathEncoding(PositionalEncoding):
     relative = True
     bias_buffers = 2
     scales_with_queries = False
+    bias_from_any_key = False
 
     def __init__(
         self,

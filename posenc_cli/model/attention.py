@@ -249,30 +249,24 @@ class CausalSelfAttention(nn.Module):
         x_BTD: Tensor,
     ) -> Tensor:
         """Queries [s, e) over keys [0, e), each chunk with its bias (from q, k before
-        ``transform_qk``, as the interface promises) folded into the mask. The last chunk (all
-        keys) goes first, so a key-indexed term computed there serves the shorter chunks as a
-        slice (DeBERTa's p2c); any order gives the same result. An encoding whose bias shares
-        work with the attention computes both itself (``content_attention``)."""
-        fused = ctx.encoding.has_content_attention and ctx.logn_length is None
-        fused = fused and not ctx.local
-        parts = [
-            ctx.content_attention(
-                s, e, (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e]), scale, self.layer, x_BTD[:, :e]
-            )
-            if fused
-            else _attend(
-                qt[:, :, s:e],
-                kt[:, :, :e],
-                v[:, :, :e],
-                ctx.windowed(
-                    ctx.content_bias(s, e, q[:, :, s:e], k[:, :, :e], self.layer, x_BTD[:, :e]),
-                    s,
-                    e,
-                ),
-                scale,
-            )
-            for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0]))
-        ]
+        ``transform_qk``, as the interface promises) folded into the mask; in a windowed or
+        chunked layer over keys [f, e), those the chunk can see, where the encoding's bias
+        allows (``bias_from_any_key``). The last chunk (all keys) goes first, so a key-indexed
+        term computed there serves the shorter chunks as a slice (DeBERTa's p2c); any order
+        gives the same result. An encoding whose bias shares work with the attention computes
+        both itself (``content_attention``)."""
+        enc = ctx.encoding
+        fused = enc.has_content_attention and ctx.logn_length is None and not ctx.local
+        parts = []
+        for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0])):
+            if fused:
+                qkv = (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e])
+                parts.append(ctx.content_attention(s, e, qkv, scale, self.layer, x_BTD[:, :e]))
+                continue
+            f = ctx.first_key(s) if enc.bias_from_any_key else 0
+            bias = ctx.content_bias(s, e, q[:, :, s:e], k[:, :, f:e], self.layer, x_BTD[:, f:e], f)
+            bias = ctx.windowed(bias, s, e, f)
+            parts.append(_attend(qt[:, :, s:e], kt[:, :, f:e], v[:, :, f:e], bias, scale))
         return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=2)
 
 

@@ -286,10 +286,15 @@ class AttentionContext:
         k_BHsE: Tensor,
         layer: int,
         inputs_BsD: Tensor | None = None,
+        first: int = 0,
     ) -> Tensor:
-        """The encoding's content bias (causal mask folded in) for queries [start, end)."""
+        """The encoding's content bias (causal mask folded in) for queries [start, end) against
+        keys [first, end). Keys that do not start at 0 are no prefix of the forward's keys, so
+        they get key terms of their own (the shared ones are over prefixes); the position
+        tables, indexed by distance, serve any keys."""
+        cache = self.cache if first == 0 else ForwardCache(self.span, self.cache.tables)
         site = BiasSite(
-            self.span.part(start, end), self.span.part(0, end), layer, self.cache, inputs_BsD
+            self.span.part(start, end), self.span.part(first, end), layer, cache, inputs_BsD
         )
         bias = self.encoding.content_bias(q_BHtE, k_BHsE, site)
         assert bias.dim() == 4, "content_bias must return a 4-D (B, H, T, S) bias"
