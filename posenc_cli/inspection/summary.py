@@ -63,13 +63,20 @@ def summary_markdown(report: InspectReport) -> str:
 
 
 def _layout_lines(m: ModelConfig) -> list[str]:
-    """The per-layer settings (model.layers, windows, chunks) that make layers differ, so a
-    reader of the figures knows which layer does what."""
+    """The per-layer settings (model.layers, windows, chunks) that make layers differ, and the
+    parameters of the other encodings model.layers names, so a reader of the figures knows
+    which layer does what."""
     patterns = [(k, getattr(m, k)) for k in ("layers", "windows", "chunks")]
     written = [f"model.{k}={shown(v, ', ')}" for k, v in patterns if v is not None]
     if not written:
         return []
-    return [f"Layers: {'; '.join(written)} (each repeated over the layers).", ""]
+    named = [
+        f"{name}: " + ", ".join(f"{k}={shown(v, ', ')}" for k, v in params.items())
+        for name, params in m.layer_encodings.items()
+        if params
+    ]
+    parameters = [f"Their parameters: {'; '.join(named)}.", ""] if named else []
+    return [f"Layers: {'; '.join(written)} (each repeated over the layers).", "", *parameters]
 
 
 def _figure_lines(report: InspectReport) -> list[str]:

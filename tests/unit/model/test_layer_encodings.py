@@ -203,3 +203,5 @@ def test_inspects_summary_says_what_each_layer_does() -> None:
         "",
     ]
     assert _layout_lines(load(SMALL).model) == []
+    cfg = load([*SMALL, "model.layers=[rope,t5]", "+model.layer_encodings.t5.num_buckets=8"])
+    assert _layout_lines(cfg.model)[2] == "Their parameters: t5: num_buckets=8, max_distance=128."
