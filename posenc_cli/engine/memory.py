@@ -14,8 +14,11 @@ import os
 from dataclasses import dataclass
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.layer_pattern import layer_kinds
 from posenc_cli.common.sizes import default_d_ff
+from posenc_cli.config.layer_encodings import layer_encoding_config, other_encodings
 from posenc_cli.config.run_config import RunConfig
+from posenc_cli.encodings.names import META_KEYS
 
 FLOAT = 4
 #: Bytes of one int in a Python list (the pointer and the int object): validation's starts.
@@ -54,19 +57,35 @@ SMALL_TABLE = 1 << 16
 
 
 def encoding_weights(cfg: RunConfig) -> int:
-    """The encoding's parameters, so a table sized by its config (encoding=learned's max_len)
-    is refused before it exists: counted on the meta device (shapes, no memory) when a
-    parameter could size a large one, else on the CPU."""
+    """The parameters of the encodings, all of them (``encodings_weights``)."""
+    return sum(encodings_weights(cfg).values())
+
+
+def encodings_weights(cfg: RunConfig) -> dict[str, int]:
+    """The parameters of the run's encoding (``encoding``) and of each other one model.layers
+    names, each held for its own layers only, so a table sized by a config (encoding=learned's
+    max_len, a named T5's buckets) is refused before it exists: counted on the meta device
+    (shapes, no memory) when a parameter could size a large one, else on the CPU."""
     import torch  # deferred: the estimate's arithmetic needs no torch
 
     from posenc_cli.encodings import build_encoding
 
     m = cfg.model
-    values = cfg.encoding.params.values()
-    large = any(isinstance(v, int) and v >= SMALL_TABLE for v in values)
-    with torch.device("meta" if large else "cpu"):
-        enc = build_encoding(cfg.encoding.as_yaml(), m.d_model, m.n_heads, m.n_layers)
-    return sum(p.numel() for p in enc.parameters())
+    run = cfg.encoding.name
+    sections = {"encoding": cfg.encoding.as_yaml()} | {
+        name: layer_encoding_config(name, m.layer_encodings[name])
+        for name in other_encodings(m.layers, run)
+    }
+    kinds = layer_kinds(m.layers, m.n_layers, run)
+    counts = {}
+    for kind, section in sections.items():
+        values = [v for k, v in section.items() if k not in META_KEYS]
+        large = any(type(v) is int and v >= SMALL_TABLE for v in values)
+        with torch.device("meta" if large else "cpu"):
+            enc = build_encoding(section, m.d_model, m.n_heads, m.n_layers)
+        enc.keep_layers([layer for layer, used in enumerate(kinds) if used == kind])
+        counts[kind] = sum(p.numel() for p in enc.parameters())
+    return counts
 
 
 def forward_bytes(cfg: RunConfig, vocab: int, tokens: int, backward: bool) -> int:
@@ -84,17 +103,13 @@ def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     t = cfg.train
     B = t.batch_size
     L = t.context_length
-    own = encoding_weights(cfg)
-    state = n_params(cfg, vocab, own) * FLOAT * 4  # weights, gradients, two AdamW moments
+    weights = encodings_weights(cfg)
+    state = n_params(cfg, vocab, sum(weights.values())) * FLOAT * 4  # weights, grads, AdamW
     windows = t.eval_batches * B
     longest = L * max(cfg.eval.extrapolation.factors)
     eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
     return [
-        Need(
-            "encoding.max_len" if "max_len" in cfg.encoding.params else "encoding.*",
-            f"encoding={cfg.encoding.name}'s own weights with gradients and optimizer state",
-            own * FLOAT * 4,
-        ),
+        *(_encoding_need(cfg, kind, count) for kind, count in weights.items()),
         Need("model.d_model", "the model with gradients and optimizer state", state),
         Need(
             "train.batch_size",
@@ -112,6 +127,16 @@ def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
             state // 4 + forward_bytes(cfg, vocab, eval_batch, backward=False),
         ),
     ]
+
+
+def _encoding_need(cfg: RunConfig, kind: str, count: int) -> Need:
+    """An encoding's own weights with gradients and optimizer state, by the keys that size
+    them: the run's encoding's, or model.layer_encodings.NAME's for another one."""
+    state = "weights with gradients and optimizer state"
+    if kind == "encoding":
+        key = "encoding.max_len" if "max_len" in cfg.encoding.params else "encoding.*"
+        return Need(key, f"encoding={cfg.encoding.name}'s own {state}", count * FLOAT * 4)
+    return Need(f"model.layer_encodings.{kind}.*", f"{kind}'s {state}", count * FLOAT * 4)
 
 
 def evaluation_needs(cfg: RunConfig, vocab: int) -> list[Need]:

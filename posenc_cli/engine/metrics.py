@@ -17,6 +17,7 @@ from typing import Any
 
 from posenc_cli.common.atomic import write_json_atomic
 from posenc_cli.common.console import console
+from posenc_cli.common.regular_file import read_regular_text
 from posenc_cli.common.run_layout import METRICS_FILE
 from posenc_cli.config.run_config import RunConfig
 
@@ -27,7 +28,7 @@ def read_metrics(run_dir: Path, keep_corrupt: bool = False) -> dict[str, Any]:
     """The run's metrics, {} when absent; with ``keep_corrupt`` a damaged file is set aside."""
     path = run_dir / FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
@@ -37,7 +38,7 @@ def read_metrics(run_dir: Path, keep_corrupt: bool = False) -> dict[str, Any]:
     if keep_corrupt and path.exists():
         aside = _free_name(path)
         path.replace(aside)
-        console.print(f"note: {path} was not valid JSON; kept as {aside.name}", style="yellow")
+        console.print(f"note: {path} was not a valid metrics file; kept as {aside.name}", style="yellow")
     return {}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.regular_file import read_regular_text
 from posenc_cli.common.run_layout import METRICS_FILE
 from posenc_cli.evals.base import view_task
 from posenc_cli.report.extension_rows import own_rows, row_suffix
@@ -147,7 +148,7 @@ def load_runs(dirs: list[Path], notes: list[str]) -> list[Run]:
     paths = find_metrics(dirs)
     for path in paths:
         try:
-            metrics = json.loads(path.read_text(encoding="utf-8"))
+            metrics = json.loads(read_regular_text(path))
         except (OSError, ValueError) as exc:
             notes.append(f"skipped {path}: unreadable ({exc})")
             continue

@@ -27,6 +27,15 @@ CASES = [
         ["train", "encoding=learned", "encoding.max_len=1000000000"],
         "encoding.max_len: encoding=learned's own weights with gradients and optimizer state",
     ),
+    (
+        [
+            "train",
+            "model.layers=[encoding,t5]",
+            "+model.layer_encodings.t5.num_buckets=2000000000",
+            "+model.layer_encodings.t5.max_distance=2000000001",
+        ],
+        "model.layer_encodings.t5.*: t5's weights with gradients and optimizer state needs",
+    ),
 ]
 
 
@@ -51,8 +60,9 @@ def test_an_evaluation_the_machine_cannot_hold_is_refused_with_evals_own_keys(
 def test_the_parameter_count_is_the_models_own() -> None:
     from posenc_cli.engine.build import build_model
 
-    cfg = compose(["model=tiny"])
-    assert n_params(typed(cfg), 300) == build_model(typed(cfg), 300).num_parameters()
+    for extra in ([], ["encoding=deberta", "model.layers=[encoding,fox,none]"]):
+        cfg = compose(["model=tiny", "model.n_layers=3", *extra])
+        assert n_params(typed(cfg), 300) == build_model(typed(cfg), 300).num_parameters()
 
 
 def test_the_estimate_grows_with_the_key_it_names() -> None:
