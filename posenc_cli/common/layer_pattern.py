@@ -3,7 +3,7 @@ which another encoding; model.windows and model.chunks: which layers attend with
 window or a chunk.
 
 A pattern lists ``encoding`` (the run's encoding, with its parameters), ``none`` (NoPE: q and
-k as projected, no bias) or another encoding's name (with its configs/encoding/ defaults) per
+k as projected, no bias) or another encoding's name (with model.layer_encodings' values) per
 layer and repeats over the layers, as SmolLM3's ``no_rope_layers`` and Llama 4's iRoPE do for
 RoPE; ``null`` means every layer uses the encoding. It lives here, torch-free, because the
 config checks, the model and the exporters all read it.
@@ -12,6 +12,7 @@ config checks, the model and the exporters all read it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 #: The words a pattern may hold besides an encoding's name.
 LAYER_WORDS = ("encoding", "none")
@@ -39,3 +40,10 @@ def per_layer(pattern: Sequence[int | None] | None, n_layers: int) -> list[int |
     if not pattern:
         return [None] * n_layers
     return [pattern[layer % len(pattern)] for layer in range(n_layers)]
+
+
+def unreached(entries: Sequence[Any], n_layers: int) -> tuple[Any, int] | None:
+    """The first entry of a pattern longer than the model that no layer gets, with its index
+    (a pattern entry that means nothing for this model), or None."""
+    used = [entries[layer % len(entries)] for layer in range(n_layers)]
+    return next(((e, i) for i, e in enumerate(entries) if e not in used), None)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from posenc_cli.common.errors import PosencError, closest
-from posenc_cli.common.layer_pattern import layer_kinds
+from posenc_cli.common.layer_pattern import layer_kinds, unreached
 from posenc_cli.common.shown import shown
 from posenc_cli.config.groups import group_options
 from posenc_cli.config.layer_encodings import layer_encoding_config, other_encodings
@@ -57,6 +57,33 @@ def check_layers(cfg: DictConfig, cls: type[PositionalEncoding]) -> None:
         f"use model.n_layers={other + 1} or more"
         if other is not None
         else "put 'none' or another encoding beside the run's encoding in model.layers",
+    )
+    if (missed := unreached(named, n)) is not None:
+        raise too_long(written, len(words), n, words[missed[1]], missed[1])
+    _check_rotates(cfg, kinds, written)
+
+
+def _check_rotates(cfg: DictConfig, kinds: list[str], written: str) -> None:
+    """A hybrid's pattern and model.layers together must leave a layer rotating: a layer
+    rotates where both put RoPE (the hybrid's rope, model.layers' encoding)."""
+    pattern = cfg.encoding.get("pattern")
+    if pattern is None:
+        return
+    own = [str(pattern[layer % len(pattern)]) == "rope" for layer in range(len(kinds))]
+    _require(
+        any(rope and kind == "encoding" for rope, kind in zip(own, kinds, strict=True)),
+        f"encoding={cfg.encoding.name} with {written} leaves no layer rotating: every layer "
+        f"encoding.pattern={shown(list(pattern), ', ')} makes rope gets another kind",
+        "make one of those layers 'encoding' in model.layers, or use encoding=rope with "
+        "model.layers",
+    )
+
+
+def too_long(written: str, entries: int, n: int, entry: str, index: int) -> PosencError:
+    """A pattern longer than the model whose entry ``entry`` (at ``index``) no layer gets."""
+    return PosencError(
+        f"{written} has {entries} entries for {n} layers: {entry} reaches no layer",
+        f"use model.n_layers={index + 1} or more, or at most {n} entries",
     )
 
 

@@ -45,6 +45,11 @@ def fill_layer_encodings(cfg: DictConfig) -> None:
     pattern = model.layers if isinstance(model.get("layers"), ListConfig) else None  # typed later
     names = [n for n in other_encodings(pattern, cfg.encoding.name) if n in known]
     for name in map(str, given):
+        if name == cfg.encoding.name:
+            raise PosencError(
+                f"model.layer_encodings.{name} sets the run's own encoding ({name})",
+                f"set its parameters as encoding.KEY, and drop model.layer_encodings.{name}",
+            )
         if name not in names:
             raise PosencError(
                 f"model.layer_encodings.{name} sets an encoding model.layers does not name",

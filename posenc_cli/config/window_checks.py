@@ -16,9 +16,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from posenc_cli.common.errors import PosencError
-from posenc_cli.common.layer_pattern import per_layer
+from posenc_cli.common.layer_pattern import per_layer, unreached
 from posenc_cli.common.shown import shown
 from posenc_cli.common.sizes import MAX_CONTEXT
+from posenc_cli.config.layer_checks import too_long
 
 #: What each pattern gives a layer, for the messages.
 WHAT = {"windows": "a window", "chunks": "a chunk"}
@@ -54,6 +55,8 @@ def _check_pattern(cfg: DictConfig, key: str) -> None:
         f"model.{key}={written} gives none of the {n} layers {WHAT[key]}",
         f"put {WHAT[key]} where a layer of this model reaches it, or drop model.{key}",
     )
+    if (missed := unreached(entries, n)) is not None:
+        raise too_long(f"model.{key}={written}", len(entries), n, shown(missed[0]), missed[1])
 
 
 def _check_entry(w: Any, setting: str, example: str) -> None:

@@ -12,6 +12,7 @@ encoding's YAML, where every default is written; a constructor default would be 
 from __future__ import annotations
 
 import inspect
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -131,7 +132,13 @@ def check_parameters(
     for key, value in {**dims, **params}.items():
         if key in declared and not declared[key].admits(value):
             raise _refusal(name, key, declared[key], value, section)
-    cls.check_relations(params)
+    try:
+        cls.check_relations(params)
+    except PosencError as exc:  # the classes name their keys encoding.<key>
+        if section == "encoding":
+            raise
+        moved = [re.sub(r"\bencoding\.(?=\w)", f"{section}.", t or "") for t in (exc.what, exc.fix)]
+        raise PosencError(moved[0], moved[1] or None) from None
 
 
 def _refusal(name: str, key: str, p: Parameter, value: Any, section: str) -> PosencError:

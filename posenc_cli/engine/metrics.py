@@ -38,7 +38,9 @@ def read_metrics(run_dir: Path, keep_corrupt: bool = False) -> dict[str, Any]:
     if keep_corrupt and path.exists():
         aside = _free_name(path)
         path.replace(aside)
-        console.print(f"note: {path} was not a valid metrics file; kept as {aside.name}", style="yellow")
+        console.print(
+            f"note: {path} was not a valid metrics file; kept as {aside.name}", style="yellow"
+        )
     return {}
 
 

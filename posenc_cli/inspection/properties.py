@@ -95,6 +95,13 @@ def rotation_errors(enc: RotaryEncoding, longest: int) -> tuple[float, float]:
     return norm, relative
 
 
+def claims_relative(model: TransformerLM) -> bool:
+    """Every encoding a layer uses claims relativity (a NoPE layer has no positions to shift;
+    one layer of FIRE beside RoPE is not shift-invariant)."""
+    kinds = set(model.layer_kinds) - {"none"}
+    return all(model.layer_encoding(kind).relative for kind in kinds)
+
+
 def property_table(
     model: TransformerLM, ids_BT: Tensor, train_length: int, longest: int
 ) -> list[Property]:
@@ -113,7 +120,7 @@ def property_table(
             Property(
                 f"shift invariance (positions + {train_length})",
                 shift,
-                enc.relative,
+                claims_relative(model),
                 "" if shift is not None else f"positions past encoding.max_len={enc.max_len}",
             ),
             Property(

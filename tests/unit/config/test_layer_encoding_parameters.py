@@ -69,7 +69,12 @@ def test_a_received_section_gives_plain_parameters_only(
             ["+model.layer_encodings.t5.num_buckets=1"],
             "model.layer_encodings.t5.num_buckets=1 is not an integer >= 2 — set model.layer_",
         ),
-        (["+model.layer_encodings.rope.theta=5"], "rope sets an encoding model.layers does not"),
+        (["+model.layer_encodings.rope.theta=5"], "layer_encodings.rope sets the run's own enc"),
+        (["+model.layer_encodings.alibi.x=1"], "alibi sets an encoding model.layers does not"),
+        (
+            ["+model.layer_encodings.t5.max_distance=4"],
+            "model.layer_encodings.t5.max_distance=4 is not an integer > num_buckets / 2 (16)",
+        ),
     ],
 )
 def test_bad_parameters_are_one_line(overrides: list[str], message: str) -> None:

@@ -77,3 +77,19 @@ def test_a_model_that_peeks_ahead_fails_the_causality_row(tokens) -> None:
     rows = property_table(model, tokens(16), train_length=16, longest=32)
     causal = next(r for r in rows if r.name.startswith("causality"))
     assert causal.error > 1e-2 and causal.holds is False
+
+
+def test_the_shift_claim_is_every_layers(encoding_config) -> None:
+    """RoPE beside NoPE layers claims it; RoPE beside a FIRE layer (FIRE reads i) does not."""
+    from posenc_cli.encodings import build_encoding
+    from posenc_cli.inspection.properties import claims_relative
+
+    def mixed(other: str | None) -> TransformerLM:
+        rope = build_encoding(encoding_config("rope"), 32, 4, 3)
+        named = None if other is None else build_encoding(encoding_config(other), 32, 4, 3)
+        return TransformerLM(
+            50, 32, 3, 4, None, rope, None, encoded=[True, False, False], others=[None, named, None]
+        )
+
+    assert claims_relative(mixed(None)) and claims_relative(mixed("alibi"))
+    assert not claims_relative(mixed("fire"))

@@ -134,6 +134,14 @@ def test_cope_in_a_pattern_reads_the_runs_length() -> None:
         ),
         (["model.layers=[rope,rope,alibi]", "model.n_layers=2"], "use model.n_layers=3 or more"),
         (
+            ["encoding=hybrid", "encoding.pattern=[none,rope]", "model.layers=[encoding,t5]"],
+            "encoding=hybrid with model.layers=[encoding, t5] leaves no layer rotating",
+        ),
+        (
+            ["model.layers=[encoding,none,t5]", "model.n_layers=2"],
+            "has 3 entries for 2 layers: t5 reaches no layer — use model.n_layers=3 or more",
+        ),
+        (
             [
                 "encoding=alibi",
                 "model.n_heads=4",

@@ -129,6 +129,7 @@ def test_the_config_builds_the_windows_and_adds_no_weights() -> None:
         (["model.windows=[0]"], "holds 0, not a number of tokens (1 or more) or null"),
         (["model.windows=[null]"], "gives none of the 2 layers a window"),
         (["model.windows=[null,null,4]"], "gives none of the 2 layers a window"),
+        (["model.windows=[8,null,4]"], "has 3 entries for 2 layers: 4 reaches no layer — use"),
         (["model.windows=[]"], "model.windows=[] gives no layer a window"),
         (["model.windows=[16777217]"], "above posenc's longest context (16,777,216)"),
         (["model.windows=[abc]"], "wrong type for 'model.windows[0]'"),
