@@ -23,6 +23,10 @@ COUNT_FIELDS = ("train_length", "steps", "vocab_size", "train_tokens")
 
 def implausible(metrics: dict[str, Any]) -> str | None:
     """The first value compare reads that posenc could not have written, described, or None."""
+    if not isinstance(metrics.get("encoding"), str):
+        return f"encoding is {metrics.get('encoding')!r:.40}, not a name"
+    if (why := _bad_model(metrics.get("model"))) is not None:
+        return f"model.{why}"
     for key, least in RUN_FIELDS:
         if (why := _bad(metrics.get(key), least)) is not None:
             return f"{key} is {why}"
@@ -35,6 +39,31 @@ def implausible(metrics: dict[str, Any]) -> str | None:
         why = _result_problem(result, task.result_bounds) if task is not None else None
         if why is not None:
             return f"{key}.{why}"
+    return None
+
+
+def _bad_model(model: Any) -> str | None:
+    """What makes the settings compare groups by impossible: a pattern of layers that is not
+    a list of names, encodings' parameters that are not plain values."""
+    if model is None:
+        return None
+    if not isinstance(model, dict):
+        return "is not a mapping"
+    layers = model.get("layers")
+    if layers is not None and not (
+        isinstance(layers, list) and all(isinstance(w, str) for w in layers)
+    ):
+        return f"layers is {layers!r:.40}, not a list of names"
+    named = model.get("layer_encodings") or {}
+    if not isinstance(named, dict):
+        return f"layer_encodings is {named!r:.40}, not a mapping"
+    for name, params in named.items():
+        plain = isinstance(params, dict) and all(
+            isinstance(v, (int, float, str, bool, type(None))) or isinstance(v, list)
+            for v in params.values()
+        )
+        if not plain:
+            return f"layer_encodings.{name} is {params!r:.40}, not plain parameters"
     return None
 
 

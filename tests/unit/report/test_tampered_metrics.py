@@ -38,6 +38,13 @@ def tamper(metrics: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
         ("tokens_per_s", -3, "tokens_per_s is -3, not a finite number >= 0"),
         ("train_length", "sixteen", "train_length is 'sixteen', not a whole number >= 1"),
         ("steps", 2.5, "steps is 2.5, not a whole number >= 1"),
+        ("encoding", ["x"], "encoding is ['x'], not a name"),
+        ("model", {"layers": [["x"]]}, "model.layers is [['x']], not a list of names"),
+        (
+            "model",
+            {"layer_encodings": {"t5": {"a": {"b": 1}}}},
+            "model.layer_encodings.t5 is {'a': {'b': 1}}, not plain parameters",
+        ),
     ],
 )
 def test_a_tampered_run_is_skipped_with_a_note_naming_the_value(
