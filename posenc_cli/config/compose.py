@@ -123,13 +123,22 @@ def validate(cfg: DictConfig) -> None:
         raise _type_error(exc) from None
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", "") or ""
-        raise unknown_key(key) if key else PosencError(str(exc).splitlines()[0]) from None
+        raise unknown_key(key) if key else _shape_error(str(exc)) from None
     _check_resolved_types(plain, typed)
     _take_typed_scalars(cfg, typed)
     check_rules(typed)
     check_sections(plain)
     fold_older_names(cfg.eval)
     _check_data_path(cfg)
+
+
+def _shape_error(text: str) -> PosencError:
+    """OmegaConf's refusal to merge a mapping into a list (or the reverse), which names no key."""
+    return PosencError(
+        f"invalid config: {text.splitlines()[0]}",
+        "a key that takes a list got a mapping, or the reverse: write a list in brackets, "
+        "e.g. 'model.layers=[encoding,none]', and a mapping in braces",
+    )
 
 
 def _type_error(exc: ValidationError) -> PosencError:

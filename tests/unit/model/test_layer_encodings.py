@@ -127,6 +127,7 @@ def test_cope_in_a_pattern_reads_the_runs_length() -> None:
         (["model.layers=[encoding,hybrid]"], "names hybrid, which has a layer pattern of its own"),
         (["model.layers=[encoding,encoding,encoding,encoding,alibi]"], "every one of the 4"),
         (["model.layers=[alibi,t5]"], "gives none of the 4 layers the run's encoding (rope)"),
+        (["model.layers={a:1}"], "got a mapping, or the reverse: write a list in brackets"),
         (["model.layers=[none,alibi]"], "gives none of the 4 layers the run's encoding (rope)"),
         (
             ["encoding=alibi", "model.layers=[encoding,alibi]"],
