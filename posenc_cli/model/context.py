@@ -289,9 +289,8 @@ class AttentionContext:
         first: int = 0,
     ) -> Tensor:
         """The encoding's content bias (causal mask folded in) for queries [start, end) against
-        keys [first, end). Keys that do not start at 0 are no prefix of the forward's keys, so
-        they get key terms of their own (the shared ones are over prefixes); the position
-        tables, indexed by distance, serve any keys."""
+        keys [first, end): keys from first > 0 are no prefix of the forward's, so they get key
+        terms of their own (the shared ones are prefixes) and share the distance tables."""
         cache = self.cache if first == 0 else ForwardCache(self.span, self.cache.tables)
         site = BiasSite(
             self.span.part(start, end), self.span.part(first, end), layer, cache, inputs_BsD
