@@ -74,6 +74,8 @@ def run_units(run: Run, notes: list[str]) -> dict[tuple[str, int], UnitSums] | N
     """The run's units.csv for the result its row shows, or None (with a note) where it has
     none or it cannot be read."""
     path = RunDir(run.path).eval_dir / run.key / UNITS_FILE
+    if run.result is None:  # compare's note on the missing result says why
+        return None
     if stored_record(path) is None:
         notes.append(
             f"{run.path}: no {path.relative_to(run.path)}, so its row is not paired (evaluated "

@@ -183,6 +183,18 @@ def settings_of(run: Run) -> dict[str, Any]:
     }
 
 
+def _why_none(run: Run) -> str:
+    """Why a run has no result to show: results under other evaluation settings only (a
+    `posenc eval RUN eval=…` with other tokens or lengths), or none at all."""
+    prefix = f"{view_task('by_length')}_"
+    others = sorted(
+        k for k, v in run.metrics.items() if k.startswith(prefix) and isinstance(v, dict)
+    )
+    if others:
+        return f"only {', '.join(others)}, evaluated with other settings, which no table pools"
+    return "eval.at_end=false or evaluation unfinished"
+
+
 def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
     """Split runs by setting; a run without evaluation joins the one group it trained like."""
     groups: dict[str, Group] = {}
@@ -191,7 +203,7 @@ def group_runs(runs: list[Run], notes: list[str]) -> list[Group]:
         if run.result is None:
             notes.append(
                 f"{run.path}: {run.encoding} seed {run.metrics.get('seed')} has no "
-                f"{view_task('by_length')} results (eval.at_end=false or evaluation unfinished)"
+                f"{view_task('by_length')} results of its own settings ({_why_none(run)})"
             )
             same = [
                 g

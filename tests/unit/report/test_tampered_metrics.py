@@ -82,3 +82,22 @@ def test_only_tampered_runs_is_one_line(
     (run / "metrics.json").write_text(text)
     with pytest.raises(PosencError, match="none of the 1 metrics.json files could be read"):
         load_runs([tmp_path], [])
+
+
+def test_a_run_with_results_under_other_settings_only_says_so(
+    tmp_path: Path,
+    write_run: Callable[..., Path],
+    fake_metrics: Callable[..., dict[str, Any]],
+) -> None:
+    """`posenc eval RUN eval=quick` writes under a key of its settings: the note names it
+    instead of blaming eval.at_end, and no units note follows."""
+    write_run(tmp_path, "good", fake_metrics("rope", 0))
+    other = fake_metrics("rope", 1)
+    other["extrapolation_t999"] = other.pop("extrapolation")
+    write_run(tmp_path, "other", other)
+    notes: list[str] = []
+    group_runs(load_runs([tmp_path], notes), notes)
+    assert len(notes) == 1 and notes[0].endswith(
+        "has no extrapolation results of its own settings (only extrapolation_t999, evaluated "
+        "with other settings, which no table pools)"
+    )
