@@ -96,10 +96,13 @@ class Trainer:
             note_new_world(saved_world, self.rt.world_size, self.cfg.train.batch_size)
         except (RuntimeError, KeyError, ValueError, TypeError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            fix = "resume with the run's own config (do not change model.* or encoding)"
+            if "parameter group" in first:  # the weights loaded: the optimizer's layout differs
+                fix = "it was saved by an earlier posenc with another layout of the encoding's "
+                fix += "weights: eval, inspect and extend read it"
             raise PosencError(
                 f"checkpoint '{self.layout.checkpoint('last')}' does not match this run ({first})",
-                "resume with the run's own config (do not change model.* or "
-                "encoding), or start a new run",
+                f"{fix}, or start a new run",
             ) from None
 
     @property

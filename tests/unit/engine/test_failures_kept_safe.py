@@ -137,3 +137,17 @@ def test_a_checkpoint_without_optimizer_state_is_one_line(
     )
     with pytest.raises(PosencError, match="does not match this run \\('optimizer'\\)"):
         trainer.resume()
+
+
+def test_an_optimizer_of_another_parameter_layout_says_the_weights_still_serve(
+    tmp_path: Path, corpus: Path, cache_dir: Path
+) -> None:
+    """The weights load, the optimizer's groups do not (a run saved when an encoding's
+    weights were laid out otherwise): eval, inspect and extend can still read it."""
+    trainer = tiny_trainer(tmp_path, corpus)
+    optimizer = trainer.opt.state_dict()
+    optimizer["param_groups"][0]["params"] = optimizer["param_groups"][0]["params"][:-1]
+    state = {"model": trainer.lm.state_dict(), "optimizer": optimizer, "step": 3}
+    checkpoint.save_atomic(state, tmp_path / "checkpoints" / "last.pt")
+    with pytest.raises(PosencError, match="another layout of the encoding's weights: eval, insp"):
+        trainer.resume()
