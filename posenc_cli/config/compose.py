@@ -108,8 +108,8 @@ def validate(cfg: DictConfig) -> None:
     kept: list[Any] = [k for k in cfg.keys() if k != "hydra"]  # a received key: any type
     plain = OmegaConf.masked_copy(cfg, kept)
     check_keys_present(plain)
-    for config in (cfg, plain):  # plain, what the checks read; cfg, what the run saves
-        fill_layer_encodings(config)
+    fill_layer_encodings(cfg)  # what the run saves; plain, what the checks read, takes a copy
+    plain.model.layer_encodings = cfg.model.layer_encodings
     try:
         prepare_task(plain)  # a task run derives its train.context_length: the caller's too
         cfg.train.context_length = plain.train.context_length

@@ -34,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.regular_file import read_regular_text
 
 _NODE = r"\$\{\.*[A-Za-z_]\w*(?:\.\w+)*\}"
 _ARG = rf"(?:{_NODE}|-?\d+)"
@@ -59,11 +60,7 @@ def received_data(path: Path) -> Any:
 
 
 def _checked_text(path: Path) -> str:
-    if path.is_symlink() or not path.is_file():
-        raise ValueError("not a regular file")
-    if path.stat().st_size > MAX_BYTES:
-        raise ValueError(f"larger than {MAX_BYTES:,} bytes")
-    text = path.read_text(encoding="utf-8")
+    text = read_regular_text(path, MAX_BYTES)
     # an alias names an anchor (&): without one there is nothing to expand, and no need to
     # tokenize the file twice
     aliases = "&" in text and sum(isinstance(t, yaml.AliasToken) for t in yaml.scan(text))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from posenc_cli.config.defaults import plain_value
 from posenc_cli.evals.base import task_of
 
 #: (top-level key, the least value it can hold)
@@ -58,11 +59,7 @@ def _bad_model(model: Any) -> str | None:
     if not isinstance(named, dict):
         return f"layer_encodings is {named!r:.40}, not a mapping"
     for name, params in named.items():
-        plain = isinstance(params, dict) and all(
-            isinstance(v, (int, float, str, bool, type(None))) or isinstance(v, list)
-            for v in params.values()
-        )
-        if not plain:
+        if not (isinstance(params, dict) and all(map(plain_value, params.values()))):
             return f"layer_encodings.{name} is {params!r:.40}, not plain parameters"
     return None
 
