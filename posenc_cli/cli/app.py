@@ -108,9 +108,11 @@ def _resume(
     cfg = typed(resume_config(run_dir, requested, overrides))  # one-line errors, no torch
     from posenc_cli.cli.console import print_run_summary
     from posenc_cli.config.rundir import lock_run_dir
+    from posenc_cli.engine.saved_config import check_run_checkpoint
     from posenc_cli.workflows.preflight import preflight
     from posenc_cli.workflows.ranks import run_job
 
+    check_run_checkpoint(run_dir, cfg)
     preflight(cfg)
     lock_run_dir(run_dir)
     metrics = run_job(cfg, run_dir, resume=True)

@@ -15,6 +15,7 @@ from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine import checkpoint
 from posenc_cli.engine.build import build_model
 from posenc_cli.engine.metrics import read_metrics
+from posenc_cli.engine.saved_config import check_saved_config
 
 #: What to do about a parent whose checkpoint cannot be used.
 ANOTHER = "extend another run, or restore the parent's checkpoints and .hydra/config.yaml"
@@ -40,6 +41,7 @@ def parent_checkpoint(run_dir: Path, cfg: RunConfig, which: str) -> tuple[int, s
             + (", or use extend.checkpoint=last" if which == "best" else ""),
         )
     ck = checkpoint.load(path, ANOTHER)  # its step is a whole number, checked there
+    check_saved_config(ck, cfg, path)
     _check_fits(path, ck["model"], cfg)
     return int(ck.get("step", 0)), checkpoint.state_digest(ck["model"])
 

@@ -36,6 +36,7 @@ from posenc_cli.engine.build import build_model
 from posenc_cli.engine.memory import check_evaluation_memory
 from posenc_cli.engine.metrics import merge_metrics, read_metrics
 from posenc_cli.engine.runtime import Runtime, make_runtime
+from posenc_cli.engine.saved_config import check_saved_config
 from posenc_cli.evals.base import get_task
 from posenc_cli.evals.keys import data_label, result_key
 from posenc_cli.evals.runner import run_tasks
@@ -171,6 +172,7 @@ def model_from_checkpoint(
     path: Path, saved: dict[str, Any], cfg: RunConfig, rt: Runtime
 ) -> TransformerLM:
     """The model of ``cfg`` with the weights of a loaded checkpoint, a mismatch as one line."""
+    check_saved_config(saved, cfg, path)
     state = saved["model"]
     try:
         model = build_model(cfg, int(state["lm_head.weight"].shape[0]))

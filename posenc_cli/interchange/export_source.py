@@ -19,6 +19,7 @@ from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import load_run_config, make_dirs, run_in_use
 from posenc_cli.engine import checkpoint
+from posenc_cli.engine.saved_config import check_saved_config
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ def open_run(
         )
     layout = RunDir(run_dir)
     ck = checkpoint.load(layout.checkpoint("last"), fix="export a run with intact checkpoints")
+    check_saved_config(ck, cfg, layout.checkpoint("last"))
     if not layout.tokenizer_file.is_file():
         raise PosencError(f"{run_dir} has no tokenizer.json", "export a run posenc trained")
     if busy:
