@@ -62,6 +62,7 @@ class TrainConfig:
     log_every: int = key(lo=1)
     precision: str = key(choices=("auto", "fp32", "bf16"))
     compile: bool = MISSING
+    attention: str = key(choices=("auto", "sdpa", "flex"))
     threads: int | None = key(lo=1)
     nproc: int = key(lo=1)
     deterministic: bool = MISSING

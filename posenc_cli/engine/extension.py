@@ -41,8 +41,8 @@ def parent_checkpoint(run_dir: Path, cfg: RunConfig, which: str) -> tuple[int, s
             + (", or use extend.checkpoint=last" if which == "best" else ""),
         )
     ck = checkpoint.load(path, ANOTHER)  # its step is a whole number, checked there
-    check_saved_config(ck, cfg, path)
     _check_fits(path, ck["model"], cfg)
+    check_saved_config(ck, cfg, path)
     return int(ck.get("step", 0)), checkpoint.state_digest(ck["model"])
 
 

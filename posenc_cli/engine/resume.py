@@ -20,7 +20,14 @@ from posenc_cli.engine.metrics import read_metrics
 #: executed, not what it computes (beyond float rounding on another device or compiled).
 #: train.nproc changes the global batch and so the windows drawn from then on, not the model
 #: or optimizer state (docs/design.md, "Several processes").
-RESUME_MAY_CHANGE = {"resume", "device", "train.threads", "train.compile", "train.nproc"}
+RESUME_MAY_CHANGE = {
+    "resume",
+    "device",
+    "train.threads",
+    "train.compile",
+    "train.nproc",
+    "train.attention",
+}
 
 
 def resume_config(

@@ -20,6 +20,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.common.run_layout import RunDir
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine.distributed import Comm, Solo
+from posenc_cli.model.flex import flex_available
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Runtime:
     precision: str  # "fp32" or "bf16"
     #: The ranks of this run (one process: ``Solo``, whose collectives are the identity).
     comm: Comm = field(default_factory=Solo)
+    #: The attention kernel asked for: "sdpa", or "flex" where a layer has that form.
+    attention: str = "sdpa"
 
     @property
     def is_main(self) -> bool:
@@ -180,7 +183,44 @@ def make_runtime(cfg: RunConfig, comm: Comm | None = None) -> Runtime:
             style="yellow",
             soft_wrap=True,
         )
-    return Runtime(device, precision, comm)
+    return Runtime(device, precision, comm, pick_attention(cfg.train.attention))
+
+
+def pick_attention(attention: str) -> str:
+    """auto: sdpa, until FlexAttention is measured faster on a GPU (docs/performance.md);
+    flex where the installed torch has it."""
+    if attention != "flex":
+        return "sdpa"
+    if not flex_available():
+        raise PosencError(
+            f"train.attention=flex needs torch's FlexAttention (torch >= 2.5; this is "
+            f"{torch.__version__})",
+            "upgrade torch, or use train.attention=auto",
+        )
+    return "flex"
+
+
+def check_flex_training(cfg: RunConfig, device: torch.device) -> None:
+    """Training with train.attention=flex: torch's FlexAttention has a backward on CUDA
+    only, sums its gradients with atomics (not bit-reproducible) and cannot serve the
+    materialised bias of randomized positions."""
+    if pick_attention(cfg.train.attention) != "flex":
+        return
+    why = (
+        f"device {device.type}: torch's FlexAttention trains on CUDA only"
+        if device.type != "cuda"
+        else "train.deterministic: its backward sums with atomics"
+        if cfg.train.deterministic
+        else "train.position_range: randomized positions materialise the bias"
+        if cfg.train.position_range is not None
+        else None
+    )
+    if why is not None:
+        raise PosencError(
+            f"train.attention=flex cannot train here ({why})",
+            "train with train.attention=auto; evaluate with `posenc eval RUN "
+            "train.attention=flex` (on CPU it runs unfused)",
+        )
 
 
 def rank_device(device: torch.device, comm: Comm) -> torch.device:

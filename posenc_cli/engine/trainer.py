@@ -67,6 +67,7 @@ class Trainer:
         self.ckpt_dir = self.layout.checkpoints_dir
         torch.manual_seed(cfg.seed)
         self.model: nn.Module = build_model(cfg, self.stream.vocab_size).to(rt.device)
+        self.lm.use_attention(rt.attention)
         self.opt = make_optimizer(self.model, cfg.train)
         self.state = TrainState()
         self.state.batch_rng.manual_seed(cfg.seed)
@@ -236,13 +237,10 @@ class Trainer:
 
     def _diverged(self, what: str) -> None:
         last = self.layout.checkpoint("last")
-        kept = (
-            f"the last good checkpoint is kept at {last}"
-            if last.exists()
-            else "no checkpoint was written"
-        )
+        kept = f"the last good checkpoint is kept at {last}" if last.exists() else ""
         raise PosencError(
-            f"training diverged at step {self.state.step} ({what}); {kept}",
+            f"training diverged at step {self.state.step} ({what}); "
+            + (kept or "no checkpoint was written"),
             "start a new run with a lower train.lr or more train.warmup_steps",
         )
 
@@ -283,6 +281,7 @@ class Trainer:
             **st.clock.record(),
             "device": self.rt.device.type,
             "precision": self.rt.precision,
+            "attention": self.lm.attention_kernel,
             "model": dataclasses.asdict(cfg.model),
             "position_range": cfg.train.position_range,
             **self.stream.describe(),

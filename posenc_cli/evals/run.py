@@ -51,7 +51,7 @@ from posenc_cli.model import TransformerLM
 
 #: Data settings that change which tokens are evaluated.
 TOKEN_FIELDS = ("kind", "path", "val_path", "val_every_nth", *SOURCE_KEYS, "train_tokens")
-ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device and train.precision"
+ALLOWED = "eval.*, eval=NAME, data=NAME, data.*, device, train.precision and train.attention"
 
 
 def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[str, Any]]:
@@ -77,7 +77,7 @@ def _evaluate(
     """Every task of ``cfg`` on the run's last checkpoint, merged into metrics.json."""
     model = load_model(run_dir, cfg, rt)
     data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
-    suffix, ev = identity_suffix(rt, metrics), cfg.eval.extrapolation
+    suffix, ev = identity_suffix(rt, metrics, model.attention_kernel), cfg.eval.extrapolation
     writers = EvalWriters(run_dir)
     try:
         out = run_tasks(
@@ -106,14 +106,16 @@ def _evaluate(
     return cfg, out
 
 
-def identity_suffix(rt: Runtime, metrics: dict[str, Any]) -> list[str]:
-    """The precision and device, where they differ from the ones the run trained with, so a
-    result of another precision never lands on the run's own key."""
+def identity_suffix(rt: Runtime, metrics: dict[str, Any], attention: str) -> list[str]:
+    """The precision, device and attention kernel, where they differ from the ones the run
+    trained with, so a result of another precision never lands on the run's own key."""
     out = []
     if metrics.get("precision") not in (None, rt.precision):
         out.append(rt.precision)
     if metrics.get("device") not in (None, rt.device.type):
         out.append(rt.device.type)
+    if attention != metrics.get("attention", "sdpa"):
+        out.append(attention)
     return out
 
 
@@ -128,7 +130,7 @@ def apply_overrides(saved: DictConfig, overrides: list[str]) -> DictConfig:
                 "evaluate each setting with its own command",
             )
         if (
-            key not in ("data", "eval", "device", "train.precision")
+            key not in ("data", "eval", "device", "train.precision", "train.attention")
             and not key.startswith(("data.", "eval."))
             or key == "data.vocab_size"
         ):
@@ -171,8 +173,8 @@ def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
 def model_from_checkpoint(
     path: Path, saved: dict[str, Any], cfg: RunConfig, rt: Runtime
 ) -> TransformerLM:
-    """The model of ``cfg`` with the weights of a loaded checkpoint, a mismatch as one line."""
-    check_saved_config(saved, cfg, path)
+    """The model of ``cfg`` with the weights of a loaded checkpoint, a mismatch (of shapes,
+    then of the config the weights were saved with) as one line."""
     state = saved["model"]
     try:
         model = build_model(cfg, int(state["lm_head.weight"].shape[0]))
@@ -185,6 +187,8 @@ def model_from_checkpoint(
             f"checkpoint '{path}' does not match the run's config ({why})",
             "restore the run's .hydra/config.yaml",
         ) from None
+    check_saved_config(saved, cfg, path)
+    model.use_attention(rt.attention)
     return model.to(rt.device)
 
 

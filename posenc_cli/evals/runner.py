@@ -26,7 +26,6 @@ def run_tasks(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """{key: result} for every task of cfg.eval.tasks (``key_for(task name)`` names the key).
-
     Training passes its own ``writer``: results join the run's curves, with the run's summary
     (HParams). A later evaluation passes ``writer_for(key)``, a writer of its own per key."""
     out: dict[str, Any] = {}
@@ -45,6 +44,7 @@ def run_tasks(
                 "data": data_name or label,
                 "precision": rt.precision,
                 "device": rt.device.type,
+                "attention": getattr(model, "attention_kernel", "sdpa"),
                 **(extra or {}),
                 **task.run(model, data, cfg, rt),
             }

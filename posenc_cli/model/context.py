@@ -65,8 +65,10 @@ class AttentionContext:
         logn_length: int | None = None,
         window: int | None = None,
         chunk: int | None = None,
+        flex: bool = False,
     ) -> None:
         self.encoding = encoding
+        self.flex = flex  # FlexAttention where the layer has that form (model/flex.py)
         #: model.windows: a query sees only the last ``window`` tokens (itself included).
         self.window = window
         #: model.chunks: a query sees only the earlier tokens of its own chunk of ``chunk``
@@ -176,10 +178,9 @@ class AttentionContext:
         return self._distance_vector
 
     def window_mask(self, start: int, end: int, first: int = 0) -> Tensor | None:
-        """(t, end - first) float32 0 | -inf of queries [start, end) against keys [first, end):
-        -inf for future keys, keys ``window`` or more tokens back and keys of an earlier chunk;
-        None for global attention. Token indices, not position values: a window or a chunk is a
-        number of tokens (as transformers' are)."""
+        """(t, end - first) float32 0 | -inf of queries [start, end) against keys [first, end)
+        (``_blocked_mask``); None for global attention. Token indices, not position values: a
+        window or a chunk is a number of tokens (as transformers' are)."""
         if not self.local:
             return None
         q = torch.arange(start, end, device=self.span.device)[:, None]
@@ -187,9 +188,8 @@ class AttentionContext:
 
     def first_key(self, start: int) -> int:
         """The earliest key a query from ``start`` on can see: 0 for global attention, else
-        where query ``start``'s window or chunk begins (later queries' begin no earlier). The
-        Toeplitz and shared-bias paths attend to keys from there only, so a window or a chunk
-        makes a long evaluation cheaper instead of dearer."""
+        where query ``start``'s window or chunk begins (later queries' begin no earlier): a
+        window or a chunk makes a long evaluation cheaper instead of dearer."""
         first = 0
         if self.window is not None:
             first = max(first, start - self.window + 1)

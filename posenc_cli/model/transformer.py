@@ -12,6 +12,7 @@ from posenc_cli.encodings import PositionalEncoding, Span
 from posenc_cli.model.attention import CausalSelfAttention
 from posenc_cli.model.blockwise import KeyValueCache, blockwise_hidden, runs_blockwise
 from posenc_cli.model.context import AttentionContext
+from posenc_cli.model.flex import has_flex_form
 from posenc_cli.nn.layers import Embedding, Linear, RMSNorm, SwiGLU
 
 
@@ -92,6 +93,8 @@ class TransformerLM(nn.Module):
         self.bias_budget_bytes: int | None = None
         #: The training length when model.logn_scaling is on (queries past it are scaled up).
         self.logn_length = logn_length
+        #: "flex" where a layer has that form (``use_attention``); not saved with the weights.
+        self.attention_kernel = "sdpa"
 
     def forward(
         self,
@@ -174,9 +177,21 @@ class TransformerLM(nn.Module):
         window: int | None = None,
         chunk: int | None = None,
     ) -> AttentionContext:
+        flex = self.attention_kernel == "flex"
         return AttentionContext(
-            encoding, span, self.bias_budget_bytes, batch, self.logn_length, window, chunk
+            encoding, span, self.bias_budget_bytes, batch, self.logn_length, window, chunk, flex
         )
+
+    def use_attention(self, kernel: str) -> str:
+        """Attend with ``kernel`` (sdpa | flex) where a layer has that form; the kernel the
+        model then uses: sdpa when no layer has a FlexAttention form (model/flex.py)."""
+        kinds = zip(self.layer_kinds, self.windows, self.chunks, strict=True)
+        flex = kernel == "flex" and any(
+            has_flex_form(self.layer_encoding(kind), window is not None or chunk is not None)
+            for kind, window, chunk in kinds
+        )
+        self.attention_kernel = "flex" if flex else "sdpa"
+        return self.attention_kernel
 
     @property
     def blocks(self) -> list[TransformerBlock]:

@@ -42,6 +42,7 @@ HOW = {
         for k in (
             "threads",
             "compile",
+            "attention",
             "nproc",
             "deterministic",
             "precision",

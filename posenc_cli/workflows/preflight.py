@@ -7,7 +7,7 @@ from posenc_cli.config.run_config import RunConfig
 from posenc_cli.data.prepare import check_data_fits, prepare
 from posenc_cli.engine.extension import same_tokenizer
 from posenc_cli.engine.memory import check_training_memory
-from posenc_cli.engine.runtime import pick_device, pick_precision
+from posenc_cli.engine.runtime import check_flex_training, pick_device, pick_precision
 from posenc_cli.evals.base import get_task
 from posenc_cli.workflows.ranks import check_nproc
 
@@ -31,6 +31,7 @@ def preflight(cfg: RunConfig, data_fit: bool = True) -> None:
             "extend.passkey_share=1.0` (docs/evaluation.md)",
         )
     pick_precision(cfg.train.precision, pick_device(cfg.device))
+    check_flex_training(cfg, pick_device(cfg.device))
     cuda = check_nproc(cfg)
     check_training_memory(cfg, cuda)
     tasks = [get_task(name) for name in cfg.eval.tasks]

@@ -153,7 +153,12 @@ def test_deterministic_runs_use_one_thread() -> None:
         make_runtime(
             OmegaConf.create(
                 {
-                    "train": {"deterministic": True, "threads": 2, "precision": "fp32"},
+                    "train": {
+                        "deterministic": True,
+                        "threads": 2,
+                        "precision": "fp32",
+                        "attention": "auto",
+                    },
                     "device": "cpu",
                 }
             )
