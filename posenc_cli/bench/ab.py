@@ -15,11 +15,15 @@ alternate (the order rotates every round), so a burst of load elsewhere hits all
     python -m posenc_cli.bench.ab --clock cpu --variants none:fp32,cope:fp32 \
         train.threads=1                                 # ratios on a machine others load
 
+    python -m posenc_cli.bench.ab --variants none:bf16,alibi:bf16,alibi:bf16+flex \
+        device=cuda model=gpt2_small                    # FlexAttention against SDPA on a GPU
+
 A variant is an optional encoding and a colon (default: the config's), a precision
-(fp32|bf16), optionally with "+compile". Overrides are the ones `posenc train` takes. ``--eval
-N`` times no-grad forwards of one sequence of N tokens instead of training steps. Prints one
-line per variant: median step time, tokens/s, ratio to the first variant, and the first step's
-time (which includes compilation).
+(fp32|bf16), optionally with "+compile" and "+flex" (train.attention=flex; training with it
+needs device=cuda). The device is the config's (`device=cuda`). Overrides are the ones
+`posenc train` takes. ``--eval N`` times no-grad forwards of one sequence of N tokens instead
+of training steps. Prints one line per variant: median step time, tokens/s, ratio to the first
+variant, and the first step's time (which includes compilation).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import load
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.engine.build import build_model
-from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory
+from posenc_cli.engine.runtime import flush_denormals, keep_freed_memory, pick_device
 from posenc_cli.engine.step import make_optimizer
 
 
@@ -51,6 +55,7 @@ class Variant:
     precision: str
     compile: bool
     encoding: str | None = None
+    flex: bool = False
     step: Any = None
     first_step_s: float = 0.0
     times: list[float] = field(default_factory=list)
@@ -59,20 +64,32 @@ class Variant:
     def parse(cls, text: str) -> Variant:
         encoding, _, rest = text.rpartition(":")
         precision, *flags = rest.split("+")
-        if precision not in ("fp32", "bf16") or any(f != "compile" for f in flags):
+        if precision not in ("fp32", "bf16") or not set(flags) <= {"compile", "flex"}:
             raise PosencError(
                 f"unknown variant '{text}'",
-                "use [ENCODING:]fp32 or bf16, optionally followed by +compile",
+                "use [ENCODING:]fp32 or bf16, optionally followed by +compile and +flex",
             )
-        return cls(text, precision, bool(flags), encoding or None)
+        return cls(text, precision, "compile" in flags, encoding or None, "flex" in flags)
 
 
 def make_step(
     variant: Variant, cfg: RunConfig, x: torch.Tensor, y: torch.Tensor, evaluate: bool
 ) -> Any:
-    """A fresh model (same seed for every variant) and its training step or no-grad forward."""
+    """A fresh model (same seed for every variant) and its training step or no-grad forward,
+    on the device of ``x``."""
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, cfg.data.vocab_size)
+    model = build_model(cfg, cfg.data.vocab_size).to(x.device)
+    kernel = "flex" if variant.flex else "sdpa"
+    if model.use_attention(kernel) != kernel:
+        raise PosencError(
+            f"variant '{variant.name}': no layer of {cfg.encoding.name} has a FlexAttention form",
+            "drop +flex for it (docs/performance.md, FlexAttention)",
+        )
+    if variant.flex and not evaluate and x.device.type != "cuda":
+        raise PosencError(
+            f"variant '{variant.name}' trains with FlexAttention, which trains on CUDA only",
+            "add device=cuda, or time it with --eval N",
+        )
     if evaluate:
         return evaluation_step(model, x, variant.precision, variant.compile)
     opt = make_optimizer(model, cfg.train)
@@ -85,8 +102,12 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def timed(fn: Any, clock: Any = time.perf_counter) -> float:
+    """``fn``'s time by ``clock``, GPU work included (queued kernels are waited for)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
+    sync()
     t0 = clock()
     fn()
+    sync()
     return clock() - t0
 
 
@@ -126,7 +147,8 @@ def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.
     batch, length = tokens_per_step(cfg, args.eval)
     gen = torch.Generator().manual_seed(cfg.seed)
     ids = torch.randint(0, cfg.data.vocab_size, (batch, length + 1), generator=gen)
-    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    device = pick_device(cfg.device)
+    x, y = ids[:, :-1].contiguous().to(device), ids[:, 1:].contiguous().to(device)
     for v, v_cfg in zip(variants, configs, strict=True):
         v.step = make_step(v, v_cfg, x, y, bool(args.eval))
         v.first_step_s = timed(v.step, clock)
@@ -177,14 +199,14 @@ def main(argv: list[str] | None = None) -> int:
             load([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])
             for v in variants
         ]
+        keep_freed_memory()
+        flush_denormals()
+        if configs[0].train.threads:
+            torch.set_num_threads(int(configs[0].train.threads))
+        run_interleaved(variants, configs, args)
     except PosencError as err:
         print(f"ab_train: error: {err}", file=sys.stderr)
         return 2
-    keep_freed_memory()
-    flush_denormals()
-    if configs[0].train.threads:
-        torch.set_num_threads(int(configs[0].train.threads))
-    run_interleaved(variants, configs, args)
     rows = report(variants, configs[0], args)
     if args.json:
         with open(args.json, "w") as f:

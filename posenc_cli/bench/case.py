@@ -101,8 +101,9 @@ def training_step(
     compiled: bool,
     grad_clip: float = 1.0,
 ) -> Callable[[], None]:
-    """The step `posenc train` takes (engine.step.train_step), on fixed (x, y)."""
-    rt = Runtime(torch.device("cpu"), precision)
+    """The step `posenc train` takes (engine.step.train_step), on fixed (x, y), on their
+    device."""
+    rt = Runtime(x.device, precision)
     run = compile_model(model, rt.device) if compiled else model
     model.train()
 
@@ -123,7 +124,7 @@ def evaluation_step(
     model: torch.nn.Module, x: torch.Tensor, precision: str, compiled: bool
 ) -> Callable[[], None]:
     """One no-grad forward of ``x`` in evaluation mode, as `posenc eval` runs it."""
-    rt = Runtime(torch.device("cpu"), precision)
+    rt = Runtime(x.device, precision)
     step_model = compile_model(model, rt.device) if compiled else model
     model.eval()
 
