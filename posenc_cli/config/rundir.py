@@ -130,15 +130,26 @@ def lock_run_dir(run_dir: Path) -> None:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.close()
-        raise PosencError(
-            f"run directory '{run_dir}' is in use by another posenc process",
-            "wait for it to finish (or stop it), then try again",
-        ) from None
+        raise _in_use(run_dir) from None
     fh.seek(0)
     fh.truncate()
     fh.write(str(os.getpid()))
     fh.flush()
     _held.append((os.path.abspath(RunDir(run_dir).lock_file), fh))
+
+
+def _in_use(run_dir: Path) -> PosencError:
+    return PosencError(
+        f"run directory '{run_dir}' is in use by another posenc process",
+        "wait for it to finish (or stop it), then try again",
+    )
+
+
+def refuse_in_use(run_dir: Path) -> None:
+    """``lock_run_dir``'s refusal of a run another process holds, creating nothing (a command
+    that may still refuse its inputs takes the lock only once they are read)."""
+    if run_in_use(run_dir):
+        raise _in_use(run_dir)
 
 
 def run_in_use(run_dir: Path) -> bool:

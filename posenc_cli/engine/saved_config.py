@@ -22,19 +22,42 @@ from posenc_cli.engine import checkpoint
 #: What the weights mean besides their shapes: the model, the encoding with its parameters,
 #: and the training length (learned and CoPE tables, FIRE's L, log-n scaling read it).
 WEIGHT_KEYS = ("model", "encoding", "train.context_length")
+#: What a resume continues besides the weights: the whole run but how it is executed
+#: (engine/resume.py RESUME_MAY_CHANGE) and the data cache's place (the user's own).
+RESUMED_KEYS = (*WEIGHT_KEYS, "train", "seed", "data", "task", "extend")
+RESUME_SKIPS = frozenset(
+    {"train.threads", "train.compile", "train.nproc", "train.attention", "data.cache_dir"}
+)
 
 
-def check_saved_config(state: dict[str, Any], cfg: RunConfig, path: Path) -> None:
-    """Refuse when ``cfg`` reads the weights otherwise than the config ``state`` was saved
-    with (a checkpoint from before posenc kept its config is read as it is)."""
+def check_saved_config(
+    state: dict[str, Any],
+    cfg: RunConfig,
+    path: Path,
+    keys: tuple[str, ...] = WEIGHT_KEYS,
+    skips: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse when ``cfg`` differs in ``keys`` (but ``skips``) from the config ``state`` was
+    saved with. A checkpoint from before posenc kept its config is read as it is; one with a
+    weights digest always kept it, so one without is refused."""
     saved = state.get("config")
     if not isinstance(saved, dict):
+        if "weights_sha256" in state:
+            raise PosencError(
+                f"checkpoint '{path}' records its weights' digest but not the config it was "
+                "saved with (changed since it was saved?)",
+                "restore the run's checkpoints from its owner",
+            )
         return
     now = cfg.as_yaml()
-    for dotted in WEIGHT_KEYS:
+    for dotted in keys:
         was = _select(saved, dotted)
         try:
-            found = None if was is _ABSENT else _first_difference(was, _select(now, dotted), dotted)
+            found = (
+                None
+                if was is _ABSENT
+                else _first_difference(was, _select(now, dotted), dotted, skips)
+            )
         except RecursionError:  # a crafted config nested beyond reading
             raise PosencError(
                 f"checkpoint '{path}' holds a config nested too deeply to read",
@@ -46,16 +69,16 @@ def check_saved_config(state: dict[str, Any], cfg: RunConfig, path: Path) -> Non
                 f"the run's .hydra/config.yaml gives {key}={_brief(new)}, but checkpoint "
                 f"'{path}' was saved with {key}={_brief(old)}",
                 f"restore the run's .hydra/config.yaml ({key}={_brief(old)}); to change "
-                "the model, train a new run or `posenc extend` this one",
+                "the run, train a new one or `posenc extend` this one",
             )
 
 
 def check_run_checkpoint(run_dir: Path, cfg: RunConfig) -> None:
-    """``check_saved_config`` of the run's checkpoints/last.pt, if it has one: before a resume
-    prepares data or trains (a damaged checkpoint is one line here too)."""
+    """The resumed run's config against its checkpoints/last.pt's, if it has one: before a
+    resume prepares data or trains (a damaged checkpoint is one line here too)."""
     path = RunDir(run_dir).checkpoint("last")
     if path.is_file():
-        check_saved_config(checkpoint.load(path), cfg, path)
+        check_saved_config(checkpoint.load(path), cfg, path, RESUMED_KEYS, RESUME_SKIPS)
 
 
 def _brief(value: Any) -> str:
@@ -72,15 +95,19 @@ def _select(tree: Any, dotted: str) -> Any:
     return tree
 
 
-def _first_difference(was: Any, now: Any, key: str) -> tuple[str, Any, Any] | None:
+def _first_difference(
+    was: Any, now: Any, key: str, skips: frozenset[str] = frozenset()
+) -> tuple[str, Any, Any] | None:
     """The first key (dotted) whose value differs; keys only one side has are skipped (added or
     removed by another version of posenc), as are the encoding's descriptive keys and values
     an imported run saved unresolved."""
+    if key in skips:
+        return None
     if isinstance(was, dict) and isinstance(now, dict):
         for name in was.keys() & now.keys():
             if key == "encoding" and name in META_KEYS - {"name"}:
                 continue
-            found = _first_difference(was[name], now[name], f"{key}.{name}")
+            found = _first_difference(was[name], now[name], f"{key}.{name}", skips)
             if found is not None:
                 return found
         return None

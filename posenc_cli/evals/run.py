@@ -23,7 +23,7 @@ from posenc_cli.config.eval_sections import eval_option
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.overrides import check_group_choices, given, parse
 from posenc_cli.config.run_config import RunConfig, typed
-from posenc_cli.config.rundir import load_run_config, lock_run_dir, unlock_run_dir
+from posenc_cli.config.rundir import load_run_config, lock_run_dir, refuse_in_use, unlock_run_dir
 from posenc_cli.data.cache import TokenData, cache_root
 from posenc_cli.data.config import DataConfig
 from posenc_cli.data.eval_text import encode_for_eval
@@ -64,19 +64,27 @@ def evaluate_run(run_dir: Path, overrides: list[str]) -> tuple[RunConfig, dict[s
         get_task(name).check(cfg)
     rt = make_runtime(cfg)
     check_evaluation_memory(cfg, rt.device.type == "cuda")
+    refuse_in_use(run_dir)  # the lock itself once the checkpoint and the data are read
+    model = load_model(run_dir, cfg, rt)
+    data = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
     lock_run_dir(run_dir)
     try:
-        return _evaluate(run_dir, cfg, saved, rt, metrics)
+        return _evaluate(run_dir, cfg, saved, rt, metrics, model, data)
     finally:
         unlock_run_dir(run_dir)  # free for the next command of this process (a grid, a test)
 
 
 def _evaluate(
-    run_dir: Path, cfg: RunConfig, saved: RunConfig, rt: Runtime, metrics: dict[str, Any]
+    run_dir: Path,
+    cfg: RunConfig,
+    saved: RunConfig,
+    rt: Runtime,
+    metrics: dict[str, Any],
+    model: TransformerLM,
+    data_and_label: tuple[Any, str | None, dict[str, Any]],
 ) -> tuple[RunConfig, dict[str, Any]]:
     """Every task of ``cfg`` on the run's last checkpoint, merged into metrics.json."""
-    model = load_model(run_dir, cfg, rt)
-    data, label, source = data_for(cfg, saved, run_dir, metrics, model.vocab_size)
+    data, label, source = data_and_label
     suffix, ev = identity_suffix(rt, metrics, model.attention_kernel), cfg.eval.extrapolation
     writers = EvalWriters(run_dir)
     try:
@@ -188,7 +196,12 @@ def model_from_checkpoint(
             "restore the run's .hydra/config.yaml",
         ) from None
     check_saved_config(saved, cfg, path)
-    model.use_attention(rt.attention)
+    if model.use_attention(rt.attention) != rt.attention:
+        raise PosencError(
+            f"train.attention=flex: no layer of this run ({cfg.encoding.name}) has a "
+            "FlexAttention form",
+            "evaluate without train.attention=flex (docs/performance.md, FlexAttention)",
+        )
     return model.to(rt.device)
 
 

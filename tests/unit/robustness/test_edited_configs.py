@@ -10,10 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.run_layout import LOCK_FILE
 from tests.helpers.configs import TINY
 
 #: What each command adds to the run directory's path.
@@ -29,15 +31,11 @@ COMMANDS: dict[str, Callable[[Path], list[str]]] = {
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory, corpus: Path, cache_dir: Path) -> Path:
-    """A tiny RoPE run stopped after 10 of its 20 steps (so resume has work left), trained by
-    `posenc train` in-process: made once, copied by each test."""
+    """A tiny RoPE run trained by `posenc train` in-process: made once, copied by each test."""
     run = tmp_path_factory.mktemp("edited") / "run"
     args = ["train", "encoding=rope", *TINY, "data=text", f"data.path={corpus}"]
-    args += ["train.steps=10", "eval.at_end=false", f"hydra.run.dir='{run}'"]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, [*args, "eval.at_end=false", f"hydra.run.dir='{run}'"])
     assert result.exit_code == 0, result.output
-    saved = run / ".hydra" / "config.yaml"
-    saved.write_text(saved.read_text().replace("steps: 10", "steps: 20", 1))
     return run
 
 
@@ -88,3 +86,44 @@ def test_the_unedited_run_still_evaluates_and_resumes(trained: Path, workdir: Pa
     for args in (["eval", str(run), "device=cpu"], ["resume", str(run)]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("train.lr", 0.03), ("seed", 7), ("train.batch_size", 8), ("data.vocab_size", 301)],
+)
+def test_a_resume_refuses_what_it_would_continue_otherwise(
+    key: str, value: object, trained: Path, workdir: Path, refused: Callable[..., str]
+) -> None:
+    """Beyond the weights' keys: resuming continues the run as it was saved, so any edit but
+    how it is executed (threads, compile, processes, kernel) is refused."""
+    run = edited(trained, workdir, key, value)
+    line = refused(COMMANDS["resume"](run))
+    assert f"gives {key}=" in line, line
+
+
+def test_a_checkpoint_without_its_config_but_with_a_digest_is_refused(
+    trained: Path, workdir: Path, refused: Callable[..., str]
+) -> None:
+    """Every checkpoint that records its digest also kept its config: one without was changed."""
+    run = edited(trained, workdir, "encoding.theta", 500.0)
+    path = run / "checkpoints" / "last.pt"
+    state = torch.load(path, weights_only=True)
+    del state["config"]
+    torch.save(state, path)
+    assert "records its weights' digest but not the config" in refused(COMMANDS["eval"](run))
+
+
+def test_a_refused_evaluation_leaves_no_lock_file(trained: Path, workdir: Path) -> None:
+    run = edited(trained, workdir, "encoding.theta", 500.0)
+    (run / LOCK_FILE).unlink(missing_ok=True)
+    result = CliRunner().invoke(app, COMMANDS["eval"](run))
+    assert result.exit_code == 2 and not (run / LOCK_FILE).exists()
+
+
+def test_flex_for_a_run_without_a_flex_form_is_one_line(
+    trained: Path, workdir: Path, refused: Callable[..., str]
+) -> None:
+    run = Path(shutil.copytree(trained, workdir / "run"))
+    line = refused([*COMMANDS["eval"](run), "train.attention=flex"])
+    assert "no layer of this run (rope) has a FlexAttention form" in line
