@@ -18,6 +18,26 @@ from posenc_cli.config.schema import BenchConfig, TrainConfig
 MARKER = "RESULT "
 
 
+#: What `posenc bench` reads besides bench.*: the model, the vocabulary and the optimizer.
+BENCH_READS = ("model", "data.vocab_size", "train.lr", "train.beta1", "train.beta2")
+BENCH_READS_ALSO = ("train.weight_decay", "hydra.run.dir")
+
+
+def check_bench_overrides(keys: list[str]) -> None:
+    """Every override is one bench reads: an encoding, a train.* or eval.* key that a training
+    run would take is refused, never silently ignored."""
+    reads = (*BENCH_READS, *BENCH_READS_ALSO)
+    for key in keys:
+        if key == "bench" or key.startswith(("bench.", "model.")) or key in reads:
+            continue
+        raise PosencError(
+            f"posenc bench does not use '{key}'",
+            "choose what it measures with bench.* (bench.encodings, bench.precision, "
+            "bench.threads, bench.context_length), model=NAME or model.*, data.vocab_size "
+            "and train.lr/beta1/beta2/weight_decay",
+        )
+
+
 def check_bench(cfg: DictConfig) -> None:
     """bench.encodings is "all", a name or a non-empty list of known encodings (the schema
     checks every other bench key)."""

@@ -28,13 +28,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from posenc_cli.bench.plan import MARKER, cases, check_bench
+from posenc_cli.bench.plan import MARKER, cases, check_bench, check_bench_overrides
 from posenc_cli.bench.tables import markdown
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
 from posenc_cli.common.console import console
 from posenc_cli.common.sizes import default_d_ff
 from posenc_cli.config.compose import compose
-from posenc_cli.config.overrides import given
+from posenc_cli.config.overrides import given, key_of
 from posenc_cli.config.run_config import typed
 from posenc_cli.config.rundir import create_exclusive, planned_run_dir
 
@@ -49,6 +49,7 @@ FLOPS_CONVENTION = (
 
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     """The config (model: bench.model unless `model=` is given) and a fresh run directory."""
+    check_bench_overrides([key_of(o) for o in overrides])
     overrides = [BENCH_GROUP, *overrides]
     cfg = compose(overrides, with_hydra=True)
     extra = [] if given(overrides, "model") else [f"model={cfg.bench.model}"]

@@ -231,7 +231,7 @@ def bench(overrides: list[str] | None = OVERRIDES) -> None:
 
 
 app.command("compare")(compare_command.compare)
-app.command("import-cs336", epilog=_groups_help())(cs336_commands.import_cs336)
+app.command("import-cs336")(cs336_commands.import_cs336)
 app.command("export-cs336")(cs336_commands.export_cs336)
 app.command("export-hf")(hf_commands.export_hf)
 app.command("import-hf")(hf_commands.import_hf)

@@ -27,7 +27,8 @@ def import_cs336(
     overrides: list[str] | None = OVERRIDES,
 ) -> None:
     """Import a CS336 assignment-1 model as a posenc run (needs model.n_heads, encoding.theta
-    and train.context_length); then `posenc eval` and `posenc compare` work on it."""
+    and train.context_length; also takes eval.*, data.*, seed and hydra.run.dir, nothing that
+    trains); then `posenc eval` and `posenc compare` work on it."""
     with user_errors():
         # deferred, as in export_cs336: `posenc --help` stays torch-free
         from posenc_cli.cs336.importer import import_cs336 as run_import

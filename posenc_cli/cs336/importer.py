@@ -19,6 +19,7 @@ from posenc_cli.cs336.bpe_files import build_tokenizer, read_merges, read_vocab
 from posenc_cli.cs336.state import Weights, load_weights
 from posenc_cli.engine.build import build_model
 from posenc_cli.engine.metrics import imported_metrics
+from posenc_cli.interchange.import_overrides import check_import_overrides
 from posenc_cli.interchange.imported_run import write_imported_run
 from posenc_cli.interchange.weights import check_finite, load_exactly
 from posenc_cli.model import TransformerLM
@@ -38,19 +39,7 @@ def import_cs336(
     checkpoint: Path, vocab: Path, merges: Path, specials: list[str], overrides: list[str]
 ) -> Path:
     """Check everything, then write the run directory; returns it."""
-    for key, example in REQUIRED.items():
-        if not given(overrides, key):
-            raise PosencError(
-                f"posenc import-cs336 needs {key} (the weights do not say it)",
-                f"add {example}, as your model was built",
-            )
-    for key in GLOBAL_ROPE_KEYS:
-        if given(overrides, key):
-            raise PosencError(
-                f"cannot set {key} on an imported CS336 model: it was trained with RoPE and "
-                "global attention in every layer",
-                f"drop {key}; set it on a new run (posenc train) instead",
-            )
+    _check_overrides(overrides)
     weights = load_weights(checkpoint)
     cfg = compose(["encoding=rope", *_dimension_overrides(weights), *overrides], with_hydra=True)
     check_finite(weights.state, checkpoint)
@@ -74,6 +63,25 @@ def import_cs336(
     metrics = _metrics(run, weights, model, tok.get_vocab_size(), sources)
     step = weights.iteration or 0
     return write_imported_run(cfg, overrides, model, step, lambda p: tok.save(str(p)), metrics)
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    """What the weights cannot say is given, and nothing the assignment's model or an import
+    fixes is changed (a setting saved unread would bind `posenc eval`)."""
+    for key, example in REQUIRED.items():
+        if not given(overrides, key):
+            raise PosencError(
+                f"posenc import-cs336 needs {key} (the weights do not say it)",
+                f"add {example}, as your model was built",
+            )
+    for key in GLOBAL_ROPE_KEYS:
+        if given(overrides, key):
+            raise PosencError(
+                f"cannot set {key} on an imported CS336 model: it was trained with RoPE and "
+                "global attention in every layer",
+                f"drop {key}; set it on a new run (posenc train) instead",
+            )
+    check_import_overrides(overrides, "import-cs336", tuple(REQUIRED), "the checkpoint")
 
 
 def _dimension_overrides(w: Weights) -> list[str]:

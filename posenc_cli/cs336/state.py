@@ -44,7 +44,19 @@ def load_weights(path: Path) -> Weights:
     )
     state, iteration = _split(raw, path)
     state = {k.removeprefix(PREFIX): v for k, v in state.items()}
+    _check_floating(state, path)
     return Weights(state, iteration, *_dimensions(state, path))
+
+
+def _check_floating(state: dict[str, Tensor], path: Path) -> None:
+    """Every weight is floating point: an integer or boolean one is no model's, and casting it
+    to float32 would import a different model without a word."""
+    for name, tensor in state.items():
+        if not tensor.is_floating_point():
+            raise PosencError(
+                f"'{path}': {name} is stored as {tensor.dtype}, not floating point",
+                "save the model's weights as floating-point tensors (float32, bfloat16, …)",
+            )
 
 
 def _split(raw: Any, path: Path) -> tuple[dict[str, Tensor], int | None]:

@@ -51,13 +51,8 @@ def check_saved_config(
         return
     now = cfg.as_yaml()
     for dotted in keys:
-        was = _select(saved, dotted)
         try:
-            found = (
-                None
-                if was is _ABSENT
-                else _first_difference(was, _select(now, dotted), dotted, skips)
-            )
+            found = _difference_at(saved, now, dotted, skips)
         except RecursionError:  # a crafted config nested beyond reading
             raise PosencError(
                 f"checkpoint '{path}' holds a config nested too deeply to read",
@@ -93,6 +88,13 @@ def _select(tree: Any, dotted: str) -> Any:
     for part in dotted.split("."):
         tree = tree.get(part, _ABSENT) if isinstance(tree, dict) else _ABSENT
     return tree
+
+
+def _difference_at(
+    saved: dict[str, Any], now: dict[str, Any], dotted: str, skips: frozenset[str]
+) -> tuple[str, Any, Any] | None:
+    was = _select(saved, dotted)
+    return None if was is _ABSENT else _first_difference(was, _select(now, dotted), dotted, skips)
 
 
 def _first_difference(

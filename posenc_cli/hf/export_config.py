@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from posenc_cli.common.errors import PosencError
+from posenc_cli.common.sizes import MAX_CONTEXT
 from posenc_cli.encodings.rope_regions import LLAMA3_HIGH, LLAMA3_LOW, YARN_ALPHA, YARN_BETA
 
 #: --rope-scaling values.
@@ -67,7 +68,7 @@ def rope_settings(
             f"--factor {factor} does not extend the context",
             "give a factor above 1, e.g. --factor 4",
         )
-    longer = round(L * factor)
+    longer = _extended(L, factor)
     if method == "ntk":
         return shape.theta * factor ** (E / (E - 2)), None, longer
     if shape.rotary_dims < shape.head_dim:
@@ -79,6 +80,19 @@ def rope_settings(
         scaling.update(short_factor=short, factor=factor, original_max_position_embeddings=L)
         return shape.theta, scaling, longer
     return shape.theta, scaling_entry(method, factor, L), L if method == "dynamic_ntk" else longer
+
+
+def _extended(train_length: int, factor: float) -> int:
+    """S·L, refused above the longest context posenc runs (as extend.factor is): no model
+    evaluates there, and config.json would promise it."""
+    longer = train_length * factor
+    if longer > MAX_CONTEXT:
+        raise PosencError(
+            f"--factor {factor:.12g} times the run's training length {train_length} is "
+            f"{longer:.12g} tokens, above the longest context posenc runs ({MAX_CONTEXT})",
+            f"give --factor <= {MAX_CONTEXT // train_length}",
+        )
+    return round(longer)
 
 
 def _partial_refusal(method: str) -> PosencError:

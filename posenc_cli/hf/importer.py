@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 from posenc_cli.common.digest import file_digest
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import compose
-from posenc_cli.config.overrides import given, key_of
+from posenc_cli.config.overrides import given
 from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.data.tokenizer import eot_id, load_tokenizer
 from posenc_cli.engine.build import build_model
@@ -28,6 +28,7 @@ from posenc_cli.hf.export import require_safetensors
 from posenc_cli.hf.import_config import read_config, settings
 from posenc_cli.hf.import_weights import posenc_state, read_safetensors, weight_files
 from posenc_cli.hf.source import model_folder
+from posenc_cli.interchange.import_overrides import check_import_overrides
 from posenc_cli.interchange.imported_run import write_imported_run
 from posenc_cli.interchange.weights import check_finite, load_exactly
 from posenc_cli.model import TransformerLM
@@ -37,7 +38,7 @@ def import_hf(
     name: str, overrides: list[str], allow_download: bool = False, revision: str | None = None
 ) -> Path:
     """Check everything, then write the run directory; returns it."""
-    _check_overrides(overrides)
+    check_import_overrides(overrides, "import-hf", ("train.context_length",), "its config.json")
     require_safetensors()
     folder = model_folder(name, allow_download, revision)
     config = read_config(folder)
@@ -69,16 +70,6 @@ def import_hf(
     metrics = _metrics(run, model, tok, name, folder)
     copy = partial(shutil.copyfile, folder / "tokenizer.json")
     return write_imported_run(cfg, overrides, model, 0, copy, metrics)
-
-
-def _check_overrides(overrides: list[str]) -> None:
-    """The checkpoint fixes the model and its encoding: only the rest may be set."""
-    for key in map(key_of, overrides):
-        if key.split(".")[0] in ("model", "encoding"):
-            raise PosencError(
-                f"cannot set '{key}' of an imported model (its config.json fixes it)",
-                "set only train.context_length, eval.*, data.*, seed or hydra.run.dir",
-            )
 
 
 def _tokenizer(folder: Path, model_vocab: int) -> Tokenizer:

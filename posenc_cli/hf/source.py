@@ -19,6 +19,7 @@ def model_folder(name: str, allow_download: bool, revision: str | None = None) -
     """The folder holding ``name``'s files: ``name`` itself when it is a folder."""
     local = Path(name).expanduser()
     if local.is_dir():
+        _check_local(name, allow_download, revision)
         return local
     if local.exists() or name.count("/") != 1 or name.startswith((".", "/", "~")):
         raise PosencError(
@@ -50,3 +51,23 @@ def model_folder(name: str, allow_download: bool, revision: str | None = None) -
             f"hub model '{name}' is not available {where} ({type(exc).__name__})", fix
         ) from None
     return Path(str(path))
+
+
+def _check_local(name: str, allow_download: bool, revision: str | None) -> None:
+    """A local folder has no revision and nothing to download: the hub's options given with
+    one are refused rather than silently ignored."""
+    options = [
+        option
+        for option, on in (
+            ("--revision", revision is not None),
+            ("--allow-download", allow_download),
+        )
+        if on
+    ]
+    if options:
+        named = " and ".join(options)
+        raise PosencError(
+            f"{named} {'is' if len(options) == 1 else 'are'} for a hub id only, and '{name}' is "
+            "a local folder",
+            f"leave {named} out, or give a hub id",
+        )

@@ -40,7 +40,10 @@ def test_import_then_eval_then_export(tmp_path: Path, corpus: Path, cache_dir: P
             str(out / "vocab.json"),
             "--merges",
             str(out / "merges.txt"),
-            *TINY,
+            "train.context_length=16",  # an import takes no training or model settings
+            "data.vocab_size=300",
+            "eval.tokens=256",
+            "eval.factors=[1,2]",
             "model.n_heads=2",
             "encoding.theta=10000",
             "data=text",

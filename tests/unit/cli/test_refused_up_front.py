@@ -43,6 +43,9 @@ def one_line_exit_2(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyP
         ["train", "hydra.run.dir="],
         ["bench", "bench.encodings=5"],
         ["bench", "bench.encodings=[]"],
+        ["bench", "encoding=rope"],  # bench measures bench.encodings: never silently ignored
+        ["bench", "train.attention=flex"],
+        ["bench", "train.threads=1"],
         ["sweep", "encoding=rope,alibi", "hydra.sweep.subdir=/tmp/elsewhere"],
         ["train", "task=copy", "hydra.run.dir=/proc/posenc-test"],  # no corpus to prepare
         ["train", "~train"],

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from typer.testing import CliRunner
 
 from posenc_cli.cli.app import app
+from posenc_cli.common.sizes import MAX_CONTEXT
 from posenc_cli.config.compose import compose
 from posenc_cli.config.extension import child_config
 from posenc_cli.config.run_config import typed
@@ -191,6 +192,14 @@ def test_yarn_is_written_as_transformers_rope_scaling(
         ([], ["--factor", "4"], "--factor 4 has no effect without --rope-scaling"),
         ([], ["--rope-scaling", "yarn", "--factor", "nan"], "--factor nan is not a finite"),
         ([], ["--rope-scaling", "yarn", "--factor", "inf"], "--factor inf is not a finite"),
+        ([], ["--rope-scaling", "pi", "--factor", "1e12"], "is 1.6e+13 tokens, above"),
+        (
+            [],
+            ["--rope-scaling", "dynamic_ntk", "--factor", "1048577"],
+            "--factor 1048577 times the run's training length 16 is 16777232 tokens, above the "
+            "longest context posenc runs (16777216)",
+        ),
+        ([], ["--rope-scaling", "ntk", "--factor", "2e6"], "give --factor <= 1048576"),
     ],
 )
 def test_unexportable_runs_are_one_line_and_write_nothing(
@@ -201,7 +210,17 @@ def test_unexportable_runs_are_one_line_and_write_nothing(
     assert res.exit_code == 2
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("posenc: error:") and says in lines[0]
+    assert " — " in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_factor_up_to_posencs_longest_context_is_exported(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """S·L = MAX_CONTEXT exactly is the last extension written (16 x 2**20 = 2**24)."""
+    export(make_run(), tmp_path / "hf", "--rope-scaling", "pi", "--factor", str(2**20))
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["max_position_embeddings"] == MAX_CONTEXT
 
 
 def test_an_export_inside_a_file_is_one_line(make_run: Callable[..., Path], tmp_path: Path) -> None:
