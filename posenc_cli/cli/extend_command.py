@@ -49,6 +49,7 @@ def extend(
             if job.cfg is not None:
                 preflight(typed(job.cfg))
         _print_pair_regions(run_dir)
+        _print_unfinished_parent(run_dir, jobs)
         if root is not None:
             print(f"posenc extend: {len(jobs)} jobs in {root}", flush=True)
         for job in jobs:
@@ -80,6 +81,25 @@ def _print_pair_regions(run_dir: Path) -> None:
     )
     for line in describe(pair_regions(inv.tolist(), parent.train.context_length)):
         print(f"posenc extend: {line}", flush=True)
+
+
+def _print_unfinished_parent(run_dir: Path, jobs: list[Job]) -> None:
+    """A parent stopped before its train.steps (a signal, a crash) is extended from its last
+    checkpoint as it is: say so, since its metrics.json has no final losses to compare."""
+    from posenc_cli.config.rundir import load_run_config  # deferred: see _run
+
+    total = int(load_run_config(run_dir).train.steps)
+    steps = [
+        int(job.cfg.extend.parent_step)
+        for job in jobs
+        if job.cfg is not None and job.cfg.extend.checkpoint == "last"
+    ]
+    if steps and steps[0] < total:
+        print(
+            f"posenc extend: note: {run_dir} stopped at step {steps[0]} of its {total} (its "
+            "last checkpoint); the extension starts from there",
+            flush=True,
+        )
 
 
 def _run(run_dir: Path, job: Job) -> None:

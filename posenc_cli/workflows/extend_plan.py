@@ -126,7 +126,19 @@ def _folder(method: str, steps: int, given: dict[str, str], combos: list[list[st
 
 
 def _check_distinct(jobs: list[Job]) -> None:
-    """No two jobs of a grid write one folder: checked before the first job starts."""
+    """No two jobs of a grid write one folder or compute the same thing (extend.factor=2,2.0):
+    checked before the first job starts."""
+    computes: dict[str, Job] = {}
+    for job in jobs:
+        what = job.eval_overrides if job.cfg is None else typed(job.cfg).as_yaml()
+        key = f"{job.method} {job.steps} {what}"
+        if key in computes:
+            raise PosencError(
+                f"two jobs of this grid are the same ({' '.join(computes[key].overrides)} and "
+                f"{' '.join(job.overrides)})",
+                "give each value once (2 and 2.0 are one factor)",
+            )
+        computes[key] = job
     seen: dict[Path, Job] = {}
     for job in jobs:
         if job.planned is None:

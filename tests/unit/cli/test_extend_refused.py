@@ -186,6 +186,19 @@ def test_a_grid_over_other_keys_gives_each_job_its_own_folder(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
 
 
+@pytest.mark.parametrize("steps", ["0", "5"])
+def test_a_grid_of_one_value_written_twice_is_refused(
+    steps: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """extend.factor=2,2.0 names two folders but one fine-tune (or one evaluation)."""
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    grid = ["extend.method=pi", "extend.factor=2,2.0", f"extend.steps={steps}", "hydra.run.dir=g"]
+    with pytest.raises(PosencError, match="two jobs of this grid are the same"):
+        plan_jobs(run, grid)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
 def test_a_parent_still_in_use_is_refused_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,3 +293,19 @@ def test_a_grid_with_no_job_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(PosencError, match="no combination of the grid is a job"):
         plan_jobs(run, ["extend.factor=1", "extend.method=yarn,pi", "extend.steps=2"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
+
+
+def test_a_parent_stopped_before_its_steps_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its last checkpoint (step 5 of 2,000) is extended as it is; the command says so."""
+    from posenc_cli.cli.extend_command import _print_unfinished_parent
+
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    jobs, _ = plan_jobs(run, ["extend.method=pi", "extend.factor=2", "extend.steps=5"])
+    _print_unfinished_parent(run, jobs)
+    assert f"note: {run} stopped at step 5 of its 2000" in capsys.readouterr().out
+    evaluations, _ = plan_jobs(run, ["extend.method=pi", "extend.factor=2", "extend.steps=0"])
+    _print_unfinished_parent(run, evaluations)  # evaluates the parent in place: its own note
+    assert capsys.readouterr().out == ""
