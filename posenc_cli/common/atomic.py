@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -21,22 +22,66 @@ PARTIAL = re.compile(r"\..+\.partial(\d+)")
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``.
+    A stop signal during the write ends it with what the signal's handler raised, also when
+    the writer wrapped that in an error of its own (torch.save makes it a RuntimeError that
+    would read as a full disk)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.unlink(missing_ok=True)  # a leftover, or a link planted in a received folder
-    try:
-        # never through a link, never into a file that is already there
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with StopsDuringWrite() as stops:
+        try:
+            # never through a link, never into a file that is already there
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            stops.reraise()  # a stop the writer swallowed
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            stops.reraise()
+            raise
     fsync_dir(path.parent)
+
+
+class StopsDuringWrite:
+    """Wraps the Python handlers of SIGINT and SIGTERM while a file is written, keeping what
+    they raise: a writer that calls back into Python from C may turn that exception into
+    its own (or drop it), and a stop must stay a stop. Default and ignored dispositions are
+    left as they are (a default SIGTERM ends the process, with nothing to misreport)."""
+
+    def __init__(self) -> None:
+        self._old: dict[int, Callable[[int, Any], Any]] = {}
+        self.raised: BaseException | None = None
+
+    def __enter__(self) -> StopsDuringWrite:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                handler = signal.getsignal(s)
+                if callable(handler):
+                    signal.signal(s, self._handle)
+                    self._old[s] = handler
+            except ValueError:  # not the main thread: signals are the main thread's
+                pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        try:
+            self._old[signum](signum, frame)
+        except BaseException as exc:
+            self.raised = exc
+            raise
+
+    def reraise(self) -> None:
+        """Raise what a handler raised during the write, if one did."""
+        if self.raised is not None:
+            raise self.raised
 
 
 def write_text_atomic(path: Path, text: str) -> None:

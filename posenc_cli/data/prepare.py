@@ -104,6 +104,8 @@ def _tokenizer_stage(
     t0 = time.perf_counter()
     with PrepProgress("tokenizer") as shown:
         tok = train_tokenizer(shown.counted(corpus.tokenizer_segments()), vocab_size)
+    if tok.get_vocab_size() < vocab_size:  # refused before the corpus is encoded and cached
+        raise _too_few_tokens(tok.get_vocab_size(), vocab_size)
     tok.save(str(tmp / "tokenizer.json"))
     seconds = round(time.perf_counter() - t0, 2)
     stages.keep("tokenizer", tmp / "tokenizer.json", {"seconds": seconds})
@@ -120,8 +122,11 @@ def check_data_fits(data: TokenData, data_cfg: DataConfig, L: int) -> None:
             "give more text or a smaller train.context_length",
         )
     if data_cfg.vocab_size != data.meta["vocab_size"]:
-        raise PosencError(
-            f"the tokenizer learned only {data.meta['vocab_size']} tokens, fewer "
-            f"than data.vocab_size={data_cfg.vocab_size}",
-            "give more text or a smaller data.vocab_size",
-        )
+        raise _too_few_tokens(data.meta["vocab_size"], data_cfg.vocab_size)
+
+
+def _too_few_tokens(learned: int, asked: int) -> PosencError:
+    return PosencError(
+        f"the tokenizer learned only {learned} tokens, fewer than data.vocab_size={asked}",
+        "give more text or a smaller data.vocab_size",
+    )

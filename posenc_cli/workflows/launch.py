@@ -19,7 +19,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from posenc_cli.common.errors import PosencError
+from posenc_cli.common.errors import Interrupted, PosencError
 from posenc_cli.config.compose import validate
 from posenc_cli.config.groups import config_dir
 from posenc_cli.config.run_config import RunConfig, typed
@@ -47,9 +47,12 @@ def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) ->
     def task(cfg: DictConfig) -> Any:
         hydra = HydraConfig.get()
         run_dir = Path(hydra.runtime.output_dir)
-        check_planned(cfg, expected, run_dir.name)
-        save_run_config(run_dir, cfg, list(hydra.overrides.task))
-        return job(typed(cfg), run_dir)
+        try:
+            check_planned(cfg, expected, run_dir.name)
+            save_run_config(run_dir, cfg, list(hydra.overrides.task))
+            return job(typed(cfg), run_dir)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            raise JobStopped.of(exc, run_dir) from None
 
     GlobalHydra.instance().clear()
     try:
@@ -57,8 +60,34 @@ def run_sweep_jobs(overrides: list[str], planned: list[DictConfig], job: Job) ->
             hydra_app = GlobalHydra.instance().hydra
             assert hydra_app is not None
             hydra_app.multirun(config_name="config", task_function=task, overrides=overrides)
+    except (Interrupted, KeyboardInterrupt) as exc:  # a signal between two jobs
+        raise JobStopped.of(exc, None) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+class JobStopped(KeyboardInterrupt):
+    """A sweep stopped by SIGINT or SIGTERM: ``line`` says what was stopped, ``code`` is the
+    exit code, ``run_dir`` the job that was running (None between jobs). A KeyboardInterrupt
+    (a BaseException, like Ctrl-C), as Hydra records any Exception a job raises as that job's
+    failure and starts the next job; its arguments are its state, so it pickles back from a
+    launcher's worker process."""
+
+    def __init__(self, code: int, line: str, run_dir: str | None) -> None:
+        super().__init__(code, line, run_dir)
+        self.code = code
+        self.line = line
+        self.run_dir = None if run_dir is None else Path(run_dir)
+
+    @staticmethod
+    def of(exc: Interrupted | KeyboardInterrupt, run_dir: Path | None) -> JobStopped:
+        """A plain KeyboardInterrupt is Ctrl-C outside the trainer (Python's own handler)."""
+        if isinstance(exc, JobStopped):
+            return exc
+        folder = None if run_dir is None else str(run_dir)
+        if isinstance(exc, Interrupted):
+            return JobStopped(exc.code, str(exc), folder)
+        return JobStopped(130, "posenc: stopped by SIGINT", folder)
 
 
 def check_planned(cfg: DictConfig, expected: list[Any], name: str) -> None:

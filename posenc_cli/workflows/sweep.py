@@ -11,7 +11,7 @@ import json
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 from rich.markup import escape
@@ -34,13 +34,16 @@ from posenc_cli.config.resolvers import folder_name
 from posenc_cli.config.run_config import RunConfig, typed
 from posenc_cli.config.rundir import create_exclusive, make_dirs, run_dir_of
 
+if TYPE_CHECKING:
+    from posenc_cli.workflows.launch import JobStopped
+
 
 def run_sweep(overrides: list[str]) -> None:
     """Plan, prepare the data once, run every job through Hydra's launcher, summarise."""
     overrides = [task_key_for_any_task(o) for o in overrides]
     base, jobs, planned = plan(overrides)  # a bad key is one line before torch is imported
     # deferred: a sweep's one-line config errors come before torch
-    from posenc_cli.workflows.launch import run_sweep_jobs
+    from posenc_cli.workflows.launch import JobStopped, run_sweep_jobs
     from posenc_cli.workflows.preflight import preflight
 
     for cfg in planned:
@@ -48,11 +51,14 @@ def run_sweep(overrides: list[str]) -> None:
     root = claim_sweep_dir(base, overrides)
     print(f"posenc sweep: {len(jobs)} jobs in {root}", flush=True)
     (root / "sweep.json").write_text(json.dumps({"jobs": jobs}, indent=2))
-    run_sweep_jobs(
-        [*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
-        planned,
-        sweep_job,
-    )
+    try:
+        run_sweep_jobs(
+            [*overrides, f"hydra.sweep.dir={quote(str(root))}", name_by_swept_keys(overrides)],
+            planned,
+            sweep_job,
+        )
+    except JobStopped as stop:
+        raise Interrupted(stop.code, stopped_line(stop, root, overrides, jobs)) from None
     done, failed = summarize(root)
     print(
         f"posenc sweep: {done} of {len(jobs)} jobs finished; compare them with: "
@@ -140,10 +146,8 @@ def check_job_folders(overrides: list[str], jobs: list[list[str]]) -> None:
     """Every job gets a folder of its own, named as Hydra will name it: two jobs in one folder
     would train over each other and leave a run whose config is not what ran (seed=0,0; a
     swept device; data.path=d/a.txt,d_a.txt once '/' becomes '_')."""
-    unnamed = set(unnamed_keys(overrides))
     seen: dict[str, list[str]] = {}
-    for job in jobs:
-        name = folder_name(",".join(sorted(o for o in job if key_of(o) not in unnamed)))
+    for job, name in zip(jobs, job_folders(overrides, jobs), strict=True):
         if name in seen:
             first = " ".join(o for o in seen[name] if o not in job)
             second = " ".join(o for o in job if o not in seen[name])
@@ -156,10 +160,49 @@ def check_job_folders(overrides: list[str], jobs: list[list[str]]) -> None:
         seen[name] = job
 
 
+def job_folders(overrides: list[str], jobs: list[list[str]]) -> list[str]:
+    """The folder each job gets inside the sweep directory, named as Hydra will name it."""
+    unnamed = set(unnamed_keys(overrides))
+    return [
+        folder_name(",".join(sorted(o for o in job if key_of(o) not in unnamed))) for job in jobs
+    ]
+
+
+def stopped_line(stop: JobStopped, root: Path, overrides: list[str], jobs: list[list[str]]) -> str:
+    """The one line of a sweep stopped by a signal: what the job said, how to continue it
+    where it did not say, and what became of the other jobs."""
+    line, job = stop.line, stop.run_dir
+    if job is not None and str(job) not in line:  # stopped outside training and evaluation
+        how = (
+            f"continue it with: posenc resume {job}"
+            if RunDir(job).checkpoint("last").is_file()
+            else f"it had no checkpoint yet: posenc resume {job} trains it from step 0"
+        )
+        line += f" during sweep job {job.name}; {how}"
+    folders = job_folders(overrides, jobs)
+    done = sum((root / f / METRICS_FILE).is_file() for f in folders if job is None or f != job.name)
+    return f"{line}; sweep {root}: {done} of {len(jobs)} jobs finished" + _not_started(
+        [f for f in folders if not (root / f).exists()]
+    )
+
+
+def _not_started(folders: list[str]) -> str:
+    """The jobs a stopped sweep never started: a sweep run again does not skip finished jobs
+    (its folder must be new), so these are what a sweep of their own would run."""
+    if not folders:
+        return ""
+    more = f" and {len(folders) - 6} more" if len(folders) > 6 else ""
+    return (
+        f", not started: {' '.join(folders[:6])}{more} (posenc sweep does not skip finished "
+        "jobs: run those as a new sweep)"
+    )
+
+
 def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
     """One job of the multirun: train, and on failure leave FAILED.txt instead of raising."""
     # deferred: a sweep's one-line config errors come before torch
     from posenc_cli.config.rundir import lock_run_dir, unlock_run_dir
+    from posenc_cli.workflows.launch import JobStopped
     from posenc_cli.workflows.ranks import run_job
 
     label = cfg.label()
@@ -169,11 +212,11 @@ def sweep_job(cfg: RunConfig, run_dir: Path) -> dict[str, Any] | None:
         run_dir.mkdir(parents=True, exist_ok=True)
         lock_run_dir(run_dir)
         metrics = run_job(cfg, run_dir)
-    except Interrupted as exc:
-        raise KeyboardInterrupt(str(exc)) from None
+    except Interrupted:  # the sweep ends, saying how to continue (launch.JobStopped)
+        raise
     except RankFailure as exc:
         if exc.code in (130, 143):
-            raise KeyboardInterrupt(exc.line) from None
+            raise JobStopped(exc.code, exc.line, str(run_dir)) from None
         _failed(run_dir, label, exc.line.removeprefix("posenc: error: "))
         return None
     except PosencError as exc:
