@@ -28,6 +28,9 @@ LIST_INT = 36
 SAVED_PER_TOKEN = 8
 #: Tokens of one evaluation forward (evals/scoring.py batches windows to this many).
 EVAL_BATCH_TOKENS = 2048
+#: The quick model's sizes (configs/model/quick.yaml, its d_ff derived): the yardstick by
+#: which the key that makes a model too large is named, the one furthest above it.
+YARDSTICK = {"model.d_model": 128, "model.n_layers": 4, "model.d_ff": 384, "data.vocab_size": 4096}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,19 @@ class Need:
     key: str
     what: str
     bytes: int
+
+
+def model_key(cfg: RunConfig, vocab: int) -> str:
+    """The key of the model's size furthest above the quick model's (model.d_model on a tie,
+    and when d_ff is derived from it)."""
+    m = cfg.model
+    sizes = {
+        "model.d_model": m.d_model,
+        "model.n_layers": m.n_layers,
+        "model.d_ff": m.d_ff or 0,
+        "data.vocab_size": vocab,
+    }
+    return max(YARDSTICK, key=lambda k: sizes[k] / YARDSTICK[k])
 
 
 def n_params(cfg: RunConfig, vocab: int, own: int | None = None) -> int:
@@ -110,7 +126,7 @@ def training_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     eval_batch = max(1, EVAL_BATCH_TOKENS // longest) * longest
     return [
         *(_encoding_need(cfg, kind, count) for kind, count in weights.items()),
-        Need("model.d_model", "the model with gradients and optimizer state", state),
+        Need(model_key(cfg, vocab), "the model with gradients and optimizer state", state),
         Need(
             "train.batch_size",
             "a training batch",
@@ -167,11 +183,12 @@ def inspect_needs(cfg: RunConfig, vocab: int) -> list[Need]:
     L = cfg.train.context_length
     weights = n_params(cfg, vocab) * FLOAT
     return [
+        Need(model_key(cfg, vocab), "the model (its weights)", weights),
         Need(
             "train.context_length",
             f"a forward of {L} tokens",
             weights + forward_bytes(cfg, vocab, L, backward=False),
-        )
+        ),
     ]
 
 
@@ -197,7 +214,7 @@ def gpu_available_bytes() -> int:
 #: The fix for `posenc extend`, by the key its training estimate names: it takes its model
 #: and its training and evaluation settings from the parent, so it lowers its own keys.
 EXTENSION_KEYS = {
-    "model.d_model": "extend the parent on a machine with more memory",
+    **{key: "extend the parent on a machine with more memory" for key in YARDSTICK},
     "train.batch_size": "lower extend.batch_size or extend.factor until it fits",
     "train.eval_batches": "lower extend.factor until it fits",
     "eval.factors": "lower extend.factor until it fits",

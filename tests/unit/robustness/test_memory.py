@@ -36,6 +36,11 @@ CASES = [
         ],
         "model.layer_encodings.t5.*: t5's weights with gradients and optimizer state needs",
     ),
+    # the model's size is named by the key furthest above the quick model's
+    (["train", "model.n_layers=100000"], "model.n_layers: the model with gradients"),
+    (["train", "data.vocab_size=100000000"], "data.vocab_size: the model with gradients"),
+    (["train", "model.d_ff=10000000000"], "model.d_ff: the model with gradients"),
+    (["inspect", "encoding=rope", "model.d_model=10000000"], "model.d_model: the model (its"),
 ]
 
 
