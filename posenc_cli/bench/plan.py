@@ -12,6 +12,7 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.config.schema import BenchConfig, TrainConfig
+from posenc_cli.engine.memory import YARDSTICK, available_bytes, check_fits, training_needs
 
 #: The prefix of the one line a case process prints its result on (bench/case.py), read by
 #: the parent (bench/suite.py); here so that the parent need not import torch to know it.
@@ -36,6 +37,28 @@ def check_bench_overrides(keys: list[str]) -> None:
             "bench.threads, bench.context_length), model=NAME or model.*, data.vocab_size "
             "and train.lr/beta1/beta2/weight_decay",
         )
+
+
+#: The fixes of a bench case too large for this machine, by the key the estimate names.
+BENCH_FIXES = {
+    "bench.batch_size": "lower bench.batch_size or bench.context_length until it fits",
+    **{key: f"lower {key} (or bench another model=)" for key in YARDSTICK},
+}
+
+
+def check_bench_memory(cfg: RunConfig) -> None:
+    """Its largest training case (the model with gradients and optimizer state, a batch of
+    bench.batch_size x bench.context_length) fits in memory: refused before any case runs."""
+    b = cfg.bench
+    assert b is not None  # compose_bench composes the bench section
+    train = dataclasses.replace(cfg.train, batch_size=b.batch_size, context_length=b.context_length)
+    needs = training_needs(dataclasses.replace(cfg, train=train), cfg.data.vocab_size)
+    kept = [
+        dataclasses.replace(n, key="bench.batch_size") if n.key == "train.batch_size" else n
+        for n in needs
+        if n.key not in ("train.eval_batches", "eval.factors")
+    ]
+    check_fits(kept, available_bytes(), "memory", instead=BENCH_FIXES)
 
 
 def check_bench(cfg: DictConfig) -> None:

@@ -28,7 +28,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from posenc_cli.bench.plan import MARKER, cases, check_bench, check_bench_overrides
+from posenc_cli.bench.plan import (
+    MARKER,
+    cases,
+    check_bench,
+    check_bench_memory,
+    check_bench_overrides,
+)
 from posenc_cli.bench.tables import markdown
 from posenc_cli.common.atomic import write_json_atomic, write_text_atomic
 from posenc_cli.common.console import console
@@ -57,6 +63,7 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     if extra:
         cfg = compose([*extra, *overrides], with_hydra=True)
     check_bench(cfg)
+    check_bench_memory(typed(cfg))
     return cfg, planned_run_dir(cfg, overrides)
 
 

@@ -74,7 +74,6 @@ class Job:
 
 def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     """Every job, checked; and the grid's folder (None for one job)."""
-
     _check_overrides(args)  # before composing, whose checks would name the wrong problem
     if run_in_use(run_dir):
         raise PosencError(
@@ -95,7 +94,7 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
     for combo in combos:
         given = dict(o.split("=", 1) for o in combo)
         method = given.get("extend.method", str(requested.extend.method))
-        steps = int(given.get("extend.steps", requested.extend.steps))
+        steps = _steps(given, requested)
         if method != "none" and not rotary:
             continue
         where = [o for o in combo if key_of(o) != "hydra.run.dir"]
@@ -111,6 +110,14 @@ def plan_jobs(run_dir: Path, args: list[str]) -> tuple[list[Job], Path | None]:
         )
     _check_distinct(jobs)
     return jobs, root
+
+
+def _steps(given: dict[str, str], requested: DictConfig) -> int:
+    try:  # a grid's 2.0: Hydra types each value only when it composes it
+        return int(given.get("extend.steps", requested.extend.steps))
+    except ValueError:
+        what = f"extend.steps={given['extend.steps']} is not a whole number of steps"
+        raise PosencError(what, "give whole numbers, e.g. extend.steps=0,100,400") from None
 
 
 def _folder(method: str, steps: int, given: dict[str, str], combos: list[list[str]]) -> str:
@@ -136,7 +143,7 @@ def _check_distinct(jobs: list[Job]) -> None:
             raise PosencError(
                 f"two jobs of this grid are the same ({' '.join(computes[key].overrides)} and "
                 f"{' '.join(job.overrides)})",
-                "give each value once (2 and 2.0 are one factor)",
+                "give each combination once (2 and 2.0 are one value)",
             )
         computes[key] = job
     seen: dict[Path, Job] = {}
@@ -153,7 +160,6 @@ def _check_distinct(jobs: list[Job]) -> None:
 
 def _job(run_dir: Path, overrides: list[str], requested: DictConfig, grid: bool) -> Job | None:
     """One combination planned (None: the parent itself, in a grid)."""
-
     ext = requested.extend
     method = str(ext.method)
     steps = int(ext.steps)
@@ -283,7 +289,6 @@ def check_passkeys(run_dir: Path, cfg: DictConfig) -> None:
 
 def _check_overrides(overrides: list[str]) -> None:
     """Only extend.* and how the run executes: the rest is the parent's."""
-
     for key in map(key_of, overrides):
         allowed = key.startswith("extend.") or key in HOW or key == "experiment"
         if not allowed or key.removeprefix("extend.") in RECORDED:

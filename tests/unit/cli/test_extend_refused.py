@@ -199,6 +199,15 @@ def test_a_grid_of_one_value_written_twice_is_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]
 
 
+def test_a_grid_of_steps_that_are_not_whole_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = trained_parent(tmp_path, "rope")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PosencError, match="extend.steps=2.0 is not a whole number"):
+        plan_jobs(run, ["extend.method=yarn", "extend.factor=2", "extend.steps=2,2.0"])
+
+
 def test_a_parent_still_in_use_is_refused_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

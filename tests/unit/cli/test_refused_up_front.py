@@ -46,6 +46,8 @@ def one_line_exit_2(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyP
         ["bench", "encoding=rope"],  # bench measures bench.encodings: never silently ignored
         ["bench", "train.attention=flex"],
         ["bench", "train.threads=1"],
+        ["bench", "model=tiny", "model.n_layers=100000"],  # sizes checked before any case
+        ["bench", "model=tiny", "bench.batch_size=100000000"],
         # the shorthand eval.factors is what the window rule reads, not the default factors
         ["train", "encoding=rnope_swa", "train.context_length=16", "eval.factors=[1,2]"],
         ["sweep", "encoding=rope,alibi", "hydra.sweep.subdir=/tmp/elsewhere"],
