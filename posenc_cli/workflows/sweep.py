@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.markup import escape
 
 from posenc_cli.common.console import console
@@ -98,13 +98,25 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[list[str]], list[DictCo
     params = base.hydra.sweeper.get("params") or {}
     jobs = expand_sweep(overrides, {str(k): str(v) for k, v in params.items()})
     check_job_folders(overrides, jobs)
-    planned = []
+    return base, jobs, _composed(jobs)
+
+
+def _composed(jobs: list[list[str]]) -> list[DictConfig]:
+    """Every job's config, composed and validated; two jobs that are one run are refused."""
+    planned: list[DictConfig] = []
+    runs: dict[str, list[str]] = {}
     for job in jobs:
         try:
             planned.append(compose(job))
         except PosencError as exc:
             raise PosencError(f"sweep job [{' '.join(job)}]: {exc.what}", exc.fix) from None
-    return base, jobs, planned
+        twin = runs.setdefault(OmegaConf.to_yaml(planned[-1]), job)
+        if twin is not job:  # seed=0,00: two folders, one run
+            raise PosencError(
+                f"the sweep's jobs [{' '.join(twin)}] and [{' '.join(job)}] are the same run",
+                "give each value once (0 and 00 are one value)",
+            )
+    return planned
 
 
 def task_key_for_any_task(override: str) -> str:

@@ -23,6 +23,8 @@ CASES = [
     (["seed=0,1", "hydra.output_subdir=null"], "hydra.output_subdir=null would leave"),
     (["seed=0,1", "eval.stride=8"], "eval.stride=8 has no effect"),
     (["seed=0,0"], "two identical jobs [seed=0] would both write to the folder 'seed=0'"),
+    (["seed=0,00"], "are the same run"),  # two folders, one configuration
+    (["train.lr=0.001,1e-3"], "train.lr=0.001"),
     (["seed=0,1", "hydra.run.dir=one"], "hydra.run.dir names one run's folder"),
 ]
 
