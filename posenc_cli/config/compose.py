@@ -108,7 +108,6 @@ def validate(cfg: DictConfig) -> None:
     kept: list[Any] = [k for k in cfg.keys() if k != "hydra"]  # a received key: any type
     plain = OmegaConf.masked_copy(cfg, kept)
     check_keys_present(plain)
-    fold_older_names(plain.eval)  # the rules read eval.factors=... as the section it sets
     fill_layer_encodings(cfg)  # what the run saves; plain, what the checks read, takes a copy
     plain.model.layer_encodings = cfg.model.layer_encodings
     try:

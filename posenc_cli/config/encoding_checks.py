@@ -116,7 +116,9 @@ def _check_window(cfg: DictConfig, window: Any) -> None:
     if window is None:
         return
     L = int(cfg.train.context_length)
-    longest = max([L, *(round(L * float(f)) for f in cfg.eval.extrapolation.factors)])
+    # eval.factors, the older flat name, is the section's value unless given, and then wins
+    factors = cfg.eval.factors if "factors" in cfg.eval else cfg.eval.extrapolation.factors
+    longest = max([L, *(round(L * float(f)) for f in factors)])
     _require(
         window < longest,
         f"encoding.window={window} hides no key at any length this run trains or evaluates "

@@ -167,10 +167,12 @@ def test_irope_equals_hybrid_inside_its_floor(make_model, tokens) -> None:
 
 
 def test_a_window_that_hides_nothing_is_refused_before_anything_is_built() -> None:
-    """At length 64 evaluated only at 1x, a 64-token window sees every key: one line."""
-    cfg = compose(["encoding=rnope_swa", "train.context_length=64", "eval.factors=[1]"])
+    """At length 64 evaluated only at 1x, a 64-token window sees every key: one line (from
+    composing, whose rules read the shorthand eval.factors as the section it sets)."""
     with pytest.raises(PosencError, match=r"^encoding\.window=64 hides no key .* longest is 64"):
-        check_encoding(cfg)
+        check_encoding(
+            compose(["encoding=rnope_swa", "train.context_length=64", "eval.factors=[1]"])
+        )
     check_encoding(compose(["encoding=rnope_swa", "train.context_length=64", "eval.factors=[1,2]"]))
 
 
