@@ -15,6 +15,8 @@ An encoding overrides only what its paper changes; every hook here is a no-op:
 * ``key_bias``       the key term v_j of a content bias separable as u_i + v_j (FoX): attention
                      folds it into the fused kernel as one more key dimension, and the
                      materialised ``content_bias`` serves only the readers of logits (inspect);
+* ``score_bias``     the pair or content bias as a function of one score's (b, h, i, j), for
+                     FlexAttention to compute inside its tiles (model/flex.py);
 * ``attention_weights`` the weights a row of logits gives its keys, softmax unless the encoding
                      replaces it (stick-breaking); the model then forms each chunk's logits
                      explicitly, and ``posenc inspect`` reads the same weights.
@@ -53,6 +55,10 @@ class ForwardCache:
     key_terms: dict[int, Tensor] = field(default_factory=dict)
 
 
+#: bias(b, h, i, j) of query position i and key position j (index tensors, broadcast).
+ScoreBias = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
 @dataclass(frozen=True)
 class BiasSite:
     """Where a content bias is asked for: a chunk of queries against every earlier key;
@@ -79,6 +85,9 @@ class PositionalEncoding(nn.Module):
     has_pair_bias: ClassVar[bool] = False
     has_content_bias: ClassVar[bool] = False
     has_key_bias: ClassVar[bool] = False
+    has_score_bias: ClassVar[bool] = False
+    #: ``score_bias`` holds a table as wide as the keys (Transformer-XL's): query-chunked.
+    score_table_spans_keys: ClassVar[bool] = False
     has_content_attention: ClassVar[bool] = False
     has_own_weights: ClassVar[bool] = False
     #: RoPE-family encodings set this: evaluation-time context extension (eval.rope_scaling)
@@ -107,6 +116,7 @@ class PositionalEncoding(nn.Module):
         cls.has_pair_bias = cls.pair_bias is not PositionalEncoding.pair_bias
         cls.has_content_bias = cls.content_bias is not PositionalEncoding.content_bias
         cls.has_key_bias = cls.key_bias is not PositionalEncoding.key_bias
+        cls.has_score_bias = cls.score_bias is not PositionalEncoding.score_bias
         cls.has_content_attention = (
             cls.content_attention is not PositionalEncoding.content_attention
         )
@@ -195,6 +205,12 @@ class PositionalEncoding(nn.Module):
         """(B, H, S) key term v_j of a content bias u_i + v_j (u_i is constant along a softmax
         row, so it never matters), for the keys of ``site``; float64 where v is a long sum
         whose differences must survive. Only differences of v matter: attention rebases it."""
+        raise NotImplementedError
+
+    def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
+        """``pair_bias`` or ``content_bias`` (q, k as there) as a function FlexAttention calls
+        per score, equal to it wherever j <= i; index tensors of any other pair must still read
+        in bounds (the kernel computes and masks them)."""
         raise NotImplementedError
 
     def attention_weights(self, logits_BHtS: Tensor) -> Tensor:

@@ -21,11 +21,12 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
+from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, ScoreBias
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import (
     clipped_causal_index,
+    clipped_lookup,
     distance_columns,
     forward_distances,
     largest_distance,
@@ -107,6 +108,17 @@ class DebertaEncoding(PositionalEncoding):
         else:
             bias = _add_banded(c2p, p2c_desc, start)
         return mask_future_(bias.float())
+
+    def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
+        """c2p and p2c read per score from their clipped rows: a (B, H, T, k) table of
+        q_i·K^r over distances 0 … k-1 and a (B, H, S, k+1) table of k_j·Q^r over 0 … k, so
+        memory grows with (T + S)·k instead of T·S."""
+        k = self.max_relative
+        scale = self.softmax_scale(self.head_dim)
+        k_r, q_r = self.causal_tables(k, site.layer, site.cache)
+        c2p = (q_BHtE * scale) @ k_r.flip(1).to(q_BHtE.dtype).transpose(-1, -2)
+        p2c = (k_BHSE * scale) @ q_r[:, : k + 1].flip(1).to(k_BHSE.dtype).transpose(-1, -2)
+        return clipped_lookup(c2p, p2c, site)
 
     def _p2c_rows(self, k_BHSE: Tensor, q_r: Tensor, width: int, site: BiasSite) -> Tensor:
         """(B, H, W, S) scale · Q^r_{bucket(-d)} · k_j for d = W-1 … 0. The keys of every chunk

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.base import BiasSite, PositionalEncoding, ScoreBias
 from posenc_cli.encodings.parameters import POSITIVE
 from posenc_cli.encodings.piecewise import piecewise_bias, tile_keys
 
@@ -120,6 +120,23 @@ class FireEncoding(PositionalEncoding):
         falls in one more piece, of slope 0 and intercept -inf, which saves a masking pass
         over every head."""
         return self._piecewise(pos_T, pos_S, causal=True).float().unsqueeze(0)
+
+    def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
+        """f_θ per score from its pieces (for FlexAttention): u of the pair, its piece as the
+        number of kinks below u (``bucketize``'s rule, one comparison per kink), then one
+        multiply-add; nothing of size (T, S) is held."""
+        kinks, intercept, slope = self.pieces()
+        dtype = self.compute_dtype
+
+        def bias(b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
+            d = (i - j).clamp(min=0).to(dtype)
+            u = self.psi(d) / (self.psi(torch.maximum(i.to(dtype), self.threshold)) + FIRE_EPS)
+            piece = torch.zeros_like(i)
+            for kink in kinks:
+                piece = piece + (u > kink).to(i.dtype)
+            return intercept[h, piece] + slope[h, piece] * u
+
+        return bias
 
     def _piecewise(self, pos_T: Tensor, pos_S: Tensor, causal: bool) -> Tensor:
         """(H, T, S): one piece per pair, one multiply-add per pair and head."""

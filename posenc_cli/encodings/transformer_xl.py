@@ -21,11 +21,12 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.encodings.absolute import inverse_frequencies, sinusoid
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
+from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, ScoreBias
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.parameters import EVEN, POSITIVE
 from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import (
+    clipped_lookup,
     distance_columns,
     forward_distances,
     largest_distance,
@@ -39,6 +40,7 @@ class TransformerXLEncoding(PositionalEncoding):
 
     relative = True
     bias_buffers = 2
+    score_table_spans_keys = True
     inv_freq: Tensor
 
     def __init__(
@@ -83,6 +85,18 @@ class TransformerXLEncoding(PositionalEncoding):
         position_BHTS = distance_columns(qv_BHTE @ r_HLE.to(q_BHTE.dtype).transpose(-1, -2), site)
         content_BH1S = (k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)).transpose(-1, -2)
         return mask_future_((position_BHTS + content_BH1S).float())
+
+    def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
+        """The same two terms read per score: (q_i + v)·W_R R_d as a (B, H, T, hi+1) table
+        over the distances 0 … hi (its width is the keys': FlexAttention's saving here is the
+        fused softmax, not memory), u·k_j as a (B, H, S, 1) one."""
+        scale = self.softmax_scale(self.head_dim)
+        hi = largest_distance(site)
+        table = self.causal_table(forward_distances(site), site.layer, site.cache)
+        r_HLE = table[:, table.shape[1] - hi - 1 :].flip(1).to(q_BHtE.dtype)
+        qv_BHtE = (q_BHtE + self.v[:, None, :].to(q_BHtE.dtype)) * scale
+        content = k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)
+        return clipped_lookup(qv_BHtE @ r_HLE.transpose(-1, -2), content, site)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}, u and v shared across layers"

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from posenc_cli.model.blockwise import KeyValueCache
 from posenc_cli.model.context import AttentionContext
-from posenc_cli.model.flex import flex_attend, takes_flex
+from posenc_cli.model.flex import flex_attend, flex_scored, takes_flex
 from posenc_cli.model.folded import separable_attention
 from posenc_cli.nn.layers import Linear, RMSNorm
 
@@ -155,7 +155,9 @@ class CausalSelfAttention(nn.Module):
         scale = enc.softmax_scale(self.head_dim)
         q, k, qt, kt, v = self._projected(x_BTD, ctx)
         with _no_cpu_autocast(v):
-            if ctx.flex and takes_flex(ctx):
+            if ctx.flex and takes_flex(ctx) and enc.has_score_bias:
+                y = flex_scored((qt, kt, v), (q, k), ctx, scale, self.layer, x_BTD)
+            elif ctx.flex and takes_flex(ctx):
                 key_bias = ctx.key_bias(k, self.layer, x_BTD) if enc.has_key_bias else None
                 y = flex_attend(qt, kt, v, ctx, scale, key_bias)
             elif enc.has_own_weights:

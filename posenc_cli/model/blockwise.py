@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from posenc_cli.model.context import AttentionContext
+from posenc_cli.model.flex import takes_flex
 
 
 class KeyValueCache:
@@ -52,8 +53,11 @@ class BlockLayer(Protocol):
 
 
 def runs_blockwise(ctx: AttentionContext, n_heads: int, batch: int) -> bool:
-    """Without gradients, for a materialised position bias that needs more than one block."""
-    return not torch.is_grad_enabled() and ctx.materialised and len(ctx.chunks(n_heads, batch)) > 1
+    """Without gradients, for a materialised position bias that needs more than one block
+    (FlexAttention, where the layer takes it, materialises none)."""
+    if torch.is_grad_enabled() or not ctx.materialised or (ctx.flex and takes_flex(ctx)):
+        return False
+    return len(ctx.chunks(n_heads, batch)) > 1
 
 
 def blockwise_hidden(

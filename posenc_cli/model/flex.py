@@ -10,8 +10,12 @@ a ``block_mask`` hides. Three forms cover these encodings, with no code of their
   distance vector (AttentionContext.distance_vector), which already holds -inf for future
   keys and keys outside a window, so its gradient reaches T5's table and KERPLE's parameters;
 * a separable bias (FoX's forget gate): the key term minus the query's own, per sequence;
-* windows and chunks (model.windows, model.chunks) of any encoding without another bias:
-  the block mask, so a long evaluation's hidden blocks are never computed.
+* a pair or content bias with a ``score_bias`` hook (FIRE's pieces, DeBERTa's and
+  Transformer-XL's content-position tables): the encoding's own function of (b, h, i, j);
+  a table as wide as the keys (Transformer-XL's) per query chunk, as the default path sizes
+  its bias;
+* windows and chunks (model.windows, model.chunks) of any of these, or of an encoding with
+  no bias: the block mask, so a long evaluation's hidden blocks are never computed.
 
 torch's FlexAttention has no backward on CPU; there it runs eagerly and unfused, for
 evaluation and for checking that these score_mods equal the default paths (tests/).
@@ -27,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.base import BiasSite, PositionalEncoding, ScoreBias
 from posenc_cli.model.context import AttentionContext
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
@@ -44,15 +48,22 @@ def flex_available() -> bool:
 
 def takes_flex(ctx: AttentionContext) -> bool:
     """Whether a layer with this context has a FlexAttention form (see the module docstring):
-    a bias of i - j over a range of positions, a separable bias, or a window or a chunk; never
-    weights that are not a softmax, content or pair biases, or randomized positions."""
-    return has_flex_form(ctx.encoding, ctx.local, ctx.materialised)
+    a bias of i - j over a range of positions, a separable bias, a ``score_bias``, or a window
+    or a chunk; never weights that are not a softmax, other content or pair biases, or
+    randomized positions."""
+    return has_flex_form(ctx.encoding, ctx.local, ctx.materialised, ctx.span.contiguous)
 
 
-def has_flex_form(enc: PositionalEncoding, local: bool, materialised: bool = False) -> bool:
-    """``takes_flex`` of a layer with ``enc``, a window or a chunk (``local``), and a bias
-    that is ``materialised`` (pair biases, randomized positions)."""
-    if enc.has_own_weights or materialised or enc.has_pair_bias:
+def has_flex_form(
+    enc: PositionalEncoding, local: bool, materialised: bool = False, contiguous: bool = True
+) -> bool:
+    """``takes_flex`` of a layer with ``enc``, a window or a chunk (``local``), a bias that is
+    ``materialised`` (pair biases, randomized positions) and positions that are a range."""
+    if enc.has_own_weights:
+        return False
+    if enc.has_score_bias:
+        return contiguous
+    if materialised or enc.has_pair_bias:
         return False
     if enc.has_key_bias:  # its content bias is the general form of the same bias
         return True
@@ -62,13 +73,49 @@ def has_flex_form(enc: PositionalEncoding, local: bool, materialised: bool = Fal
 def flex_attend(
     q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext, scale: float, key_bias: Tensor | None
 ) -> Tensor:
-    """softmax(q·kᵀ·scale + bias)·v for ``takes_flex`` contexts: ``key_bias`` (B, H, T) is the
-    separable encoding's key term, else the bias is the context's distance vector."""
+    """softmax(q·kᵀ·scale + bias)·v for ``takes_flex`` contexts without a ``score_bias``:
+    ``key_bias`` (B, H, T) is the separable encoding's key term, else the bias is the
+    context's distance vector."""
     T = q.shape[2]
     score_mod = _separable(key_bias) if key_bias is not None else _distance(ctx, q.shape[1])
-    mask = _block_mask(T, ctx.window, ctx.chunk, str(q.device))
+    mask = _block_mask(T, T, 0, ctx.window, ctx.chunk, str(q.device))
     kernel = _kernel(q.device.type)
     return kernel(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale)
+
+
+def flex_scored(
+    qkv: tuple[Tensor, Tensor, Tensor],
+    raw: tuple[Tensor, Tensor],
+    ctx: AttentionContext,
+    scale: float,
+    layer: int,
+    inputs: Tensor,
+) -> Tensor:
+    """``flex_attend`` of an encoding with a ``score_bias``, from the queries and keys as the
+    kernel takes them (``qkv``) and as the encoding's hook takes them (``raw``, before
+    ``transform_qk``): queries [s, e) against keys [0, e), chunk by chunk where the
+    encoding's table spans the keys, else in one call."""
+    q, k, v = qkv
+    kernel, parts = _kernel(q.device.type), []
+    wide = ctx.encoding.score_table_spans_keys  # chunked like the default path's bias
+    for s, e in ctx.chunks(q.shape[1], q.shape[0]) if wide else [(0, q.shape[2])]:
+        site = BiasSite(ctx.span.part(s, e), ctx.span.part(0, e), layer, ctx.cache, inputs[:, :e])
+        bias = ctx.encoding.score_bias(raw[0][:, :, s:e], raw[1][:, :, :e], site)
+        mask = _block_mask(e - s, e, s, ctx.window, ctx.chunk, str(q.device))
+        score_mod = _scored(bias, site.queries.start, site.keys.start)
+        qkv_e = q[:, :, s:e], k[:, :, :e], v[:, :, :e]
+        parts.append(kernel(*qkv_e, score_mod=score_mod, block_mask=mask, scale=scale))
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+
+
+def _scored(bias: ScoreBias, first_query: int, first_key: int) -> ScoreMod:
+    """The score_mod of an encoding's ``score_bias``: the kernel's indices are the chunk's,
+    the bias reads positions."""
+
+    def pair_bias(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score + bias(b, h, q_idx + first_query, kv_idx + first_key)
+
+    return pair_bias
 
 
 def _distance(ctx: AttentionContext, n_heads: int) -> ScoreMod:
@@ -93,11 +140,12 @@ def _separable(key_bias: Tensor) -> ScoreMod:
     return separable_bias
 
 
-def mask_mod(window: int | None, chunk: int | None) -> Callable[..., Tensor]:
+def mask_mod(window: int | None, chunk: int | None, first: int = 0) -> Callable[..., Tensor]:
     """Which keys a query sees: earlier ones, within ``window`` tokens, in its own ``chunk``
-    (the same rule as AttentionContext's masks)."""
+    (the same rule as AttentionContext's masks), for queries from token ``first`` on."""
 
     def visible(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        q_idx = q_idx + first
         seen = kv_idx <= q_idx
         if window is not None:
             seen = seen & (q_idx - kv_idx < window)
@@ -108,13 +156,16 @@ def mask_mod(window: int | None, chunk: int | None) -> Callable[..., Tensor]:
     return visible
 
 
-@functools.lru_cache(maxsize=32)
-def _block_mask(T: int, window: int | None, chunk: int | None, device: str) -> object:
-    """The block mask of one length and layout, made once (it costs hundreds of µs) and
-    broadcast over batch and heads."""
+@functools.lru_cache(maxsize=64)
+def _block_mask(
+    queries: int, keys: int, first: int, window: int | None, chunk: int | None, device: str
+) -> object:
+    """The block mask of ``queries`` queries from token ``first`` on against ``keys`` keys in
+    one layout, made once (it costs hundreds of µs) and broadcast over batch and heads."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    return create_block_mask(mask_mod(window, chunk), None, None, T, T, device=device)
+    visible = mask_mod(window, chunk, first)
+    return create_block_mask(visible, None, None, queries, keys, device=device)
 
 
 @functools.cache

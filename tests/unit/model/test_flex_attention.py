@@ -45,10 +45,28 @@ def dense_flex(
     the block mask's own mask_mod, a softmax; differentiable on any device."""
     B, H, T, _ = q.shape
     b, h = torch.arange(B)[:, None, None, None], torch.arange(H)[None, :, None, None]
-    q_idx, kv_idx = torch.arange(T)[None, None, :, None], torch.arange(T)[None, None, None, :]
+    q_idx = torch.arange(T)[None, None, :, None]
+    kv_idx = torch.arange(k.shape[2])[None, None, None, :]
     scores = score_mod(torch.matmul(q, k.transpose(-1, -2)) * scale, b, h, q_idx, kv_idx)
     seen = block_mask.mask_mod(b, h, q_idx, kv_idx)
     return torch.softmax(scores.masked_fill(~seen, float("-inf")), dim=-1) @ v
+
+
+def assert_same_gradients(model: TransformerLM, tokens: Callable[..., Tensor]) -> None:
+    """Every trained parameter's gradient of one LM loss, through each kernel."""
+    rt = Runtime(torch.device("cpu"), "fp32")
+    x, y = tokens(24), tokens(24, seed=2)
+    grads = {}
+    for kernel in ("sdpa", "flex"):
+        model.use_attention(kernel)
+        model.zero_grad()
+        lm_loss(model, x, y, rt).backward()
+        grads[kernel] = {
+            n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+        }
+    assert grads["flex"].keys() == grads["sdpa"].keys()
+    for key, expected in grads["sdpa"].items():
+        assert torch.allclose(grads["flex"][key], expected, rtol=1e-4, atol=1e-6), key
 
 
 @pytest.mark.encodings(select=lambda enc: has_flex_form(enc, local=True))
@@ -81,19 +99,7 @@ def test_flex_gradients_equal_the_default_path(
 ) -> None:
     monkeypatch.setattr(flex, "_kernel", lambda device_type: dense_flex)
     laid_out(model, layout)
-    rt = Runtime(torch.device("cpu"), "fp32")
-    x, y = tokens(24), tokens(24, seed=2)
-    grads = {}
-    for kernel in ("sdpa", "flex"):
-        model.use_attention(kernel)
-        model.zero_grad()
-        lm_loss(model, x, y, rt).backward()
-        grads[kernel] = {
-            n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
-        }
-    assert grads["flex"].keys() == grads["sdpa"].keys()
-    for key, expected in grads["sdpa"].items():
-        assert torch.allclose(grads["flex"][key], expected, rtol=1e-4, atol=1e-6), key
+    assert_same_gradients(model, tokens)
 
 
 @pytest.mark.encodings(select=lambda enc: not has_flex_form(enc, local=True))
@@ -125,3 +131,57 @@ def test_the_block_mask_hides_what_the_context_masks_hide() -> None:
         expected = (kv_idx <= q_idx) if hidden is None else hidden == 0
         seen = flex.mask_mod(window, chunk)(None, None, q_idx, kv_idx)
         assert torch.equal(seen, expected), (window, chunk)
+
+
+#: Encodings whose score_bias has a regime the default test lengths do not reach: FIRE's rows
+#: past its threshold L (normalised by their own ψ(i)), DeBERTa's distances past max_relative;
+#: Transformer-XL's table of every distance, for the query chunks.
+PAST_THE_KNEE = [
+    ("fire", {"threshold": 5.0}),
+    ("deberta", {"max_relative": 3}),
+    ("transformer_xl", {}),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), PAST_THE_KNEE)
+@pytest.mark.parametrize("budget", [None, 4 * 4 * 2 * 64])
+def test_score_biases_past_their_knee_and_over_query_chunks(
+    make_model: Callable[..., TransformerLM],
+    tokens: Callable[..., Tensor],
+    name: str,
+    overrides: dict[str, object],
+    budget: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forward at 40 tokens, in one call and (a budget of a few rows) over many query chunks,
+    each with its own block mask offset."""
+    model = make_model(name, **overrides).eval()
+    model.bias_budget_bytes = budget
+    ids = tokens(40)
+    eager, rows = flex._kernel("cpu"), []
+
+    def recorded(*args: Any, **kwargs: Any) -> Tensor:
+        rows.append(args[0].shape[2])
+        return eager(*args, **kwargs)
+
+    monkeypatch.setattr(flex, "_kernel", lambda device_type: recorded)
+    with torch.no_grad():
+        default = model(ids)
+        assert model.use_attention("flex") == "flex"
+        flexed = model(ids)
+    layers = len(model.layers)
+    assert sum(rows) == 40 * layers
+    assert (len(rows) > layers) == (budget is not None and model.encoding.score_table_spans_keys)
+    assert torch.allclose(flexed, default, atol=2e-5, rtol=1e-5), (flexed - default).abs().max()
+
+
+@pytest.mark.parametrize(("name", "overrides"), PAST_THE_KNEE)
+def test_score_bias_gradients_past_their_knee(
+    make_model: Callable[..., TransformerLM],
+    tokens: Callable[..., Tensor],
+    name: str,
+    overrides: dict[str, object],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(flex, "_kernel", lambda device_type: dense_flex)
+    assert_same_gradients(make_model(name, **overrides), tokens)
