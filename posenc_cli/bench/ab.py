@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from posenc_cli.bench.case import evaluation_step, training_step
+from posenc_cli.bench.case import evaluation_step, timed, training_step
 from posenc_cli.common.errors import PosencError
 from posenc_cli.config.compose import load
 from posenc_cli.config.run_config import RunConfig
@@ -99,16 +99,6 @@ def make_step(
 #: --clock: wall time, or this process's CPU time, which other processes' load barely touches
 #: (with one thread it is the step's own compute; with more it sums their busy time).
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def timed(fn: Any, clock: Any = time.perf_counter) -> float:
-    """``fn``'s time by ``clock``, GPU work included (queued kernels are waited for)."""
-    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
-    sync()
-    t0 = clock()
-    fn()
-    sync()
-    return clock() - t0
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:

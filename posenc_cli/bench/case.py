@@ -3,10 +3,16 @@
 Usage: python -m posenc_cli.bench.case '<json spec>'. Prints one line `RESULT {json}`.
 Kinds: "train" (median over timed AdamW steps: forward, backward, clipping, step),
 "eval" (median over no-grad forwards at batch 1). ``matmul_peak`` is the machine's GEMM rate.
+
+The case is first measured alone (its peak memory and tokens/s); then, for any encoding but
+`none`, `none`'s model joins the same process and the two steps alternate, the order swapped
+every round, so the ratio to `none` is measured under one load. Ratios of medians from
+separate processes drift with the machine between cases (docs/performance.md, FoX).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import statistics
@@ -21,8 +27,15 @@ import torch
 from posenc_cli.bench.plan import MARKER
 from posenc_cli.config.schema import ModelConfig, TrainConfig
 from posenc_cli.engine.build import build_lm
-from posenc_cli.engine.runtime import Runtime, compile_model, flush_denormals, keep_freed_memory
+from posenc_cli.engine.runtime import (
+    Runtime,
+    compile_model,
+    flush_denormals,
+    keep_freed_memory,
+    pick_attention,
+)
 from posenc_cli.engine.step import make_optimizer, train_step
+from posenc_cli.model import TransformerLM
 
 
 def _status_mb(field: str) -> float | None:
@@ -60,36 +73,47 @@ def peak_rss_mb() -> float:
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024
 
 
-def matmul_peak(n: int, repeats: int = 3) -> dict[str, float]:
-    """Best GFLOP/s of an n x n x n matmul, fp32 and bf16."""
+def matmul_peak(n: int, repeats: int = 3, device: str = "cpu") -> dict[str, float]:
+    """Best GFLOP/s of an n x n x n matmul on ``device``, fp32 and bf16."""
     out = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-        a @ b
-        best = min(_timed(torch.matmul, a, b) for _ in range(repeats))
+        a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+        product = functools.partial(torch.matmul, a, b)
+        product()
+        best = min(timed(product) for _ in range(repeats))
         out[name] = 2 * n**3 / best / 1e9
     return out
 
 
-def _timed(fn: Any, *args: Any) -> float:
-    t0 = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - t0
+def timed(fn: Callable[[], Any], clock: Callable[[], float] = time.perf_counter) -> float:
+    """``fn``'s time by ``clock``, GPU work included (queued kernels are waited for)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
+    sync()
+    t0 = clock()
+    fn()
+    sync()
+    return clock() - t0
 
 
-def build(spec: dict[str, Any]) -> torch.nn.Module:
+def build(spec: dict[str, Any], encoding: dict[str, Any] | None = None) -> TransformerLM:
+    """The case's model (or one with ``encoding``) on its device, attending with its kernel."""
     torch.manual_seed(0)
     model = ModelConfig(**spec["model"])
-    return build_lm(model, spec["encoding"], spec["vocab_size"], None, spec.get("train_length"))
+    enc = spec["encoding"] if encoding is None else encoding
+    lm = build_lm(model, enc, spec["vocab_size"], None, spec.get("train_length"))
+    lm = lm.to(spec.get("device", "cpu"))
+    lm.use_attention(pick_attention(spec.get("attention", "auto")))
+    return lm
 
 
-def train_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
-    """Real training steps on random token ids; returns per-step wall times."""
+def train_case(spec: dict[str, Any], model: torch.nn.Module) -> Callable[[], None]:
+    """One real training step on fixed random token ids."""
     opt = make_optimizer(model, TrainConfig(**spec["optimizer"]))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"] + 1), generator=gen)
+    ids = ids.to(spec.get("device", "cpu"))
     x, y = ids[:, :-1], ids[:, 1:]
-    return _measure(training_step(model, opt, x, y, spec["precision"], spec["compile"]), spec)
+    return training_step(model, opt, x, y, spec["precision"], spec["compile"])
 
 
 def training_step(
@@ -113,11 +137,13 @@ def training_step(
     return step
 
 
-def eval_case(spec: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
-    """No-grad forwards of one sequence of the evaluation length."""
+def eval_case(spec: dict[str, Any], model: torch.nn.Module) -> Callable[[], None]:
+    """One no-grad forward of one sequence of the evaluation length."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, spec["vocab_size"], (spec["batch"], spec["length"]), generator=gen)
-    return _measure(evaluation_step(model, x, spec["precision"], spec["compile"]), spec)
+    return evaluation_step(
+        model, x.to(spec.get("device", "cpu")), spec["precision"], spec["compile"]
+    )
 
 
 def evaluation_step(
@@ -135,28 +161,67 @@ def evaluation_step(
     return step
 
 
-def _measure(step: Any, spec: dict[str, Any]) -> dict[str, Any]:
+def _measure(step: Callable[[], None], spec: dict[str, Any]) -> dict[str, Any]:
     """Warm-up steps (the first one includes any compilation), then the timed steps."""
-    first = _timed(step)
+    first = timed(step)
     for _ in range(spec["warmup"] - 1):
         step()
-    times = [_timed(step) for _ in range(spec["timed"])]
+    times = [timed(step) for _ in range(spec["timed"])]
     return {"step_time_s": statistics.median(times), "first_step_s": first, "step_times_s": times}
+
+
+def interleaved_ratio(
+    step: Callable[[], None], baseline: Callable[[], None], spec: dict[str, Any]
+) -> dict[str, Any]:
+    """Median step time over `none`'s, the two alternating in this process (``baseline``
+    warmed up first; the order swapped every round)."""
+    for _ in range(spec["warmup"]):
+        baseline()
+    own: list[float] = []
+    base: list[float] = []
+    for r in range(spec["timed"]):
+        pair = ((step, own), (baseline, base))
+        for fn, times in pair if r % 2 == 0 else pair[::-1]:
+            times.append(timed(fn))
+    return {
+        "ratio_vs_none_interleaved": statistics.median(own) / statistics.median(base),
+        "interleaved_step_times_s": own,
+        "interleaved_none_step_times_s": base,
+    }
+
+
+def _memory_start(device: str) -> float:
+    """Restart the peak-memory count: RSS on CPU, allocated memory on CUDA."""
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_allocated() / 2**20
+    return reset_peak_rss()
+
+
+def _memory_peak(device: str) -> float:
+    return torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else peak_rss_mb()
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     keep_freed_memory()
     flush_denormals()
     torch.set_num_threads(spec["threads"])
+    device = spec.get("device", "cpu")
+    case = train_case if spec["kind"] == "train" else eval_case
     model = build(spec)
-    baseline = reset_peak_rss()
-    result = (train_case if spec["kind"] == "train" else eval_case)(spec, model)
-    peak = peak_rss_mb()
+    baseline = _memory_start(device)
+    step = case(spec, model)
+    result = _measure(step, spec)
+    peak = _memory_peak(device)
     result.update(
         peak_rss_mb=peak,
         rss_growth_mb=peak - baseline,
         tokens_per_s=spec["batch"] * spec["length"] / result["step_time_s"],
+        attention=model.attention_kernel,
     )
+    if spec.get("none_encoding") is not None:
+        none_model = build(spec, spec["none_encoding"])
+        result.update(interleaved_ratio(step, case(spec, none_model), spec))
     return result
 
 

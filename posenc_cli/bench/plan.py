@@ -12,7 +12,13 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.config.groups import config_dir, group_options
 from posenc_cli.config.run_config import RunConfig
 from posenc_cli.config.schema import BenchConfig, TrainConfig
-from posenc_cli.engine.memory import YARDSTICK, available_bytes, check_fits, training_needs
+from posenc_cli.engine.memory import (
+    YARDSTICK,
+    available_bytes,
+    check_fits,
+    gpu_available_bytes,
+    training_needs,
+)
 
 #: The prefix of the one line a case process prints its result on (bench/case.py), read by
 #: the parent (bench/suite.py); here so that the parent need not import torch to know it.
@@ -58,12 +64,16 @@ def check_bench_memory(cfg: RunConfig) -> None:
         for n in needs
         if n.key not in ("train.eval_batches", "eval.factors")
     ]
-    check_fits(kept, available_bytes(), "memory", instead=BENCH_FIXES)
+    cuda = b.device == "cuda"
+    free = gpu_available_bytes() if cuda else available_bytes()
+    check_fits(kept, free, "GPU memory" if cuda else "memory", instead=BENCH_FIXES)
 
 
 def check_bench(cfg: DictConfig) -> None:
     """bench.encodings is "all", a name or a non-empty list of known encodings (the schema
     checks every other bench key)."""
+    if cfg.bench.device == "cuda":
+        check_cuda_present()
     chosen = cfg.bench.encodings
     if not (
         isinstance(chosen, str)
@@ -84,6 +94,18 @@ def check_bench(cfg: DictConfig) -> None:
                 f"unknown encoding '{name}' in bench.encodings",
                 f"choose from: {', '.join(known)} (or bench.encodings=all)",
             )
+
+
+def check_cuda_present() -> None:
+    """bench.device=cuda on a machine where torch sees no CUDA device: one line, not a case
+    error per encoding."""
+    import torch  # deferred: bench's other checks need no torch
+
+    if not torch.cuda.is_available():
+        raise PosencError(
+            "bench.device=cuda, but torch sees no CUDA device here",
+            "use bench.device=cpu, or run on a machine with a GPU and a CUDA build of torch",
+        )
 
 
 def encodings(chosen: Any) -> list[str]:
@@ -109,6 +131,9 @@ def cases(cfg: RunConfig, b: BenchConfig) -> list[dict[str, Any]]:
         "model": dataclasses.asdict(cfg.model),
         "train_length": b.context_length,  # what another encoding of model.layers reads
         "warmup": b.warmup_steps,
+        "device": b.device,
+        "attention": b.attention,
+        "none_encoding": _resolved("none", b)["encoding"],
     }
     specs: list[dict[str, Any]] = [{**common, "kind": "matmul", "size": b.matmul_size}]
     for name in encodings(b.encodings):
@@ -116,17 +141,23 @@ def cases(cfg: RunConfig, b: BenchConfig) -> list[dict[str, Any]]:
     return specs
 
 
-def encoding_cases(
-    t: TrainConfig, b: BenchConfig, name: str, common: dict[str, Any]
-) -> list[dict[str, Any]]:
-    """One encoding's training case and its evaluation case per factor of bench.eval_factors."""
+def _resolved(name: str, b: BenchConfig) -> dict[str, Any]:
+    """An encoding's YAML with its ${train.…} references resolved at the bench length."""
     own = {
         "train": {"context_length": b.context_length},  # what ${train.…} reads
         "encoding": OmegaConf.load(config_dir() / "encoding" / f"{name}.yaml"),
     }
-    resolved = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(own), resolve=True))
-    enc = resolved["encoding"]
-    base = {**common, "encoding": enc, "name": name}
+    return cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(own), resolve=True))
+
+
+def encoding_cases(
+    t: TrainConfig, b: BenchConfig, name: str, common: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """One encoding's training case and its evaluation case per factor of bench.eval_factors
+    (`none`'s own cases are not timed against themselves)."""
+    base = {**common, "encoding": _resolved(name, b)["encoding"], "name": name}
+    if name == "none":
+        base["none_encoding"] = None
     train = {
         **base,
         "kind": "train",

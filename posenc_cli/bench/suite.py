@@ -98,7 +98,7 @@ def measure_peak(spec: dict[str, Any]) -> dict[str, float]:
     threads = torch.get_num_threads()
     torch.set_num_threads(spec["threads"])
     try:
-        return matmul_peak(spec["size"])
+        return matmul_peak(spec["size"], device=spec["device"])
     finally:
         torch.set_num_threads(threads)
 
@@ -128,6 +128,10 @@ def record(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         "step_time_s": result.get("step_time_s"),
         "first_step_s": result.get("first_step_s"),
         "peak_rss_mb": result.get("peak_rss_mb"),
+        "attention": result.get("attention"),
+        "ratio_vs_none_interleaved": result.get("ratio_vs_none_interleaved"),
+        "interleaved_step_times_s": result.get("interleaved_step_times_s"),
+        "interleaved_none_step_times_s": result.get("interleaved_none_step_times_s"),
         "rss_growth_mb": result.get("rss_growth_mb"),
         "flops_per_token": flops_per_token(
             spec["model"], spec["vocab_size"], spec["length"], train
@@ -148,8 +152,8 @@ def skip_reason(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def machine(threads: int) -> dict[str, Any]:
-    """What the numbers were measured on: CPU model, cores, torch version, threads."""
+def machine(threads: int, device: str) -> dict[str, Any]:
+    """What the numbers were measured on: CPU model, cores, torch version, threads, GPU."""
     # deferred: torch only once the cases are measured; bench's config errors come before it
     import torch
 
@@ -170,6 +174,8 @@ def machine(threads: int) -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "fast_bf16": cpu_has_fast_bf16(),
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+        "peak_memory": "CUDA allocated" if device == "cuda" else "process RSS",
     }
 
 
@@ -200,7 +206,7 @@ def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None
     report = {
         "command": shlex.join(["posenc", "bench", *(overrides or [])]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-        "machine": {**machine(specs[0]["threads"]), "load_before": load, "load_after": load_now()},
+        "machine": {**machine(specs[0]["threads"], run.bench.device), **loads(load)},
         "matmul_peak_gflops": peak,
         "flops_convention": FLOPS_CONVENTION,
         "config": dataclasses.asdict(run.bench),
@@ -232,6 +238,11 @@ def warn_if_loaded() -> float:
             style="yellow",
         )
     return load
+
+
+def loads(before: float) -> dict[str, float]:
+    """The load average before the first case and now, after the last."""
+    return {"load_before": before, "load_after": load_now()}
 
 
 def load_now() -> float:
@@ -269,15 +280,12 @@ def run_cases(
 
 
 def finish(records: list[dict[str, Any]], peak: dict[str, float]) -> None:
-    """MFU against the matmul peak and time per step relative to `none` (same mode, length)."""
-    base = {
-        (r["mode"], r["length"]): r["step_time_s"]
-        for r in records
-        if r["encoding"] == "none" and r["step_time_s"]
-    }
+    """MFU against the matmul peak and time per step relative to `none` (same mode, length):
+    the ratio measured interleaved in the case's process (bench/case.py), 1 for `none`."""
     for r in records:
-        ref = base.get((r["mode"], r["length"]))
-        if ref and r["step_time_s"]:
-            r["step_time_ratio_vs_none"] = r["step_time_s"] / ref
+        if r["encoding"] == "none" and r["step_time_s"]:
+            r["step_time_ratio_vs_none"] = 1.0
+        elif r.get("ratio_vs_none_interleaved"):
+            r["step_time_ratio_vs_none"] = r["ratio_vs_none_interleaved"]
         if r["tokens_per_s"] and peak.get(r["precision"]):
             r["mfu"] = r["flops_per_token"] * r["tokens_per_s"] / (peak[r["precision"]] * 1e9)

@@ -10,13 +10,16 @@ from rich.table import Table
 
 from posenc_cli.common.console import console
 
+#: encoding, path, train tok/s, x none, MFU, peak MB; then three columns per evaluation length.
+TRAIN_COLUMNS = 6
+
 
 def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and one row per encoding: training, then each evaluation length."""
     recs = report["records"]
     names = list(dict.fromkeys(r["encoding"] for r in recs))
     lengths = sorted({r["length"] for r in recs if r["mode"] == "eval"})
-    header = ["encoding", "train tok/s", "x none", "MFU", "peak MB"]
+    header = ["encoding", "path", "train tok/s", "x none", "MFU", "peak MB"]
     for L in lengths:
         header += [f"eval {L} tok/s", "x none", "+MB"]
     rows = []
@@ -24,6 +27,7 @@ def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         by = {(r["mode"], r["length"]): r for r in recs if r["encoding"] == name}
         row = [name]
         train = next((r for (m, _), r in by.items() if m == "train"), None)
+        row.append(str((train or {}).get("attention") or "-"))
         row += _cells(train, ("tokens_per_s", "step_time_ratio_vs_none", "mfu", "peak_rss_mb"))
         for L in lengths:
             row += _cells(
@@ -58,13 +62,13 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
     precision = report["records"][0]["precision"] if report["records"] else ""
     train = Table(
         title=f"posenc bench: {m['cpu']}, {m['threads']} threads, torch {m['torch']}, "
-        f"{precision}; training (x none: step time)",
+        f"{precision}; training (x none: step time, interleaved with none in one process)",
         box=box.SIMPLE_HEAD,
     )
-    for i, col in enumerate(header[:5]):
-        train.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    for i, col in enumerate(header[:TRAIN_COLUMNS]):
+        train.add_column(col, justify="left" if i < 2 else "right", no_wrap=True)
     for row in rows:
-        train.add_row(*row[:5])
+        train.add_row(*row[:TRAIN_COLUMNS])
     console.print(train)
     console.print(evaluation_table(header, rows))
     console.print(
@@ -78,10 +82,10 @@ def print_report(report: dict[str, Any], run_dir: Path) -> None:
 
 def evaluation_table(header: list[str], rows: list[list[str]]) -> Any:
     """The evaluation half: a column per length with tokens/s (and time x none), then +MB."""
-    lengths = [h.split()[1] for h in header[5::3]]
+    lengths = [h.split()[1] for h in header[TRAIN_COLUMNS::3]]
     evaluation = Table(
         title="evaluation by length, batch 1: tokens/s (time x none); +MB: peak "
-        "RSS growth at the longest",
+        "memory growth at the longest",
         box=box.SIMPLE_HEAD,
     )
     evaluation.add_column("encoding", no_wrap=True)
@@ -89,7 +93,8 @@ def evaluation_table(header: list[str], rows: list[list[str]]) -> Any:
         evaluation.add_column(L, justify="right", no_wrap=True)
     evaluation.add_column("+MB", justify="right")
     for row in rows:
-        cells = [row[5 + 3 * i : 8 + 3 * i] for i in range(len(lengths))]
+        first = TRAIN_COLUMNS
+        cells = [row[first + 3 * i : first + 3 + 3 * i] for i in range(len(lengths))]
         evaluation.add_row(
             row[0],
             *[f"{c[0]} ({c[1]})" if c[1] != "-" else c[0] for c in cells],
@@ -121,7 +126,9 @@ def provenance(report: dict[str, Any]) -> list[str]:
     return [
         f"- command: `{report.get('command', '?')}`",
         f"- date: {report.get('date', '?')}",
-        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; torch "
+        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores"
+        + (f", {m['gpu']}" if m.get("gpu") else "")
+        + f"; torch "
         f"{m.get('torch', '?')}; {m.get('threads', '?')} thread{plural}; "
         + ", ".join(f"matmul peak {k} {v:.0f} GFLOP/s" for k, v in peak.items()),
         f"- load average: {load('load_before')} before the first case, "
@@ -130,4 +137,6 @@ def provenance(report: dict[str, Any]) -> list[str]:
         f"{model.get('n_layers', '?')} layers, {model.get('n_heads', '?')} heads; training "
         f"length {cfg.get('context_length', '?')}, batch {cfg.get('batch_size', '?')}; "
         f"evaluation at batch 1",
+        "- x none: the step time over `none`'s, the two alternating in one process; peak MB: "
+        f"{m.get('peak_memory', 'process RSS')}; path: the attention kernel used",
     ]

@@ -134,6 +134,8 @@ class BenchConfig:
     matmul_size: int = key(lo=16)
     case_timeout_s: float = key(lo=0, lo_open=True)
     repeats: int = key(lo=1)
+    device: str = key(choices=("cpu", "cuda"))
+    attention: str = key(choices=("auto", "sdpa", "flex"))
 
 
 @dataclass

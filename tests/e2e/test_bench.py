@@ -4,6 +4,7 @@ interleaved A/B script (`python -m posenc_cli.bench.ab`)."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,11 @@ def test_bench_writes_bench_json(tmp_path: Path) -> None:
         assert r["tokens_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["mfu"] > 0
         assert r["batch"] == (2 if r["mode"] == "train" else 1) and r["precision"] == "fp32"
     assert all(r["step_time_ratio_vs_none"] == 1.0 for r in records if r["encoding"] == "none")
+    for r in (r for r in records if r["encoding"] == "alibi"):  # interleaved with none
+        own, base = r["interleaved_step_times_s"], r["interleaved_none_step_times_s"]
+        assert len(own) == len(base) == (2 if r["mode"] == "train" else 1)
+        ratio = statistics.median(own) / statistics.median(base)
+        assert r["step_time_ratio_vs_none"] == pytest.approx(ratio) and r["attention"] == "sdpa"
     assert (tmp_path / "b" / "bench.md").read_text().startswith("| encoding |")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from posenc_cli.bench.suite import compose_bench
 from posenc_cli.common.errors import PosencError
@@ -26,3 +27,13 @@ def test_bench_rejects_bad_settings_before_any_run_directory(
     (tmp_path / "taken" / "x").mkdir(parents=True)
     with pytest.raises(PosencError, match="already exists"):
         compose_bench(["hydra.run.dir=taken"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where CUDA is absent")
+def test_bench_on_cuda_without_a_gpu_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PosencError, match="bench.device=cuda, but torch sees no CUDA device"):
+        compose_bench(["bench.device=cuda"])
+    assert not (tmp_path / "outputs").exists()

@@ -18,6 +18,7 @@ def record(name: str, mode: str, length: int, tok: float, ratio: float) -> dict[
         "mfu": 0.5,
         "peak_rss_mb": 900.0,
         "rss_growth_mb": 120.0,
+        "attention": "flex" if name == "fire" else "sdpa",
     }
 
 
@@ -44,8 +45,9 @@ def test_bench_md_is_the_table_then_its_provenance() -> None:
         ],
     }
     lines = markdown(report).splitlines()
-    assert lines[0].startswith("| encoding | train tok/s |") and "eval 32768 tok/s" in lines[0]
-    assert lines[3] == "| fire | 3,000 | 1.33x | 50% | 900 | 1,000 | 2.00x | 120 |"
+    assert lines[0].startswith("| encoding | path | train tok/s |")
+    assert "eval 32768 tok/s" in lines[0]
+    assert lines[3] == "| fire | flex | 3,000 | 1.33x | 50% | 900 | 1,000 | 2.00x | 120 |"
     assert lines[4] == ""
     text = "\n".join(lines[5:])
     for expected in (
@@ -54,5 +56,6 @@ def test_bench_md_is_the_table_then_its_provenance() -> None:
         "Some CPU, 2 cores; torch 2.13.0; 2 threads; matmul peak fp32 187 GFLOP/s",
         "load average: 6.2 before the first case, 7.5 after the last",
         "precision fp32; model d_model 128, 4 layers, 4 heads; training length 128, batch 16",
+        "x none: the step time over `none`'s, the two alternating in one process",
     ):
         assert expected in text, expected
