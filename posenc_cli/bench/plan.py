@@ -74,6 +74,12 @@ def check_bench(cfg: DictConfig) -> None:
     checks every other bench key)."""
     if cfg.bench.device == "cuda":
         check_cuda_present()
+    elif cfg.bench.attention == "flex":
+        raise PosencError(
+            "bench.attention=flex on bench.device=cpu: torch's FlexAttention trains on CUDA only",
+            "use bench.device=cuda, or time FlexAttention evaluations on CPU with "
+            "python -m posenc_cli.bench.ab --eval N",
+        )
     chosen = cfg.bench.encodings
     if not (
         isinstance(chosen, str)

@@ -20,6 +20,8 @@ def test_bench_rejects_bad_settings_before_any_run_directory(
         compose_bench(["bench.encodings=[ropee]"])
     with pytest.raises(PosencError, match="eval_factors"):
         compose_bench(["bench.eval_factors=[0]"])
+    with pytest.raises(PosencError, match="FlexAttention trains on CUDA only"):
+        compose_bench(["bench.attention=flex"])
     cfg, run_dir = compose_bench(["model=tiny"])
     assert cfg.model.d_model == 32 and run_dir.parts[:2] == ("outputs", "bench")
     assert compose_bench([])[0].model.d_model == 256
