@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -101,6 +102,8 @@ def measure_peak(spec: dict[str, Any]) -> dict[str, float]:
         return matmul_peak(spec["size"], device=spec["device"])
     finally:
         torch.set_num_threads(threads)
+        if spec["device"] == "cuda":
+            torch.cuda.empty_cache()  # the cases run in other processes: leave them the GPU
 
 
 def flops_per_token(model: dict[str, Any], vocab: int, length: int, train: bool) -> float:
@@ -141,6 +144,8 @@ def record(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     }
     if "error" in result:
         rec["error"] = result["error"]
+    if "interleaved_error" in result:
+        rec["interleaved_error"] = result["interleaved_error"]
     return rec
 
 
@@ -275,6 +280,10 @@ def run_cases(
         best = min(ok, key=lambda r: r["step_time_s"]) if ok else results[-1]
         rec = record(spec, best)
         rec["runs_step_time_s"] = [r.get("step_time_s") for r in results]
+        ratios = [r["ratio_vs_none_interleaved"] for r in ok if "ratio_vs_none_interleaved" in r]
+        rec["runs_ratio_vs_none_interleaved"] = ratios
+        if ratios:  # every run's ratio was measured under one load: their median
+            rec["ratio_vs_none_interleaved"] = statistics.median(ratios)
         records.append(rec)
     return records
 

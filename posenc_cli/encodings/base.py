@@ -55,8 +55,10 @@ class ForwardCache:
     key_terms: dict[int, Tensor] = field(default_factory=dict)
 
 
-#: bias(b, h, i, j) of query position i and key position j (index tensors, broadcast).
-ScoreBias = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+#: bias(b, h, q, k, d) of the site's query row q and key row k at distance d = i - j (index
+#: tensors, broadcast): tables are indexed by rows and distances, never by a Python number,
+#: so a compiled kernel serves every chunk.
+ScoreBias = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
@@ -209,8 +211,8 @@ class PositionalEncoding(nn.Module):
 
     def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
         """``pair_bias`` or ``content_bias`` (q, k as there) as a function FlexAttention calls
-        per score, equal to it wherever j <= i; index tensors of any other pair must still read
-        in bounds (the kernel computes and masks them)."""
+        per score, equal to it wherever j <= i, for the site's queries against every key of
+        the forward; a future pair (d < 0) must still read in bounds (the kernel masks it)."""
         raise NotImplementedError
 
     def attention_weights(self, logits_BHtS: Tensor) -> Tensor:

@@ -118,7 +118,7 @@ class DebertaEncoding(PositionalEncoding):
         k_r, q_r = self.causal_tables(k, site.layer, site.cache)
         c2p = (q_BHtE * scale) @ k_r.flip(1).to(q_BHtE.dtype).transpose(-1, -2)
         p2c = (k_BHSE * scale) @ q_r[:, : k + 1].flip(1).to(k_BHSE.dtype).transpose(-1, -2)
-        return clipped_lookup(c2p, p2c, site)
+        return clipped_lookup(c2p, p2c)
 
     def _p2c_rows(self, k_BHSE: Tensor, q_r: Tensor, width: int, site: BiasSite) -> Tensor:
         """(B, H, W, S) scale · Q^r_{bucket(-d)} · k_j for d = W-1 … 0. The keys of every chunk

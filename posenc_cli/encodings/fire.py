@@ -32,6 +32,7 @@ from posenc_cli.common.rules import Rule
 from posenc_cli.encodings.base import BiasSite, PositionalEncoding, ScoreBias
 from posenc_cli.encodings.parameters import POSITIVE
 from posenc_cli.encodings.piecewise import piecewise_bias, tile_keys
+from posenc_cli.encodings.relative import largest_distance
 
 #: Added to the normaliser ψ(max(L, i)), as in the paper's listing.
 FIRE_EPS = 1e-6
@@ -122,18 +123,24 @@ class FireEncoding(PositionalEncoding):
         return self._piecewise(pos_T, pos_S, causal=True).float().unsqueeze(0)
 
     def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
-        """f_θ per score from its pieces (for FlexAttention): u of the pair, its piece as the
-        number of kinks below u (``bucketize``'s rule, one comparison per kink), then one
-        multiply-add; nothing of size (T, S) is held."""
-        kinks, intercept, slope = self.pieces()
-        dtype = self.compute_dtype
+        """f_θ per score from its pieces (for FlexAttention): u = ψ(d) / (ψ(max(L, i)) + ε)
+        from a table per distance and one per query, the piece as the number of kinks below u
+        (``bucketize``'s rule, one comparison per kink), then one multiply-add; nothing of size
+        (T, S) is held. Everything the kernel reads is a tensor it indexes (a trained scalar
+        used directly has no compiled backward), in float32 even under autocast."""
+        with torch.autocast(site.queries.device.type, enabled=False):
+            kinks, intercept, slope = self.pieces()
+            dtype = self.compute_dtype
+            i = site.queries.positions().to(dtype)
+            norm = self.psi(torch.maximum(i, self.threshold)) + FIRE_EPS
+            hi = largest_distance(site)
+            psi_d = self.psi(torch.arange(hi + 1, device=i.device, dtype=dtype))
 
-        def bias(b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
-            d = (i - j).clamp(min=0).to(dtype)
-            u = self.psi(d) / (self.psi(torch.maximum(i.to(dtype), self.threshold)) + FIRE_EPS)
-            piece = torch.zeros_like(i)
+        def bias(b: Tensor, h: Tensor, q: Tensor, k: Tensor, d: Tensor) -> Tensor:
+            u = psi_d[d.clamp(0, hi)] / norm[q]
+            piece = torch.zeros_like(d)
             for kink in kinks:
-                piece = piece + (u > kink).to(i.dtype)
+                piece = piece + (u > kink).to(d.dtype)
             return intercept[h, piece] + slope[h, piece] * u
 
         return bias

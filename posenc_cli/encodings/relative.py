@@ -103,17 +103,14 @@ def mask_future_(bias_BHTS: Tensor) -> Tensor:
     return bias_BHTS
 
 
-def clipped_lookup(query_BHtW: Tensor, key_BHSV: Tensor, site: BiasSite) -> ScoreBias:
-    """bias(b, h, i, j) = query_BHtW[b, h, i, min(i-j, W-1)] + key_BHSV[b, h, j, min(i-j, V-1)]
-    for the queries and keys of ``site``: a content-position term read per score from tables
-    over (clipped) distances 0 … W-1, so FlexAttention never holds a (T, S) bias. Positions
-    must be a range; a future key reads distance 0 (the kernel masks it)."""
+def clipped_lookup(query_BHtW: Tensor, key_BHSV: Tensor) -> ScoreBias:
+    """bias(b, h, q, k, d) = query_BHtW[b, h, q, min(d, W-1)] + key_BHSV[b, h, k, min(d, V-1)]:
+    a content-position term read per score from tables over (clipped) distances 0 … W-1, so
+    FlexAttention never holds a (T, S) bias; a future key reads distance 0 (it is masked)."""
     query, key = query_BHtW.float(), key_BHSV.float()
-    q0, k0 = site.queries.start, site.keys.start
     w, v = query.shape[-1] - 1, key.shape[-1] - 1
 
-    def lookup(b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
-        d = i - j
-        return query[b, h, i - q0, d.clamp(0, w)] + key[b, h, j - k0, d.clamp(0, v)]
+    def lookup(b: Tensor, h: Tensor, q: Tensor, k: Tensor, d: Tensor) -> Tensor:
+        return query[b, h, q, d.clamp(0, w)] + key[b, h, k, d.clamp(0, v)]
 
     return lookup

@@ -87,16 +87,15 @@ class TransformerXLEncoding(PositionalEncoding):
         return mask_future_((position_BHTS + content_BH1S).float())
 
     def score_bias(self, q_BHtE: Tensor, k_BHSE: Tensor, site: BiasSite) -> ScoreBias:
-        """The same two terms read per score: (q_i + v)·W_R R_d as a (B, H, T, hi+1) table
-        over the distances 0 … hi (its width is the keys': FlexAttention's saving here is the
-        fused softmax, not memory), u·k_j as a (B, H, S, 1) one."""
+        """The same two terms read per score: (q_i + v)·W_R R_d as a (B, H, t, n) table over
+        every distance 0 … n-1 of the forward (its width is the keys': FlexAttention's saving
+        here is the fused softmax, not memory), u·k_j as a (B, H, S, 1) one."""
         scale = self.softmax_scale(self.head_dim)
-        hi = largest_distance(site)
         table = self.causal_table(forward_distances(site), site.layer, site.cache)
-        r_HLE = table[:, table.shape[1] - hi - 1 :].flip(1).to(q_BHtE.dtype)
+        r_HnE = table.flip(1).to(q_BHtE.dtype)
         qv_BHtE = (q_BHtE + self.v[:, None, :].to(q_BHtE.dtype)) * scale
         content = k_BHSE @ (self.u[:, :, None] * scale).to(k_BHSE.dtype)
-        return clipped_lookup(qv_BHtE @ r_HLE.transpose(-1, -2), content, site)
+        return clipped_lookup(qv_BHtE @ r_HnE.transpose(-1, -2), content)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}, u and v shared across layers"

@@ -11,9 +11,9 @@ a ``block_mask`` hides. Three forms cover these encodings, with no code of their
   keys and keys outside a window, so its gradient reaches T5's table and KERPLE's parameters;
 * a separable bias (FoX's forget gate): the key term minus the query's own, per sequence;
 * a pair or content bias with a ``score_bias`` hook (FIRE's pieces, DeBERTa's and
-  Transformer-XL's content-position tables): the encoding's own function of (b, h, i, j);
-  a table as wide as the keys (Transformer-XL's) per query chunk, as the default path sizes
-  its bias;
+  Transformer-XL's content-position tables): the encoding's own function of one score's
+  batch, head, query row, key row and distance; a table as wide as the keys
+  (Transformer-XL's) per query chunk of one size;
 * windows and chunks (model.windows, model.chunks) of any of these, or of an encoding with
   no bias: the block mask, so a long evaluation's hidden blocks are never computed.
 
@@ -93,27 +93,35 @@ def flex_scored(
 ) -> Tensor:
     """``flex_attend`` of an encoding with a ``score_bias``, from the queries and keys as the
     kernel takes them (``qkv``) and as the encoding's hook takes them (``raw``, before
-    ``transform_qk``): queries [s, e) against keys [0, e), chunk by chunk where the
-    encoding's table spans the keys, else in one call."""
+    ``transform_qk``): in one call, or, where the encoding's table spans the keys, in query
+    chunks of one size against every key (the block mask skips the later ones), so a
+    compiled kernel sees at most two shapes whatever the length."""
     q, k, v = qkv
+    T = q.shape[2]
+    rows = _uniform_rows(ctx, q) if ctx.encoding.score_table_spans_keys else T
     kernel, parts = _kernel(q.device.type), []
-    wide = ctx.encoding.score_table_spans_keys  # chunked like the default path's bias
-    for s, e in ctx.chunks(q.shape[1], q.shape[0]) if wide else [(0, q.shape[2])]:
-        site = BiasSite(ctx.span.part(s, e), ctx.span.part(0, e), layer, ctx.cache, inputs[:, :e])
-        bias = ctx.encoding.score_bias(raw[0][:, :, s:e], raw[1][:, :, :e], site)
-        mask = _block_mask(e - s, e, s, ctx.window, ctx.chunk, str(q.device))
-        score_mod = _scored(bias, site.queries.start, site.keys.start)
-        qkv_e = q[:, :, s:e], k[:, :, :e], v[:, :, :e]
-        parts.append(kernel(*qkv_e, score_mod=score_mod, block_mask=mask, scale=scale))
+    for s in range(0, T, rows):
+        e = min(T, s + rows)
+        site = BiasSite(ctx.span.part(s, e), ctx.span, layer, ctx.cache, inputs)
+        bias = ctx.encoding.score_bias(raw[0][:, :, s:e], raw[1], site)
+        mask = _block_mask(e - s, T, s, ctx.window, ctx.chunk, str(q.device))
+        score_mod = _scored(bias, torch.tensor(s, device=q.device))
+        parts.append(kernel(q[:, :, s:e], k, v, score_mod=score_mod, block_mask=mask, scale=scale))
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
-def _scored(bias: ScoreBias, first_query: int, first_key: int) -> ScoreMod:
-    """The score_mod of an encoding's ``score_bias``: the kernel's indices are the chunk's,
-    the bias reads positions."""
+def _uniform_rows(ctx: AttentionContext, q: Tensor) -> int:
+    """Query rows per chunk: the fewest of the default path's chunks, whose bias against
+    (nearly) every key fits its budget."""
+    return min(e - s for s, e in ctx.chunks(q.shape[1], q.shape[0]))
+
+
+def _scored(bias: ScoreBias, first_query: Tensor) -> ScoreMod:
+    """The score_mod of an encoding's ``score_bias`` for queries from token ``first_query``
+    (a tensor: a Python number would be compiled into the kernel, once per chunk)."""
 
     def pair_bias(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return score + bias(b, h, q_idx + first_query, kv_idx + first_key)
+        return score + bias(b, h, q_idx, kv_idx, q_idx + first_query - kv_idx)
 
     return pair_bias
 
@@ -140,7 +148,9 @@ def _separable(key_bias: Tensor) -> ScoreMod:
     return separable_bias
 
 
-def mask_mod(window: int | None, chunk: int | None, first: int = 0) -> Callable[..., Tensor]:
+def mask_mod(
+    window: int | None, chunk: int | None, first: int | Tensor = 0
+) -> Callable[..., Tensor]:
     """Which keys a query sees: earlier ones, within ``window`` tokens, in its own ``chunk``
     (the same rule as AttentionContext's masks), for queries from token ``first`` on."""
 
@@ -164,7 +174,7 @@ def _block_mask(
     one layout, made once (it costs hundreds of µs) and broadcast over batch and heads."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    visible = mask_mod(window, chunk, first)
+    visible = mask_mod(window, chunk, torch.tensor(first, device=device) if first else 0)
     return create_block_mask(visible, None, None, queries, keys, device=device)
 
 

@@ -145,16 +145,18 @@ PAST_THE_KNEE = [
 
 @pytest.mark.parametrize(("name", "overrides"), PAST_THE_KNEE)
 @pytest.mark.parametrize("budget", [None, 4 * 4 * 2 * 64])
+@pytest.mark.parametrize("offset", [0, 9])
 def test_score_biases_past_their_knee_and_over_query_chunks(
     make_model: Callable[..., TransformerLM],
     tokens: Callable[..., Tensor],
     name: str,
     overrides: dict[str, object],
     budget: int | None,
+    offset: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Forward at 40 tokens, in one call and (a budget of a few rows) over many query chunks,
-    each with its own block mask offset."""
+    """Forward at 40 tokens from position 0 or 9, in one call and (a budget of a few rows)
+    over query chunks of one size, each with its own block mask offset."""
     model = make_model(name, **overrides).eval()
     model.bias_budget_bytes = budget
     ids = tokens(40)
@@ -166,12 +168,14 @@ def test_score_biases_past_their_knee_and_over_query_chunks(
 
     monkeypatch.setattr(flex, "_kernel", lambda device_type: recorded)
     with torch.no_grad():
-        default = model(ids)
+        default = model(ids, pos_offset=offset)
         assert model.use_attention("flex") == "flex"
-        flexed = model(ids)
+        flexed = model(ids, pos_offset=offset)
     layers = len(model.layers)
     assert sum(rows) == 40 * layers
-    assert (len(rows) > layers) == (budget is not None and model.encoding.score_table_spans_keys)
+    chunked = budget is not None and model.encoding.score_table_spans_keys
+    assert (len(rows) > layers) == chunked
+    assert len(set(rows[: len(rows) // layers - 1])) <= 1  # one size, but for the last
     assert torch.allclose(flexed, default, atol=2e-5, rtol=1e-5), (flexed - default).abs().max()
 
 
