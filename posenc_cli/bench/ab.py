@@ -34,6 +34,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -125,9 +126,24 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Counts of at least one (--warmup: zero), and a --json folder that exists, before any
+    timing: a mistake found after minutes of measuring would lose them."""
+    for name, low in (("rounds", 1), ("steps", 1), ("warmup", 0), ("eval", 1)):
+        value = getattr(args, name)
+        if value is not None and value < low:
+            raise PosencError(f"--{name} {value}", f"use --{name} >= {low}")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise PosencError(
+            f"--json {args.json}: its folder does not exist", "create it, or give another path"
+        )
+
+
 def tokens_per_step(cfg: RunConfig, evaluate: int | None) -> tuple[int, int]:
     """(batch, length) of one timed step: the training batch, or one sequence of --eval."""
-    return (1, evaluate) if evaluate else (cfg.train.batch_size, cfg.train.context_length)
+    if evaluate is not None:
+        return 1, evaluate
+    return cfg.train.batch_size, cfg.train.context_length
 
 
 def run_interleaved(variants: list[Variant], configs: list[Any], args: argparse.Namespace) -> None:
@@ -184,6 +200,7 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     try:
+        check_arguments(args)
         variants = [Variant.parse(v) for v in args.variants.split(",")]
         configs = [
             load([*args.overrides, *([f"encoding={v.encoding}"] if v.encoding else [])])

@@ -59,7 +59,9 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     check_bench_overrides([key_of(o) for o in overrides])
     overrides = [BENCH_GROUP, *overrides]
     cfg = compose(overrides, with_hydra=True)
-    extra = [] if given(overrides, "model") else [f"model={cfg.bench.model}"]
+    named = [o.split("=", 1)[1] for o in overrides if key_of(o) == "model" and "=" in o]
+    # bench.json records the model measured: bench.model follows a `model=` given
+    extra = [f"bench.model={named[-1]}"] if named else [f"model={cfg.bench.model}"]
     extra += [] if given(overrides, "hydra.run.dir") else [f"hydra.run.dir={DEFAULT_DIR}"]
     if extra:
         cfg = compose([*extra, *overrides], with_hydra=True)

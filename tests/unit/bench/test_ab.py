@@ -42,3 +42,22 @@ def test_flex_where_it_cannot_run_is_one_line(
     assert main([*QUICK, "--variants", variants, *TINY, "device=cpu"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ab_train: error: ") and why in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--rounds", "0"], "use --rounds >= 1"),
+        (["--steps", "0"], "use --steps >= 1"),
+        (["--eval", "0"], "use --eval >= 1"),
+        (["--eval", "-5"], "use --eval >= 1"),
+        (["--warmup", "-1"], "use --warmup >= 0"),
+        (["--json", "no/such/folder/ab.json"], "its folder does not exist"),
+    ],
+)
+def test_bad_arguments_are_one_line_before_any_timing(
+    args: list[str], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*QUICK, *args, "--variants", "fp32", *TINY, "device=cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ab_train: error: ") and why in err and "\n" not in err

@@ -24,6 +24,7 @@ def test_bench_rejects_bad_settings_before_any_run_directory(
         compose_bench(["bench.attention=flex"])
     cfg, run_dir = compose_bench(["model=tiny"])
     assert cfg.model.d_model == 32 and run_dir.parts[:2] == ("outputs", "bench")
+    assert cfg.bench.model == "tiny"  # what bench.json records
     assert compose_bench([])[0].model.d_model == 256
     assert not (tmp_path / "outputs").exists()
     (tmp_path / "taken" / "x").mkdir(parents=True)
