@@ -60,7 +60,6 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, Path]:
     overrides = [BENCH_GROUP, *overrides]
     cfg = compose(overrides, with_hydra=True)
     named = [o.split("=", 1)[1] for o in overrides if key_of(o) == "model" and "=" in o]
-    # bench.json records the model measured: bench.model follows a `model=` given
     extra = [f"bench.model={named[-1]}"] if named else [f"model={cfg.bench.model}"]
     extra += [] if given(overrides, "hydra.run.dir") else [f"hydra.run.dir={DEFAULT_DIR}"]
     if extra:
@@ -159,8 +158,9 @@ def skip_reason(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def machine(threads: int, device: str) -> dict[str, Any]:
-    """What the numbers were measured on: CPU model, cores, torch version, threads, GPU."""
+def machine(threads: int, device: str, load_before: float) -> dict[str, Any]:
+    """What the numbers were measured on: CPU model, cores, torch version, threads, GPU, and
+    the load average before the first case and now, after the last."""
     # deferred: torch only once the cases are measured; bench's config errors come before it
     import torch
 
@@ -183,6 +183,8 @@ def machine(threads: int, device: str) -> dict[str, Any]:
         "fast_bf16": cpu_has_fast_bf16(),
         "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
         "peak_memory": "CUDA allocated" if device == "cuda" else "process RSS",
+        "load_before": load_before,
+        "load_after": load_now(),
     }
 
 
@@ -213,7 +215,7 @@ def run_bench(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None
     report = {
         "command": shlex.join(["posenc", "bench", *(overrides or [])]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-        "machine": {**machine(specs[0]["threads"], run.bench.device), **loads(load)},
+        "machine": machine(specs[0]["threads"], run.bench.device, load),
         "matmul_peak_gflops": peak,
         "flops_convention": FLOPS_CONVENTION,
         "config": dataclasses.asdict(run.bench),
@@ -245,11 +247,6 @@ def warn_if_loaded() -> float:
             style="yellow",
         )
     return load
-
-
-def loads(before: float) -> dict[str, float]:
-    """The load average before the first case and now, after the last."""
-    return {"load_before": before, "load_after": load_now()}
 
 
 def load_now() -> float:
