@@ -32,6 +32,11 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402 (after the thread setting, which torch reads when imported)
+
+# Without CUDA, Triton kernels (CoPE's fused attention) run on the CPU under Triton's
+# interpreter, which Triton chooses when it is first imported: set before anything imports it.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 from hypothesis import settings
 from omegaconf import OmegaConf
 

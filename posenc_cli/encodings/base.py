@@ -43,12 +43,9 @@ from posenc_cli.encodings.span import Span, range_key
 
 @dataclass
 class ForwardCache:
-    """Tensors one forward pass shares between the query chunks of a layer, in named slots.
-
-    ``positions`` spans the whole forward; ``tables`` holds per-layer projected position
-    tables (layer -> tensor), ``key_terms`` per-layer key-indexed products (layer -> tensor
-    over every key seen so far). Slots live for one forward only, so nothing goes stale.
-    """
+    """Tensors one forward pass shares between a layer's query chunks: ``positions`` spans the
+    forward, ``tables`` holds per-layer projected position tables (layer -> tensor) and
+    ``key_terms`` per-layer products over every key seen so far. They live for one forward."""
 
     positions: Span
     tables: dict[int, Any] = field(default_factory=dict)
@@ -71,6 +68,8 @@ class BiasSite:
     layer: int
     cache: ForwardCache
     inputs: Tensor | None = None
+    #: train.attention=flex: ``content_attention`` takes its fused kernel, if it has one.
+    fused: bool = False
 
 
 class PositionalEncoding(nn.Module):
@@ -155,12 +154,13 @@ class PositionalEncoding(nn.Module):
 
     @property
     def has_bias(self) -> bool:
-        return (
-            self.has_distance_bias
-            or self.has_pair_bias
-            or self.has_content_bias
-            or self.has_key_bias
-        )
+        kinds = (self.has_distance_bias, self.has_pair_bias, self.has_content_bias)
+        return any(kinds) or self.has_key_bias
+
+    @property
+    def fuses_content_attention(self) -> bool:
+        """``content_attention`` runs here as one kernel holding no (T, S) block (CoPE's)."""
+        return False
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
         """Add absolute position information to the token embeddings (input layer)."""

@@ -45,7 +45,7 @@ class ContextualBias(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Tensor, k: Tensor, emb: Tensor, scale: float) -> Tensor:
         T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
-        tables = torch.matmul(q, _table_weights(emb, P))  # e_q | Δe_q
+        tables = torch.matmul(q, table_weights(emb, P))  # e_q | Δe_q
         table = tables[..., :P]
         slopes = tables[..., P : 2 * P]
         future = future_bias(T, S, q)
@@ -75,7 +75,7 @@ class ContextualBias(torch.autograd.Function):
         lo = ctx.saturated
         P = emb.shape[-1]
         grad = grad_bias * (future == 0)  # nothing flows through the masked entries
-        weights = _table_weights(emb, P)
+        weights = table_weights(emb, P)
         grad_tables = q.new_zeros(*q.shape[:-1], weights.shape[-1])  # ∂L/∂e_q | ∂L/∂Δe_q
         grad_tables[..., P - 1] = grad[..., :lo].sum(-1)
         grad_q, grad_k = torch.zeros_like(q), torch.zeros_like(k)
@@ -114,7 +114,7 @@ class ContextualAttention(torch.autograd.Function):
             blocks.append((gates, pos))
         assert count is not None  # the loop ran: S > 0 keys
         width = P if lo else min(P, int(count.max()) + 1)  # the table columns any row reads
-        tables = torch.matmul(q, _table_weights(emb, width))  # e_q | Δe_q
+        tables = torch.matmul(q, table_weights(emb, width))  # e_q | Δe_q
         clamp = P - 1 if S > P - 1 else None
         saved = []
         hi = S
@@ -142,7 +142,7 @@ class ContextualAttention(torch.autograd.Function):
         grad_v = torch.matmul(probs.transpose(-1, -2), grad_out)
         delta = (grad_out * out).sum(-1, keepdim=True)
         grad = torch.matmul(grad_out, v.transpose(-1, -2)).sub_(delta).mul_(probs)
-        weights = _table_weights(emb, ctx.width)
+        weights = table_weights(emb, ctx.width)
         grad_tables = q.new_zeros(*q.shape[:-1], weights.shape[-1])  # ∂L/∂e_q | ∂L/∂Δe_q
         if ctx.saturated:  # then the tables are P wide
             grad_tables[..., P - 1] = grad[..., : ctx.saturated].sum(-1)
@@ -155,7 +155,7 @@ class ContextualAttention(torch.autograd.Function):
         return grad_q, grad_k, grad_v, grad_emb, None
 
 
-def _table_weights(emb: Tensor, width: int) -> Tensor:
+def table_weights(emb: Tensor, width: int) -> Tensor:
     """(E, N): the first ``width`` embeddings, their forward differences (0 at P - 1: clamped
     positions stay there) and zero columns up to N, a multiple of TABLE_ALIGN."""
     diffs = F.pad(emb.diff(dim=-1), (0, 1))
@@ -227,7 +227,7 @@ def near_scores(q: Tensor, k: Tensor, emb: Tensor, scale: float) -> tuple[Tensor
     reverse order, the nearest first, so each row's reverse cumulative sum of gates is a
     plain one: the flips move from the (T x S) scores to the (S x E) keys."""
     T, S, P = q.shape[-2], k.shape[-2], emb.shape[-1]
-    tables = torch.matmul(q, _table_weights(emb, P))  # e_q | Δe_q
+    tables = torch.matmul(q, table_weights(emb, P))  # e_q | Δe_q
     clamp = P - 1 if S > P - 1 else None
     blocks = []
     count = None

@@ -17,6 +17,8 @@ training ``ContextualAttention`` computes the bias and the attention in one node
 
 from __future__ import annotations
 
+import os
+from importlib.util import find_spec
 from typing import Annotated, Any
 
 import torch
@@ -85,13 +87,26 @@ class CopeEncoding(PositionalEncoding):
                 self.softmax_scale(self.head_dim),
             )
 
+    @property
+    def fuses_content_attention(self) -> bool:
+        """Where Triton runs: CUDA, or the CPU under its interpreter (TRITON_INTERPRET=1)."""
+        device = next(self.parameters()).device
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        return (device.type == "cuda" or interpreted) and find_spec("triton") is not None
+
     def content_attention(
         self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
     ) -> Tensor:
-        """Training: ``ContextualAttention``. Evaluation on CPU: the near keys' scores and the
-        far keys (one bias per row past the clamp) through the fused kernel, merged by
-        their log-sum-exp (nn/split_attention.py); elsewhere the whole bias as a mask."""
+        """With train.attention=flex, where Triton runs: the fused kernel of
+        encodings/contextual_fused.py, forward and backward. Otherwise, training:
+        ``ContextualAttention``; evaluation on CPU: the near keys' scores and the far keys (one
+        bias per row past the clamp) through the fused kernel, merged by their log-sum-exp
+        (nn/split_attention.py); elsewhere the whole bias as a mask."""
         q, k, v = q_BHTE, k_BHSE, v_BHSE
+        if site.fused and self.fuses_content_attention:
+            from posenc_cli.encodings.contextual_fused import fused_contextual_attention
+
+            return fused_contextual_attention(q, k, v, self.embeddings[site.layer], scale)
         with torch.autocast(q.device.type, enabled=False):
             emb = self.embeddings[site.layer].to(q.dtype)
             if torch.is_grad_enabled():

@@ -196,13 +196,14 @@ def model_from_checkpoint(
             "restore the run's .hydra/config.yaml",
         ) from None
     check_saved_config(saved, cfg, path)
+    model = model.to(rt.device)  # a layer's FlexAttention form may depend on the device
     if model.use_attention(rt.attention) != rt.attention:
         raise PosencError(
             f"train.attention=flex: no layer of this run ({cfg.encoding.name}) has a "
             "FlexAttention form",
             "evaluate without train.attention=flex (docs/performance.md, FlexAttention)",
         )
-    return model.to(rt.device)
+    return model
 
 
 def run_tokenizer(run_dir: Path, saved: RunConfig) -> Path:

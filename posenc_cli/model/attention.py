@@ -157,7 +157,7 @@ class CausalSelfAttention(nn.Module):
         with _no_cpu_autocast(v):
             if ctx.flex and takes_flex(ctx) and enc.has_score_bias:
                 y = flex_scored((qt, kt, v), (q, k), ctx, scale, self.layer, x_BTD)
-            elif ctx.flex and takes_flex(ctx):
+            elif ctx.flex and takes_flex(ctx) and not enc.fuses_content_attention:
                 key_bias = ctx.key_bias(k, self.layer, x_BTD) if enc.has_key_bias else None
                 y = flex_attend(qt, kt, v, ctx, scale, key_bias)
             elif enc.has_own_weights:
@@ -258,13 +258,13 @@ class CausalSelfAttention(nn.Module):
         ``transform_qk``, as the interface promises) folded into the mask; in a windowed or
         chunked layer over keys [f, e), those the chunk can see, where the encoding's bias
         allows (``bias_from_any_key``). The last chunk (all keys) goes first, so a key-indexed
-        term computed there serves the shorter chunks as a slice (DeBERTa's p2c); any order
-        gives the same result. An encoding whose bias shares work with the attention computes
-        both itself (``content_attention``)."""
+        term computed there serves the shorter chunks as a slice (DeBERTa's p2c). An encoding
+        whose bias shares work with the attention computes both (``content_attention``)."""
         enc = ctx.encoding
         fused = enc.has_content_attention and ctx.logn_length is None and not ctx.local
+        whole = fused and ctx.flex and enc.fuses_content_attention  # one kernel, no (T, S) block
         parts = []
-        for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0])):
+        for s, e in [(0, q.shape[2])] if whole else reversed(ctx.chunks(self.n_heads, q.shape[0])):
             if fused:
                 qkv = (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e])
                 parts.append(ctx.content_attention(s, e, qkv, scale, self.layer, x_BTD[:, :e]))

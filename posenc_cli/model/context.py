@@ -273,9 +273,8 @@ class AttentionContext:
         inputs_BsD: Tensor | None = None,
     ) -> Tensor:
         """The encoding's attention with its content bias for queries [start, end)."""
-        site = BiasSite(
-            self.span.part(start, end), self.span.part(0, end), layer, self.cache, inputs_BsD
-        )
+        keys = self.span.part(0, end)
+        site = BiasSite(self.span.part(start, end), keys, layer, self.cache, inputs_BsD, self.flex)
         return self.encoding.content_attention(*qkv, scale, site)
 
     def content_bias(

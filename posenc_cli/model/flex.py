@@ -17,6 +17,9 @@ a ``block_mask`` hides. Three forms cover these encodings, with no code of their
 * windows and chunks (model.windows, model.chunks) of any of these, or of an encoding with
   no bias: the block mask, so a long evaluation's hidden blocks are never computed.
 
+An encoding whose ``content_attention`` is a fused kernel of its own where it runs
+(``fuses_content_attention``: CoPE's, in Triton) takes that instead, for every query at once.
+
 torch's FlexAttention has no backward on CPU; there it runs eagerly and unfused, for
 evaluation and for checking that these score_mods equal the default paths (tests/).
 """
@@ -61,6 +64,8 @@ def has_flex_form(
     ``materialised`` (pair biases, randomized positions) and positions that are a range."""
     if enc.has_own_weights:
         return False
+    if enc.fuses_content_attention:  # its own fused kernel: attention.py's _chunked
+        return not local
     if enc.has_score_bias:
         return contiguous
     if materialised or enc.has_pair_bias:

@@ -1,0 +1,230 @@
+"""CoPE's attention as one fused Triton kernel: positions counted, interpolated and attended
+tile by tile, so no (T, S) block of scores, gates or bias is ever held — the memory is the
+(T, 2P) interpolation tables and the output, not (H, T, S) per query chunk.
+
+The forward runs one program per (query block, batch·head) and walks the key blocks from the
+diagonal back, the order in which CoPE counts: p_ij = Σ_{t=j..i} g_it is a reverse cumulative
+sum of the gates, carried from block to block as each row's count. Each tile's interpolated
+bias joins its logits and an online softmax (running maximum and sum, as FlashAttention's);
+the program keeps each row's log-sum-exp and gate total.
+
+The backward walks the same key blocks forward: p_ij = total_i − Σ_{t<j} g_it recounts the
+positions, and ∂L/∂g_it = Σ_{j≤t} ∂L/∂p_ij is a forward cumulative sum carried the same way.
+∂L/∂q stays in the program; ∂L/∂k, ∂L/∂v and the tables' gradients are summed with atomics
+(so, like FlexAttention's compiled backward, not bit-reproducible). The tables
+[q·e | q·Δe] come from one matmul outside the kernel (``table_weights``), so autograd maps
+their gradient back to q and the embeddings. Runs on CUDA, and on the CPU under Triton's
+interpreter (TRITON_INTERPRET=1), which is how the tests check it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from posenc_cli.encodings.contextual import table_weights
+
+
+def fused_contextual_attention(
+    q: Tensor, k: Tensor, v: Tensor, emb: Tensor, scale: float
+) -> Tensor:
+    """softmax(s·q·kᵀ + q·e[p]) v for T queries that end with the S keys, (B, H, T, Ev), in
+    the queries' dtype; the tables and every sum in float32."""
+    P = emb.shape[-1]
+    with torch.autocast(q.device.type, enabled=False):
+        tables = torch.matmul(q.float(), table_weights(emb.float(), P))
+        out = FusedContextualAttention.apply(q, k, v, tables, scale, P)
+    return out
+
+
+class FusedContextualAttention(torch.autograd.Function):
+    """The kernels below as one autograd node of (q, k, v, tables). For the backward the
+    forward also keeps each row's count at the start of every key block, (T, S / 64) per
+    head, so the positions are recounted bit for bit (recounting them from a row's total
+    would cancel large sums near the diagonal, where positions are small)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, q: Tensor, k: Tensor, v: Tensor, tables: Tensor, scale: float, P: int
+    ) -> Tensor:
+        B, H, T, _ = q.shape
+        q3, k3, v3, tab = (_rows(x) for x in (q, k, v, tables))
+        out = torch.empty(B * H, T, v.shape[-1], dtype=torch.float32, device=q.device)
+        lse = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
+        keep = any(ctx.needs_input_grad[:4])
+        blocks = triton.cdiv(k.shape[2], _block(q)) if keep else 0
+        counts = torch.empty(B * H, T, blocks, dtype=torch.float32, device=q.device)
+        sizes = _sizes(q, k, v, tables, P)
+        grid, tiles = _grid(q), _blocks(q, v)
+        _forward[grid](q3, k3, v3, tab, out, lse, counts, *sizes, scale, keep, **tiles)
+        ctx.save_for_backward(q3, k3, v3, tab, out, lse, counts)
+        ctx.scale, ctx.sizes, ctx.shapes = scale, sizes, (q.shape, k.shape, v.shape, tables.shape)
+        return out.view(B, H, T, -1).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        q3, k3, v3, tab, out, lse, counts = ctx.saved_tensors
+        q, v = q3.view(ctx.shapes[0]), v3.view(ctx.shapes[2])
+        grads = [
+            torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q3, k3, v3, tab)
+        ]
+        inputs = (q3, k3, v3, tab, out, lse, counts, _rows(grad_out.float()), *grads)
+        _backward[_grid(q)](*inputs, *ctx.sizes, ctx.scale, **_blocks(q, v))
+        dq, dk, dv, dtab = (g.view(s) for g, s in zip(grads, ctx.shapes, strict=True))
+        return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), dtab, None, None
+
+
+def _rows(x: Tensor) -> Tensor:
+    """(B·H, rows, cols), contiguous: the kernels address rows by one stride."""
+    return x.reshape(-1, *x.shape[-2:]).contiguous()
+
+
+def _grid(q: Tensor) -> tuple[int, int]:
+    return triton.cdiv(q.shape[2], _block(q)), q.shape[0] * q.shape[1]
+
+
+def _sizes(q: Tensor, k: Tensor, v: Tensor, tables: Tensor, P: int) -> tuple[int, ...]:
+    """T, S, E, Ev, the tables' width N and P, in the kernels' argument order."""
+    return q.shape[2], k.shape[2], q.shape[3], v.shape[3], tables.shape[3], P
+
+
+def _block(q: Tensor) -> int:
+    """Queries and keys per tile: 64 on a GPU; 16 under the interpreter, whose tiles are
+    NumPy arrays, so that the tests' short sequences cross several blocks."""
+    return 16 if os.environ.get("TRITON_INTERPRET") == "1" else 64
+
+
+def _blocks(q: Tensor, v: Tensor) -> dict[str, int]:
+    edge = _block(q)
+    head, value = (max(16, triton.next_power_of_2(n)) for n in (q.shape[3], v.shape[3]))
+    return {"BM": edge, "BN": edge, "BE": head, "BV": value}
+
+
+@triton.jit
+def _tile(ptr, rows, n_rows, cols, n_cols, stride):
+    """A (rows, cols) tile of a row-major matrix, zero outside it."""
+    inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    return tl.load(ptr + rows[:, None] * stride + cols[None, :], mask=inside, other=0.0)
+
+
+@triton.jit
+def _gated(q, k, rows, keys, T, S, scale):
+    """Scores s·q·kᵀ of a tile, its gates σ(score) (0 where a key follows its query or
+    lies past the keys) and where it is visible. Query i is key i + S - T."""
+    scores = tl.dot(q, tl.trans(k)) * scale
+    visible = (keys[None, :] <= rows[:, None] + S - T) & (keys[None, :] < S) & (rows[:, None] < T)
+    gates = tl.where(visible, tl.sigmoid(scores), 0.0)
+    return scores, gates, visible
+
+
+@triton.jit
+def _interpolated(tab, rows, pos, visible, N, P):
+    """e_q[⌊p⌋] + (p − ⌊p⌋)·Δe_q[⌊p⌋] at p clamped at P − 1, with the weight, index and
+    slope the backward needs (Δe_q is 0 at P − 1, so a clamped position has no slope)."""
+    pos = tl.minimum(pos, P - 1.0)
+    index = pos.to(tl.int32)
+    weight = pos - index.to(tl.float32)
+    at = tab + rows[:, None] * N + index
+    slope = tl.load(at + P, mask=visible, other=0.0)
+    return tl.load(at, mask=visible, other=0.0) + weight * slope, weight, index, slope
+
+
+@triton.jit
+def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.constexpr,
+             BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr):  # fmt: skip
+    """One query block of one (batch, head): key blocks from the diagonal back, counting
+    positions, into an online softmax; writes the output, the log-sum-exp and (``KEEP``, for
+    the backward) each row's count at the start of every key block."""
+    bh = tl.program_id(1)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    heads, values = tl.arange(0, BE), tl.arange(0, BV)
+    q = _tile(Q + bh * T * E, rows, T, heads, E, E)
+    top = tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)
+    most = tl.full([BM], -1.0e30, tl.float32)  # finite: rows with no key yet stay 0
+    total = tl.zeros([BM], tl.float32)
+    count = tl.zeros([BM], tl.float32)
+    counts = COUNTS + bh * T * tl.cdiv(S, BN) + rows * tl.cdiv(S, BN)
+    acc = tl.zeros([BM, BV], tl.float32)
+    for block in range(top):
+        keys = (top - 1 - block) * BN + tl.arange(0, BN)
+        k = _tile(K + bh * S * E, keys, S, heads, E, E)
+        scores, gates, visible = _gated(q, k, rows, keys, T, S, scale)
+        pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
+        if KEEP:
+            tl.store(counts + top - 1 - block, count, mask=rows < T)
+        count += tl.sum(gates, axis=1)
+        bias, _, _, _ = _interpolated(TAB + bh * T * N, rows, pos, visible, N, P)
+        logits = tl.where(visible, scores + bias, float("-inf"))
+        peak = tl.maximum(most, tl.max(logits, axis=1))
+        probs = tl.exp(logits - peak[:, None])
+        rescale = tl.exp(most - peak)
+        total = total * rescale + tl.sum(probs, axis=1)
+        v = _tile(V + bh * S * EV, keys, S, values, EV, EV)
+        acc = acc * rescale[:, None] + tl.dot(probs.to(v.dtype), v)
+        most = peak
+    total = tl.where(rows < T, total, 1.0)  # rows past T: nothing to divide or log
+    inside = (rows[:, None] < T) & (values[None, :] < EV)
+    at = OUT + bh * T * EV + rows[:, None] * EV + values[None, :]
+    tl.store(at, acc / total[:, None], mask=inside)
+    tl.store(LSE + bh * T + rows, most + tl.log(total), mask=rows < T)
+
+
+@triton.jit
+def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV, N, P, scale,
+              BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr):  # fmt: skip
+    """One query block of one (batch, head): key blocks from the first to the diagonal, the
+    positions from the forward's counts (bit for bit); ∂L/∂q stored, the rest added
+    atomically."""
+    bh = tl.program_id(1)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    heads, values = tl.arange(0, BE), tl.arange(0, BV)
+    q = _tile(Q + bh * T * E, rows, T, heads, E, E)
+    q32 = q.to(tl.float32)
+    grad_out = _tile(DO + bh * T * EV, rows, T, values, EV, EV)
+    delta = tl.sum(grad_out * _tile(OUT + bh * T * EV, rows, T, values, EV, EV), axis=1)
+    lse = tl.load(LSE + bh * T + rows, mask=rows < T, other=0.0)
+    counts = COUNTS + bh * T * tl.cdiv(S, BN) + rows * tl.cdiv(S, BN)
+    carry = tl.zeros([BM], tl.float32)  # Σ ∂L/∂p over the keys before the block
+    grad_q = tl.zeros([BM, BE], tl.float32)
+    for block in range(tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)):
+        keys = block * BN + tl.arange(0, BN)
+        k = _tile(K + bh * S * E, keys, S, heads, E, E)
+        v = _tile(V + bh * S * EV, keys, S, values, EV, EV).to(tl.float32)
+        scores, gates, visible = _gated(q, k, rows, keys, T, S, scale)
+        count = tl.load(counts + block, mask=rows < T, other=0.0)
+        pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
+        bias, weight, index, slope = _interpolated(TAB + bh * T * N, rows, pos, visible, N, P)
+        probs = tl.exp(tl.where(visible, scores + bias, float("-inf")) - lse[:, None])
+        grad_logits = probs * (tl.dot(grad_out, tl.trans(v)) - delta[:, None])
+        _add_tables(DTAB + bh * T * N, rows, index, weight, grad_logits, visible, N, P)
+        grad_pos = grad_logits * slope
+        grad_gates = tl.cumsum(grad_pos, axis=1) + carry[:, None]
+        carry += tl.sum(grad_pos, axis=1)
+        grad_scores = (grad_logits + grad_gates * gates * (1.0 - gates)) * scale
+        grad_q += tl.dot(grad_scores, k.to(tl.float32))
+        _add_tile(DK + bh * S * E, keys, S, heads, E, tl.dot(tl.trans(grad_scores), q32))
+        _add_tile(DV + bh * S * EV, keys, S, values, EV, tl.dot(tl.trans(probs), grad_out))
+    inside = (rows[:, None] < T) & (heads[None, :] < E)
+    tl.store(DQ + bh * T * E + rows[:, None] * E + heads[None, :], grad_q, mask=inside)
+
+
+@triton.jit
+def _add_tables(DTAB, rows, index, weight, grad, visible, N, P):
+    """∂L/∂e_q[⌊p⌋] += ∂L/∂bias and ∂L/∂Δe_q[⌊p⌋] += ∂L/∂bias·(p − ⌊p⌋), atomically: two
+    keys of a row may share an index."""
+    at = DTAB + rows[:, None] * N + index
+    tl.atomic_add(at, grad, mask=visible)
+    tl.atomic_add(at + P, grad * weight, mask=visible)
+
+
+@triton.jit
+def _add_tile(ptr, rows, n_rows, cols, n_cols, tile):
+    """Adds a (rows, cols) tile into a row-major float32 matrix, atomically: every query
+    block adds into the same keys."""
+    inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    tl.atomic_add(ptr + rows[:, None] * n_cols + cols[None, :], tile, mask=inside)

@@ -1,0 +1,113 @@
+"""CoPE's fused Triton kernel (encodings/contextual_fused.py), run by Triton's interpreter on
+the CPU: outputs and the gradients of q, k, v and the position embeddings equal the paper's
+naive formula computed in float64, with and without the clamp, over several query and key
+blocks, for queries that end with more keys; it keeps nothing of size (T, S) for its
+backward; and a model with train.attention=flex takes it, with the default path's logits and
+gradients. Without the interpreter on a CPU, CoPE has no such form. The compiled kernel on
+CUDA: tests/gpu/test_cope_fused_cuda.py."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+import pytest
+import torch
+
+from tests.unit.encodings.test_cope_attention import SCALE, inputs, naive
+
+pytest.importorskip("triton", reason="the fused kernel is written in Triton")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1",
+    reason="with CUDA the compiled kernel is checked instead (tests/gpu/)",
+)
+
+
+@pytest.fixture
+def interpreted() -> ModuleType:
+    """The kernel module, imported only where Triton is."""
+    return importlib.import_module("posenc_cli.encodings.contextual_fused")
+
+
+@pytest.mark.parametrize(
+    ("T", "S", "max_position"),
+    [(40, 40, 6), (37, 37, 64), (13, 45, 10), (16, 16, 17), (1, 33, 4)],
+    ids=["clamped", "unclamped", "fewer-queries", "one-block", "one-query"],
+)
+def test_fused_equals_the_naive_formula(
+    interpreted: ModuleType, T: int, S: int, max_position: int
+) -> None:
+    """float32 through the kernel against float64 through the formula: outputs and every
+    gradient to float32 precision (relative to each tensor's largest entry; the default
+    path is within 3e-6 on these inputs)."""
+    exact = inputs(T, S, max_position)
+    single = [t.detach().float().requires_grad_() for t in exact]
+    weights = torch.randn(2, 2, T, 4, generator=torch.Generator().manual_seed(5))
+    expected = outputs_and_gradients(naive(*exact), exact, weights.double())
+    fused = interpreted.fused_contextual_attention(*single, SCALE)
+    got = outputs_and_gradients(fused, single, weights)
+    for name, g, e in zip(["out", "q", "k", "v", "emb"], got, expected, strict=True):
+        assert g.dtype == torch.float32
+        err = (g.double() - e).abs().max() / e.abs().max().clamp(min=1.0)
+        assert err < 1e-5, (name, float(err))
+
+
+def outputs_and_gradients(
+    out: torch.Tensor, tensors: list[torch.Tensor], weights: torch.Tensor
+) -> list[torch.Tensor]:
+    """The output and the gradients of (out · weights).sum() by every input."""
+    return [out.detach(), *torch.autograd.grad((out * weights).sum(), tensors)]
+
+
+def test_fused_is_causal(interpreted: ModuleType) -> None:
+    """Changing the last key and value changes no earlier query's output."""
+    q, k, v, emb = (t.detach().float() for t in inputs(24, 24, 8))
+    before = interpreted.fused_contextual_attention(q, k, v, emb, SCALE)
+    k[..., -1, :], v[..., -1, :] = 5.0, -5.0
+    after = interpreted.fused_contextual_attention(q, k, v, emb, SCALE)
+    assert torch.equal(before[..., :-1, :], after[..., :-1, :])
+    assert not torch.equal(before[..., -1, :], after[..., -1, :])
+
+
+def test_fused_keeps_nothing_of_size_t_by_s(interpreted: ModuleType) -> None:
+    """What the backward keeps is O(T + S) per head: inputs, tables, output and row stats."""
+    T = S = 96
+    q, k, v, emb = inputs(T, S, 8)
+    out = interpreted.fused_contextual_attention(
+        *(t.detach().float().requires_grad_() for t in (q, k, v)), emb.detach().float(), SCALE
+    )
+    saved = out.grad_fn.saved_tensors
+    assert saved and all(t.numel() < q.shape[0] * q.shape[1] * T * S / 4 for t in saved)
+
+
+def test_a_cope_model_takes_the_fused_kernel_under_flex(
+    interpreted: ModuleType, make_model, tokens
+) -> None:
+    """train.attention=flex: the model reports flex, and its logits and every gradient equal
+    the default path's."""
+    model = make_model("cope")
+    with torch.no_grad():  # CoPE's embeddings start at zero: give the positions a say
+        for table in model.encoding.parameters():
+            table.normal_(generator=torch.Generator().manual_seed(3))
+    x = tokens(40)
+    results = {}
+    for kernel in ("sdpa", "flex"):
+        assert model.use_attention(kernel) == kernel
+        model.zero_grad()
+        logits = model(x)
+        logits.square().mean().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results[kernel] = (logits.detach(), grads)
+    torch.testing.assert_close(results["flex"][0], results["sdpa"][0], rtol=1e-4, atol=1e-5)
+    for name, grad in results["sdpa"][1].items():
+        torch.testing.assert_close(results["flex"][1][name], grad, rtol=1e-3, atol=1e-6)
+
+
+def test_without_the_interpreter_a_cpu_has_no_fused_form(
+    monkeypatch: pytest.MonkeyPatch, make_model
+) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    model = make_model("cope")
+    assert not model.encoding.fuses_content_attention
+    assert model.use_attention("flex") == "sdpa"
