@@ -1,6 +1,6 @@
 """CoPE's attention as one fused Triton kernel: positions counted, interpolated and attended
-tile by tile, so no (T, S) block of scores, gates or bias is ever held — the memory is the
-(T, 2P) interpolation tables and the output, not (H, T, S) per query chunk.
+tile by tile, so no (T, S) block of scores, gates or bias is ever held — the memory is
+CoPE's own (T, 2P) interpolation tables (queries chunked to a budget) and the output.
 
 The forward runs one program per (query block, batch·head) and walks the key blocks from the
 diagonal back, the order in which CoPE counts: p_ij = Σ_{t=j..i} g_it is a reverse cumulative
@@ -29,17 +29,30 @@ from torch import Tensor
 
 from posenc_cli.encodings.contextual import table_weights
 
+#: Bytes of interpolation tables one launch may hold: the queries go in chunks under it (at
+#: GPT-2 small's 1,025 positions, a 32k-token evaluation takes 12 launches per layer).
+TABLE_BUDGET = 256 * 2**20
+
 
 def fused_contextual_attention(
     q: Tensor, k: Tensor, v: Tensor, emb: Tensor, scale: float
 ) -> Tensor:
     """softmax(s·q·kᵀ + q·e[p]) v for T queries that end with the S keys, (B, H, T, Ev), in
-    the queries' dtype; the tables and every sum in float32."""
-    P = emb.shape[-1]
+    the queries' dtype; the tables and every sum in float32. The tables, (T, 2P) per head,
+    are what memory holds (the default path holds them too, besides its (T, S) blocks)."""
+    B, H, T, _ = q.shape
+    P, start = emb.shape[-1], k.shape[2] - T
     with torch.autocast(q.device.type, enabled=False):
-        tables = torch.matmul(q.float(), table_weights(emb.float(), P))
-        out = FusedContextualAttention.apply(q, k, v, tables, scale, P)
-    return out
+        weights = table_weights(emb.float(), P)
+        block = _block(q)
+        rows = max(block, TABLE_BUDGET // (B * H * weights.shape[-1] * 4) // block * block)
+        parts = []
+        for s in range(0, T, rows):
+            e = min(T, s + rows)
+            tables = torch.matmul(q[:, :, s:e].float(), weights)
+            kv = (k[:, :, : start + e], v[:, :, : start + e])
+            parts.append(FusedContextualAttention.apply(q[:, :, s:e], *kv, tables, scale, P))
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
 class FusedContextualAttention(torch.autograd.Function):
@@ -60,7 +73,7 @@ class FusedContextualAttention(torch.autograd.Function):
         blocks = triton.cdiv(k.shape[2], _block(q)) if keep else 0
         counts = torch.empty(B * H, T, blocks, dtype=torch.float32, device=q.device)
         sizes = _sizes(q, k, v, tables, P)
-        grid, tiles = _grid(q), _blocks(q, v)
+        grid, tiles = _grid(q), _constants(q, v)
         _forward[grid](q3, k3, v3, tab, out, lse, counts, *sizes, scale, keep, **tiles)
         ctx.save_for_backward(q3, k3, v3, tab, out, lse, counts)
         ctx.scale, ctx.sizes, ctx.shapes = scale, sizes, (q.shape, k.shape, v.shape, tables.shape)
@@ -74,7 +87,7 @@ class FusedContextualAttention(torch.autograd.Function):
             torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q3, k3, v3, tab)
         ]
         inputs = (q3, k3, v3, tab, out, lse, counts, _rows(grad_out.float()), *grads)
-        _backward[_grid(q)](*inputs, *ctx.sizes, ctx.scale, **_blocks(q, v))
+        _backward[_grid(q)](*inputs, *ctx.sizes, ctx.scale, **_constants(q, v))
         dq, dk, dv, dtab = (g.view(s) for g, s in zip(grads, ctx.shapes, strict=True))
         return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), dtab, None, None
 
@@ -99,10 +112,14 @@ def _block(q: Tensor) -> int:
     return 16 if os.environ.get("TRITON_INTERPRET") == "1" else 64
 
 
-def _blocks(q: Tensor, v: Tensor) -> dict[str, int]:
+def _constants(q: Tensor, v: Tensor) -> dict[str, int | str]:
+    """The kernels' compile-time constants: tile sizes, heads padded to a power of two, and
+    the float32 products' precision, TF32 exactly where torch's own matmuls may use it."""
     edge = _block(q)
     head, value = (max(16, triton.next_power_of_2(n)) for n in (q.shape[3], v.shape[3]))
-    return {"BM": edge, "BN": edge, "BE": head, "BV": value}
+    exact = q.dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32
+    precision = "ieee" if exact else "tf32"
+    return {"BM": edge, "BN": edge, "BE": head, "BV": value, "PRECISION": precision}
 
 
 @triton.jit
@@ -113,10 +130,10 @@ def _tile(ptr, rows, n_rows, cols, n_cols, stride):
 
 
 @triton.jit
-def _gated(q, k, rows, keys, T, S, scale):
+def _gated(q, k, rows, keys, T, S, scale, PRECISION: tl.constexpr):
     """Scores s·q·kᵀ of a tile, its gates σ(score) (0 where a key follows its query or
     lies past the keys) and where it is visible. Query i is key i + S - T."""
-    scores = tl.dot(q, tl.trans(k)) * scale
+    scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
     visible = (keys[None, :] <= rows[:, None] + S - T) & (keys[None, :] < S) & (rows[:, None] < T)
     gates = tl.where(visible, tl.sigmoid(scores), 0.0)
     return scores, gates, visible
@@ -136,7 +153,8 @@ def _interpolated(tab, rows, pos, visible, N, P):
 
 @triton.jit
 def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.constexpr,
-             BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr):  # fmt: skip
+             BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr,
+             PRECISION: tl.constexpr):  # fmt: skip
     """One query block of one (batch, head): key blocks from the diagonal back, counting
     positions, into an online softmax; writes the output, the log-sum-exp and (``KEEP``, for
     the backward) each row's count at the start of every key block."""
@@ -153,7 +171,7 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
     for block in range(top):
         keys = (top - 1 - block) * BN + tl.arange(0, BN)
         k = _tile(K + bh * S * E, keys, S, heads, E, E)
-        scores, gates, visible = _gated(q, k, rows, keys, T, S, scale)
+        scores, gates, visible = _gated(q, k, rows, keys, T, S, scale, PRECISION)
         pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
         if KEEP:
             tl.store(counts + top - 1 - block, count, mask=rows < T)
@@ -165,7 +183,7 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
         rescale = tl.exp(most - peak)
         total = total * rescale + tl.sum(probs, axis=1)
         v = _tile(V + bh * S * EV, keys, S, values, EV, EV)
-        acc = acc * rescale[:, None] + tl.dot(probs.to(v.dtype), v)
+        acc = acc * rescale[:, None] + tl.dot(probs.to(v.dtype), v, input_precision=PRECISION)
         most = peak
     total = tl.where(rows < T, total, 1.0)  # rows past T: nothing to divide or log
     inside = (rows[:, None] < T) & (values[None, :] < EV)
@@ -176,7 +194,8 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
 
 @triton.jit
 def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV, N, P, scale,
-              BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr):  # fmt: skip
+              BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr,
+              PRECISION: tl.constexpr):  # fmt: skip
     """One query block of one (batch, head): key blocks from the first to the diagonal, the
     positions from the forward's counts (bit for bit); ∂L/∂q stored, the rest added
     atomically."""
@@ -195,20 +214,35 @@ def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV,
         keys = block * BN + tl.arange(0, BN)
         k = _tile(K + bh * S * E, keys, S, heads, E, E)
         v = _tile(V + bh * S * EV, keys, S, values, EV, EV).to(tl.float32)
-        scores, gates, visible = _gated(q, k, rows, keys, T, S, scale)
+        scores, gates, visible = _gated(q, k, rows, keys, T, S, scale, PRECISION)
         count = tl.load(counts + block, mask=rows < T, other=0.0)
         pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
         bias, weight, index, slope = _interpolated(TAB + bh * T * N, rows, pos, visible, N, P)
         probs = tl.exp(tl.where(visible, scores + bias, float("-inf")) - lse[:, None])
-        grad_logits = probs * (tl.dot(grad_out, tl.trans(v)) - delta[:, None])
+        dp = tl.dot(grad_out, tl.trans(v), input_precision=PRECISION)
+        grad_logits = probs * (dp - delta[:, None])
         _add_tables(DTAB + bh * T * N, rows, index, weight, grad_logits, visible, N, P)
         grad_pos = grad_logits * slope
         grad_gates = tl.cumsum(grad_pos, axis=1) + carry[:, None]
         carry += tl.sum(grad_pos, axis=1)
         grad_scores = (grad_logits + grad_gates * gates * (1.0 - gates)) * scale
-        grad_q += tl.dot(grad_scores, k.to(tl.float32))
-        _add_tile(DK + bh * S * E, keys, S, heads, E, tl.dot(tl.trans(grad_scores), q32))
-        _add_tile(DV + bh * S * EV, keys, S, values, EV, tl.dot(tl.trans(probs), grad_out))
+        grad_q += tl.dot(grad_scores, k.to(tl.float32), input_precision=PRECISION)
+        _add_tile(
+            DK + bh * S * E,
+            keys,
+            S,
+            heads,
+            E,
+            tl.dot(tl.trans(grad_scores), q32, input_precision=PRECISION),
+        )
+        _add_tile(
+            DV + bh * S * EV,
+            keys,
+            S,
+            values,
+            EV,
+            tl.dot(tl.trans(probs), grad_out, input_precision=PRECISION),
+        )
     inside = (rows[:, None] < T) & (heads[None, :] < E)
     tl.store(DQ + bh * T * E + rows[:, None] * E + heads[None, :], grad_q, mask=inside)
 

@@ -60,6 +60,23 @@ def outputs_and_gradients(
     return [out.detach(), *torch.autograd.grad((out * weights).sum(), tensors)]
 
 
+def test_queries_in_chunks_under_the_table_budget_give_the_same_result(
+    interpreted: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget of one query block's tables: 40 queries in three launches, each against the
+    keys up to its last query, equal one launch (forward and gradients)."""
+    tensors = [t.detach().float().requires_grad_() for t in inputs(40, 40, 6)]
+    weights = torch.randn(2, 2, 40, 4, generator=torch.Generator().manual_seed(5))
+    whole = outputs_and_gradients(
+        interpreted.fused_contextual_attention(*tensors, SCALE), tensors, weights
+    )
+    monkeypatch.setattr(interpreted, "TABLE_BUDGET", 2 * 2 * 16 * 16 * 4)
+    chunked = interpreted.fused_contextual_attention(*tensors, SCALE)
+    assert chunked.grad_fn.name() == "CatBackward0"
+    for a, b in zip(outputs_and_gradients(chunked, tensors, weights), whole, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_fused_is_causal(interpreted: ModuleType) -> None:
     """Changing the last key and value changes no earlier query's output."""
     q, k, v, emb = (t.detach().float() for t in inputs(24, 24, 8))

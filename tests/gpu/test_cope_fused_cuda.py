@@ -1,0 +1,81 @@
+"""CoPE's fused kernel compiled by Triton on CUDA (`python -m pytest -m gpu`; skipped without
+a GPU; on the CPU its interpreter runs tests/unit/encodings/test_cope_fused.py).
+
+fp32 with TF32 off equals the paper's formula in float64 to float32 precision, outputs and
+gradients; bf16 stays within bf16 rounding of it; a model with train.attention=flex has the
+default path's loss and gradients; and evaluating 16k tokens holds no (H, T, T) block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc_cli.engine.runtime import Runtime
+from posenc_cli.engine.step import lm_loss
+from tests.unit.encodings.test_cope_attention import SCALE, inputs, naive
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def _fused():  # imported here: Triton comes with CUDA builds of torch
+    from posenc_cli.encodings.contextual_fused import fused_contextual_attention
+
+    return fused_contextual_attention
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("T", "S", "P"), [(200, 200, 9), (131, 131, 300), (70, 333, 40)])
+def test_compiled_kernel_equals_the_formula(
+    dtype: torch.dtype, T: int, S: int, P: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    exact = [t.detach().cuda().requires_grad_() for t in inputs(T, S, P)]
+    weights = torch.randn(2, 2, T, 4, generator=torch.Generator().manual_seed(5)).cuda()
+    out = naive(*exact)
+    expected = [out, *torch.autograd.grad((out * weights.double()).sum(), exact)]
+    low = [t.detach().to(dtype).requires_grad_() for t in exact[:3]]
+    emb = exact[3].detach().float().requires_grad_()
+    got = _fused()(*low, emb, SCALE)
+    grads = torch.autograd.grad((got.float() * weights).sum(), [*low, emb])
+    tolerance = 1e-5 if dtype == torch.float32 else 3e-2
+    for name, g, e in zip(["out", "q", "k", "v", "emb"], [got, *grads], expected, strict=True):
+        err = (g.double() - e).abs().max() / e.abs().max().clamp(min=1.0)
+        assert err < tolerance, (name, float(err))
+
+
+def test_a_model_trains_through_it_as_through_the_default_path(
+    make_model, tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    model = make_model("cope").cuda()
+    with torch.no_grad():
+        for table in model.encoding.parameters():
+            table.normal_()
+    x, y = tokens(300).cuda(), tokens(300, seed=2).cuda()
+    rt = Runtime(torch.device("cuda"), "fp32")
+    results = {}
+    for kernel in ("sdpa", "flex"):
+        assert model.use_attention(kernel) == kernel
+        model.zero_grad()
+        loss = lm_loss(model, x, y, rt)
+        loss.backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[kernel] = (loss.item(), grads)
+    assert results["flex"][0] == pytest.approx(results["sdpa"][0], rel=1e-5)
+    torch.testing.assert_close(results["flex"][1], results["sdpa"][1], rtol=1e-3, atol=1e-5)
+
+
+def test_evaluating_16k_tokens_holds_no_t_by_t_block() -> None:
+    B, H, T, E = 1, 4, 16384, 64
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, E, device="cuda", generator=gen) for _ in range(3))
+    emb = torch.randn(E, 1025, device="cuda", generator=gen)
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    with torch.no_grad():
+        out = _fused()(q, k, v, emb, E**-0.5)
+    assert torch.isfinite(out).all()
+    assert torch.cuda.max_memory_allocated() - start < H * T * T * 4 / 8
