@@ -12,7 +12,7 @@ import torch
 
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.step import lm_loss
-from tests.unit.encodings.test_cope_attention import SCALE, inputs, naive
+from tests.helpers.cope import SCALE, inputs, naive
 
 pytestmark = [
     pytest.mark.gpu,
@@ -31,8 +31,11 @@ def _fused():  # imported here: Triton comes with CUDA builds of torch
 def test_compiled_kernel_equals_the_formula(
     dtype: torch.dtype, T: int, S: int, P: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """bf16: against the formula on the same bf16-rounded inputs, so only the kernel's own
+    rounding (probabilities and gradients stored in bf16) counts."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    exact = [t.detach().cuda().requires_grad_() for t in inputs(T, S, P)]
+    rounded = [t.detach().to(dtype).double() for t in inputs(T, S, P)[:3]]
+    exact = [t.cuda().requires_grad_() for t in [*rounded, inputs(T, S, P)[3].detach()]]
     weights = torch.randn(2, 2, T, 4, generator=torch.Generator().manual_seed(5)).cuda()
     out = naive(*exact)
     expected = [out, *torch.autograd.grad((out * weights.double()).sum(), exact)]
@@ -40,7 +43,7 @@ def test_compiled_kernel_equals_the_formula(
     emb = exact[3].detach().float().requires_grad_()
     got = _fused()(*low, emb, SCALE)
     grads = torch.autograd.grad((got.float() * weights).sum(), [*low, emb])
-    tolerance = 1e-5 if dtype == torch.float32 else 3e-2
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     for name, g, e in zip(["out", "q", "k", "v", "emb"], [got, *grads], expected, strict=True):
         err = (g.double() - e).abs().max() / e.abs().max().clamp(min=1.0)
         assert err < tolerance, (name, float(err))

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from tests.unit.encodings.test_cope_attention import SCALE, inputs, naive
+from tests.helpers.cope import SCALE, inputs, naive
 
 pytest.importorskip("triton", reason="the fused kernel is written in Triton")
 pytestmark = pytest.mark.skipif(
