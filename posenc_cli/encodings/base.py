@@ -102,8 +102,6 @@ class PositionalEncoding(nn.Module):
     #: chunked layer then passes only the keys its queries can see. False for PaTH, whose
     #: short convolution reads the inputs before a key.
     bias_from_any_key: ClassVar[bool] = True
-    #: The name of the encoding's family in messages ("rope", "xpos"); "" for none.
-    family: ClassVar[str] = ""
     #: Multiplier of the attention logits a context extension sets (YaRN's); 1 otherwise.
     attention_factor: float = 1.0
     #: Longest sequence the encoding is defined for; None means any length.

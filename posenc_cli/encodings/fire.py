@@ -55,7 +55,6 @@ class FireEncoding(PositionalEncoding):
     ) -> None:
         super().__init__(d_model, n_heads, head_dim, n_layers)
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
-        self.hidden = hidden
         self.c = nn.Parameter(torch.tensor(float(c)))
         self.register_buffer("init_threshold", torch.tensor(float(threshold)))
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))

@@ -62,7 +62,6 @@ class RotaryEncoding(PositionalEncoding):
 
     relative = True
     rotary = True
-    family = "rope"
     trained_inv_freq: Tensor
     inv_freq: Tensor
     long_inv_freq: Tensor

@@ -22,7 +22,6 @@ from posenc_cli.encodings.rope import RotaryEncoding
 class XPosEncoding(RotaryEncoding):
     """RoPE plus the per-pair exponential decay of xPos."""
 
-    family = "xpos"
     zeta: Tensor
 
     def __init__(
