@@ -217,34 +217,34 @@ def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV,
         scores, gates, visible = _gated(q, k, rows, keys, T, S, scale, PRECISION)
         count = tl.load(counts + block, mask=rows < T, other=0.0)
         pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
-        bias, weight, index, slope = _interpolated(TAB + bh * T * N, rows, pos, visible, N, P)
-        probs = tl.exp(tl.where(visible, scores + bias, float("-inf")) - lse[:, None])
-        dp = tl.dot(grad_out, tl.trans(v), input_precision=PRECISION)
-        grad_logits = probs * (dp - delta[:, None])
-        _add_tables(DTAB + bh * T * N, rows, index, weight, grad_logits, visible, N, P)
+        probs, grad_logits, slope = _logit_grads(
+            TAB + bh * T * N, DTAB + bh * T * N, rows, pos, scores, visible, lse, delta,
+            grad_out, v, N, P, PRECISION
+        )  # fmt: skip
         grad_pos = grad_logits * slope
         grad_gates = tl.cumsum(grad_pos, axis=1) + carry[:, None]
         carry += tl.sum(grad_pos, axis=1)
         grad_scores = (grad_logits + grad_gates * gates * (1.0 - gates)) * scale
         grad_q += tl.dot(grad_scores, k.to(tl.float32), input_precision=PRECISION)
-        _add_tile(
-            DK + bh * S * E,
-            keys,
-            S,
-            heads,
-            E,
-            tl.dot(tl.trans(grad_scores), q32, input_precision=PRECISION),
-        )
-        _add_tile(
-            DV + bh * S * EV,
-            keys,
-            S,
-            values,
-            EV,
-            tl.dot(tl.trans(probs), grad_out, input_precision=PRECISION),
-        )
+        dk = tl.dot(tl.trans(grad_scores), q32, input_precision=PRECISION)
+        _add_tile(DK + bh * S * E, keys, S, heads, E, dk)
+        dv = tl.dot(tl.trans(probs), grad_out, input_precision=PRECISION)
+        _add_tile(DV + bh * S * EV, keys, S, values, EV, dv)
     inside = (rows[:, None] < T) & (heads[None, :] < E)
     tl.store(DQ + bh * T * E + rows[:, None] * E + heads[None, :], grad_q, mask=inside)
+
+
+@triton.jit
+def _logit_grads(TAB, DTAB, rows, pos, scores, visible, lse, delta, grad_out, v, N, P,
+                 PRECISION: tl.constexpr):  # fmt: skip
+    """A tile's probabilities (from the forward's log-sum-exp), ∂L/∂logits and the slopes at
+    its positions; the tables' gradients added into ``DTAB``."""
+    bias, weight, index, slope = _interpolated(TAB, rows, pos, visible, N, P)
+    probs = tl.exp(tl.where(visible, scores + bias, float("-inf")) - lse[:, None])
+    grad_probs = tl.dot(grad_out, tl.trans(v), input_precision=PRECISION)
+    grad_logits = probs * (grad_probs - delta[:, None])
+    _add_tables(DTAB, rows, index, weight, grad_logits, visible, N, P)
+    return probs, grad_logits, slope
 
 
 @triton.jit
