@@ -10,12 +10,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
+    from posenc_cli.encodings.base import PositionalEncoding
     from posenc_cli.encodings.registry import build_encoding
+    from posenc_cli.encodings.site import BiasSite, ForwardCache
     from posenc_cli.encodings.span import Span
 
 __all__ = ["BiasSite", "ForwardCache", "PositionalEncoding", "Span", "build_encoding"]
-_HOME = {name: "base" for name in __all__} | {"build_encoding": "registry", "Span": "span"}
+_HOME = {"BiasSite": "site", "ForwardCache": "site", "PositionalEncoding": "base"} | {
+    "build_encoding": "registry",
+    "Span": "span",
+}
 
 
 def __getattr__(name: str) -> Any:

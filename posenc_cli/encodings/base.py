@@ -28,7 +28,6 @@ Whether an encoding has a bias, and of which kind, follows from the hooks it ove
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -38,38 +37,8 @@ from posenc_cli.common.errors import PosencError
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.rope_scaling import RescaleSets
-from posenc_cli.encodings.span import Span, range_key
-
-
-@dataclass
-class ForwardCache:
-    """Tensors one forward pass shares between a layer's query chunks: ``positions`` spans the
-    forward, ``tables`` holds per-layer projected position tables (layer -> tensor) and
-    ``key_terms`` per-layer products over every key seen so far. They live for one forward."""
-
-    positions: Span
-    tables: dict[int, Any] = field(default_factory=dict)
-    key_terms: dict[int, Tensor] = field(default_factory=dict)
-
-
-#: bias(b, h, q, k, d) of the site's query row q and key row k at distance d = i - j (index
-#: tensors, broadcast): tables are indexed by rows and distances, never by a Python number,
-#: so a compiled kernel serves every chunk.
-ScoreBias = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
-
-
-@dataclass(frozen=True)
-class BiasSite:
-    """Where a content bias is asked for: a chunk of queries against every earlier key;
-    ``inputs`` is the layer's (normalised) input at those keys, (B, S, D)."""
-
-    queries: Span
-    keys: Span
-    layer: int
-    cache: ForwardCache
-    inputs: Tensor | None = None
-    #: train.attention=flex: ``content_attention`` takes its fused kernel, if it has one.
-    fused: bool = False
+from posenc_cli.encodings.site import BiasSite, ScoreBias
+from posenc_cli.encodings.span import range_key
 
 
 class PositionalEncoding(nn.Module):
@@ -155,9 +124,8 @@ class PositionalEncoding(nn.Module):
         kinds = (self.has_distance_bias, self.has_pair_bias, self.has_content_bias)
         return any(kinds) or self.has_key_bias
 
-    @property
-    def fuses_content_attention(self) -> bool:
-        """``content_attention`` runs here as one kernel holding no (T, S) block (CoPE's)."""
+    def fuses_attention(self, device: torch.device) -> bool:
+        """Whether ``fused_attention`` runs on ``device`` (Triton kernels: CUDA)."""
         return False
 
     def embed(self, x_BTD: Tensor, pos_T: Tensor) -> Tensor:
@@ -211,6 +179,14 @@ class PositionalEncoding(nn.Module):
         """``pair_bias`` or ``content_bias`` (q, k as there) as a function FlexAttention calls
         per score, equal to it wherever j <= i, for the site's queries against every key of
         the forward; a future pair (d < 0) must still read in bounds (the kernel masks it)."""
+        raise NotImplementedError
+
+    def fused_attention(
+        self, q_BHTE: Tensor, k_BHTE: Tensor, v_BHTE: Tensor, scale: float, layer: int
+    ) -> Tensor:
+        """The layer's whole attention, (B, H, T, E), as one kernel of the encoding's own that
+        holds no (T, S) block (CoPE's and stick-breaking's, in Triton), for every query of the
+        forward at once; taken with train.attention=flex where ``fuses_attention``."""
         raise NotImplementedError
 
     def attention_weights(self, logits_BHtS: Tensor) -> Tensor:

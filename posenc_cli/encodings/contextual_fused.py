@@ -19,7 +19,6 @@ interpreter (TRITON_INTERPRET=1), which is how the tests check it.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -28,6 +27,8 @@ import triton.language as tl
 from torch import Tensor
 
 from posenc_cli.encodings.contextual import table_weights
+from posenc_cli.nn.fused_kernels import tile_edge
+from posenc_cli.nn.triton_tiles import add_tile, tile
 
 #: Bytes of interpolation tables one launch may hold: the queries go in chunks under it (at
 #: GPT-2 small's 1,025 positions, a 32k-token evaluation takes 12 launches per layer).
@@ -44,7 +45,7 @@ def fused_contextual_attention(
     P, start = emb.shape[-1], k.shape[2] - T
     with torch.autocast(q.device.type, enabled=False):
         weights = table_weights(emb.float(), P)
-        block = _block(q)
+        block = tile_edge()
         rows = max(block, TABLE_BUDGET // (B * H * weights.shape[-1] * 4) // block * block)
         parts = []
         for s in range(0, T, rows):
@@ -70,7 +71,7 @@ class FusedContextualAttention(torch.autograd.Function):
         out = torch.empty(B * H, T, v.shape[-1], dtype=torch.float32, device=q.device)
         lse = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
         keep = any(ctx.needs_input_grad[:4])
-        blocks = triton.cdiv(k.shape[2], _block(q)) if keep else 0
+        blocks = triton.cdiv(k.shape[2], tile_edge()) if keep else 0
         counts = torch.empty(B * H, T, blocks, dtype=torch.float32, device=q.device)
         sizes = _sizes(q, k, v, tables, P)
         grid, tiles = _grid(q), _constants(q, v)
@@ -98,7 +99,7 @@ def _rows(x: Tensor) -> Tensor:
 
 
 def _grid(q: Tensor) -> tuple[int, int]:
-    return triton.cdiv(q.shape[2], _block(q)), q.shape[0] * q.shape[1]
+    return triton.cdiv(q.shape[2], tile_edge()), q.shape[0] * q.shape[1]
 
 
 def _sizes(q: Tensor, k: Tensor, v: Tensor, tables: Tensor, P: int) -> tuple[int, ...]:
@@ -106,27 +107,14 @@ def _sizes(q: Tensor, k: Tensor, v: Tensor, tables: Tensor, P: int) -> tuple[int
     return q.shape[2], k.shape[2], q.shape[3], v.shape[3], tables.shape[3], P
 
 
-def _block(q: Tensor) -> int:
-    """Queries and keys per tile: 64 on a GPU; 16 under the interpreter, whose tiles are
-    NumPy arrays, so that the tests' short sequences cross several blocks."""
-    return 16 if os.environ.get("TRITON_INTERPRET") == "1" else 64
-
-
 def _constants(q: Tensor, v: Tensor) -> dict[str, int | str]:
     """The kernels' compile-time constants: tile sizes, heads padded to a power of two, and
     the float32 products' precision, TF32 exactly where torch's own matmuls may use it."""
-    edge = _block(q)
+    edge = tile_edge()
     head, value = (max(16, triton.next_power_of_2(n)) for n in (q.shape[3], v.shape[3]))
     exact = q.dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32
     precision = "ieee" if exact else "tf32"
     return {"BM": edge, "BN": edge, "BE": head, "BV": value, "PRECISION": precision}
-
-
-@triton.jit
-def _tile(ptr, rows, n_rows, cols, n_cols, stride):
-    """A (rows, cols) tile of a row-major matrix, zero outside it."""
-    inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    return tl.load(ptr + rows[:, None] * stride + cols[None, :], mask=inside, other=0.0)
 
 
 @triton.jit
@@ -161,7 +149,7 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
     bh = tl.program_id(1)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     heads, values = tl.arange(0, BE), tl.arange(0, BV)
-    q = _tile(Q + bh * T * E, rows, T, heads, E, E)
+    q = tile(Q + bh * T * E, rows, T, heads, E, E)
     top = tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)
     most = tl.full([BM], -1.0e30, tl.float32)  # finite: rows with no key yet stay 0
     total = tl.zeros([BM], tl.float32)
@@ -170,7 +158,7 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
     acc = tl.zeros([BM, BV], tl.float32)
     for block in range(top):
         keys = (top - 1 - block) * BN + tl.arange(0, BN)
-        k = _tile(K + bh * S * E, keys, S, heads, E, E)
+        k = tile(K + bh * S * E, keys, S, heads, E, E)
         scores, gates, visible = _gated(q, k, rows, keys, T, S, scale, PRECISION)
         pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
         if KEEP:
@@ -182,7 +170,7 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
         probs = tl.exp(logits - peak[:, None])
         rescale = tl.exp(most - peak)
         total = total * rescale + tl.sum(probs, axis=1)
-        v = _tile(V + bh * S * EV, keys, S, values, EV, EV)
+        v = tile(V + bh * S * EV, keys, S, values, EV, EV)
         acc = acc * rescale[:, None] + tl.dot(probs.to(v.dtype), v, input_precision=PRECISION)
         most = peak
     total = tl.where(rows < T, total, 1.0)  # rows past T: nothing to divide or log
@@ -202,18 +190,18 @@ def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV,
     bh = tl.program_id(1)
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     heads, values = tl.arange(0, BE), tl.arange(0, BV)
-    q = _tile(Q + bh * T * E, rows, T, heads, E, E)
+    q = tile(Q + bh * T * E, rows, T, heads, E, E)
     q32 = q.to(tl.float32)
-    grad_out = _tile(DO + bh * T * EV, rows, T, values, EV, EV)
-    delta = tl.sum(grad_out * _tile(OUT + bh * T * EV, rows, T, values, EV, EV), axis=1)
+    grad_out = tile(DO + bh * T * EV, rows, T, values, EV, EV)
+    delta = tl.sum(grad_out * tile(OUT + bh * T * EV, rows, T, values, EV, EV), axis=1)
     lse = tl.load(LSE + bh * T + rows, mask=rows < T, other=0.0)
     counts = COUNTS + bh * T * tl.cdiv(S, BN) + rows * tl.cdiv(S, BN)
     carry = tl.zeros([BM], tl.float32)  # Σ ∂L/∂p over the keys before the block
     grad_q = tl.zeros([BM, BE], tl.float32)
     for block in range(tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)):
         keys = block * BN + tl.arange(0, BN)
-        k = _tile(K + bh * S * E, keys, S, heads, E, E)
-        v = _tile(V + bh * S * EV, keys, S, values, EV, EV).to(tl.float32)
+        k = tile(K + bh * S * E, keys, S, heads, E, E)
+        v = tile(V + bh * S * EV, keys, S, values, EV, EV).to(tl.float32)
         scores, gates, visible = _gated(q, k, rows, keys, T, S, scale, PRECISION)
         count = tl.load(counts + block, mask=rows < T, other=0.0)
         pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
@@ -227,9 +215,9 @@ def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV,
         grad_scores = (grad_logits + grad_gates * gates * (1.0 - gates)) * scale
         grad_q += tl.dot(grad_scores, k.to(tl.float32), input_precision=PRECISION)
         dk = tl.dot(tl.trans(grad_scores), q32, input_precision=PRECISION)
-        _add_tile(DK + bh * S * E, keys, S, heads, E, dk)
+        add_tile(DK + bh * S * E, keys, S, heads, E, dk)
         dv = tl.dot(tl.trans(probs), grad_out, input_precision=PRECISION)
-        _add_tile(DV + bh * S * EV, keys, S, values, EV, dv)
+        add_tile(DV + bh * S * EV, keys, S, values, EV, dv)
     inside = (rows[:, None] < T) & (heads[None, :] < E)
     tl.store(DQ + bh * T * E + rows[:, None] * E + heads[None, :], grad_q, mask=inside)
 
@@ -254,11 +242,3 @@ def _add_tables(DTAB, rows, index, weight, grad, visible, N, P):
     at = DTAB + rows[:, None] * N + index
     tl.atomic_add(at, grad, mask=visible)
     tl.atomic_add(at + P, grad * weight, mask=visible)
-
-
-@triton.jit
-def _add_tile(ptr, rows, n_rows, cols, n_cols, tile):
-    """Adds a (rows, cols) tile into a row-major float32 matrix, atomically: every query
-    block adds into the same keys."""
-    inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    tl.atomic_add(ptr + rows[:, None] * n_cols + cols[None, :], tile, mask=inside)

@@ -12,13 +12,13 @@ and k: a ``content_bias``, materialised per layer and query chunk (in evaluation
 masked fused kernel, or, on CPU, for the near keys only: past the clamp the bias is one number
 per row, and the far keys go through the unmasked kernel, nn/split_attention.py); in
 training ``ContextualAttention`` computes the bias and the attention in one node
-(``content_attention``). The kernels are in encodings/contextual.py.
+(``content_attention``). The kernels are in encodings/contextual.py; with
+train.attention=flex, where Triton runs, one fused kernel does all of it with no (T, S)
+block (encodings/contextual_fused.py).
 """
 
 from __future__ import annotations
 
-import os
-from importlib.util import find_spec
 from typing import Annotated, Any
 
 import torch
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import BiasSite, PositionalEncoding
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.contextual import (
     ContextualAttention,
     ContextualBias,
@@ -35,6 +35,8 @@ from posenc_cli.encodings.contextual import (
     near_scores,
 )
 from posenc_cli.encodings.per_layer import PerLayer
+from posenc_cli.encodings.site import BiasSite
+from posenc_cli.nn.fused_kernels import triton_runs
 from posenc_cli.nn.split_attention import merges_far_keys, split_attention
 
 
@@ -87,26 +89,24 @@ class CopeEncoding(PositionalEncoding):
                 self.softmax_scale(self.head_dim),
             )
 
-    @property
-    def fuses_content_attention(self) -> bool:
-        """Where Triton runs: CUDA, or the CPU under its interpreter (TRITON_INTERPRET=1)."""
-        device = next(self.parameters()).device
-        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-        return (device.type == "cuda" or interpreted) and find_spec("triton") is not None
+    def fuses_attention(self, device: torch.device) -> bool:
+        return triton_runs(device)
+
+    def fused_attention(
+        self, q_BHTE: Tensor, k_BHTE: Tensor, v_BHTE: Tensor, scale: float, layer: int
+    ) -> Tensor:
+        """The Triton kernel of encodings/contextual_fused.py, forward and backward."""
+        from posenc_cli.encodings.contextual_fused import fused_contextual_attention
+
+        return fused_contextual_attention(q_BHTE, k_BHTE, v_BHTE, self.embeddings[layer], scale)
 
     def content_attention(
         self, q_BHTE: Tensor, k_BHSE: Tensor, v_BHSE: Tensor, scale: float, site: BiasSite
     ) -> Tensor:
-        """With train.attention=flex, where Triton runs: the fused kernel of
-        encodings/contextual_fused.py, forward and backward. Otherwise, training:
-        ``ContextualAttention``; evaluation on CPU: the near keys' scores and the far keys (one
-        bias per row past the clamp) through the fused kernel, merged by their log-sum-exp
-        (nn/split_attention.py); elsewhere the whole bias as a mask."""
+        """Training: ``ContextualAttention``. Evaluation on CPU: the near keys' scores and the
+        far keys (one bias per row past the clamp) through the fused kernel, merged by
+        their log-sum-exp (nn/split_attention.py); elsewhere the whole bias as a mask."""
         q, k, v = q_BHTE, k_BHSE, v_BHSE
-        if site.fused and self.fuses_content_attention:
-            from posenc_cli.encodings.contextual_fused import fused_contextual_attention
-
-            return fused_contextual_attention(q, k, v, self.embeddings[site.layer], scale)
         with torch.autocast(q.device.type, enabled=False):
             emb = self.embeddings[site.layer].to(q.dtype)
             if torch.is_grad_enabled():

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding, ScoreBias
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.cache import BoundedCache
 from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import (
@@ -32,6 +32,7 @@ from posenc_cli.encodings.relative import (
     largest_distance,
     mask_future_,
 )
+from posenc_cli.encodings.site import BiasSite, ForwardCache, ScoreBias
 from posenc_cli.nn.layers import Linear
 
 

@@ -29,10 +29,11 @@ import torch
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import BiasSite, PositionalEncoding, ScoreBias
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.parameters import POSITIVE
 from posenc_cli.encodings.piecewise import piecewise_bias, tile_keys
 from posenc_cli.encodings.relative import largest_distance
+from posenc_cli.encodings.site import BiasSite, ScoreBias
 
 #: Added to the normaliser ψ(max(L, i)), as in the paper's listing.
 FIRE_EPS = 1e-6

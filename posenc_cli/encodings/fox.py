@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posenc_cli.encodings.base import BiasSite, PositionalEncoding
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.per_layer import PerLayer
 from posenc_cli.encodings.relative import mask_future_
+from posenc_cli.encodings.site import BiasSite
 
 #: Standard deviation of the gate weights at initialisation (the authors' initializer_range).
 GATE_INIT_STD = 0.02

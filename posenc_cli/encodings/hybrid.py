@@ -30,9 +30,9 @@ import torch
 from torch import Tensor
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import BiasSite
 from posenc_cli.encodings.parameters import EVEN, POSITIVE, YARN_RAMPS
 from posenc_cli.encodings.rope import RotaryEncoding
+from posenc_cli.encodings.site import BiasSite
 
 #: What a layer of a pattern may be.
 LAYER_KINDS = Rule(choices=("rope", "none"))

@@ -39,9 +39,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posenc_cli.common.rules import Rule
-from posenc_cli.encodings.base import BiasSite, PositionalEncoding
+from posenc_cli.encodings.base import PositionalEncoding
 from posenc_cli.encodings.householder import KeyBlocks, key_blocks, path_attention, path_scores
 from posenc_cli.encodings.per_layer import PerLayer
+from posenc_cli.encodings.site import BiasSite
 from posenc_cli.nn.split_attention import merges_far_keys
 
 #: Standard deviation of every PaTH weight at initialisation (the authors' initializer_range).

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from posenc_cli.encodings.base import BiasSite, ScoreBias
+from posenc_cli.encodings.site import BiasSite, ScoreBias
 
 
 def largest_distance(site: BiasSite) -> int:

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from posenc_cli.model.blockwise import KeyValueCache
 from posenc_cli.model.context import AttentionContext
-from posenc_cli.model.flex import flex_attend, flex_scored, takes_flex
+from posenc_cli.model.flex import flex_forward, takes_flex
 from posenc_cli.model.folded import separable_attention
 from posenc_cli.nn.layers import Linear, RMSNorm
 
@@ -155,11 +155,8 @@ class CausalSelfAttention(nn.Module):
         scale = enc.softmax_scale(self.head_dim)
         q, k, qt, kt, v = self._projected(x_BTD, ctx)
         with _no_cpu_autocast(v):
-            if ctx.flex and takes_flex(ctx) and enc.has_score_bias:
-                y = flex_scored((qt, kt, v), (q, k), ctx, scale, self.layer, x_BTD)
-            elif ctx.flex and takes_flex(ctx) and not enc.fuses_content_attention:
-                key_bias = ctx.key_bias(k, self.layer, x_BTD) if enc.has_key_bias else None
-                y = flex_attend(qt, kt, v, ctx, scale, key_bias)
+            if ctx.flex and takes_flex(ctx):
+                y = flex_forward(q, k, (qt, kt, v), ctx, scale, self.layer, x_BTD)
             elif enc.has_own_weights:
                 y = self._weighted(qt, kt, v, ctx, scale)
             elif enc.has_key_bias and not ctx.local:
@@ -262,9 +259,8 @@ class CausalSelfAttention(nn.Module):
         whose bias shares work with the attention computes both (``content_attention``)."""
         enc = ctx.encoding
         fused = enc.has_content_attention and ctx.logn_length is None and not ctx.local
-        whole = fused and ctx.flex and enc.fuses_content_attention  # one kernel, no (T, S) block
         parts = []
-        for s, e in [(0, q.shape[2])] if whole else reversed(ctx.chunks(self.n_heads, q.shape[0])):
+        for s, e in reversed(ctx.chunks(self.n_heads, q.shape[0])):
             if fused:
                 qkv = (qt[:, :, s:e], kt[:, :, :e], v[:, :, :e])
                 parts.append(ctx.content_attention(s, e, qkv, scale, self.layer, x_BTD[:, :e]))

@@ -18,7 +18,8 @@ import math
 import torch
 from torch import Tensor
 
-from posenc_cli.encodings.base import BiasSite, ForwardCache, PositionalEncoding
+from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.site import BiasSite, ForwardCache
 from posenc_cli.encodings.span import Span
 
 #: Largest bias workspace (bytes, one layer, one chunk) before queries are chunked, on CPU:
@@ -274,7 +275,7 @@ class AttentionContext:
     ) -> Tensor:
         """The encoding's attention with its content bias for queries [start, end)."""
         keys = self.span.part(0, end)
-        site = BiasSite(self.span.part(start, end), keys, layer, self.cache, inputs_BsD, self.flex)
+        site = BiasSite(self.span.part(start, end), keys, layer, self.cache, inputs_BsD)
         return self.encoding.content_attention(*qkv, scale, site)
 
     def content_bias(

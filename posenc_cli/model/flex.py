@@ -17,8 +17,9 @@ a ``block_mask`` hides. Three forms cover these encodings, with no code of their
 * windows and chunks (model.windows, model.chunks) of any of these, or of an encoding with
   no bias: the block mask, so a long evaluation's hidden blocks are never computed.
 
-An encoding whose ``content_attention`` is a fused kernel of its own where it runs
-(``fuses_content_attention``: CoPE's, in Triton) takes that instead, for every query at once.
+An encoding with a fused kernel of its own where it runs (``fuses_attention``: CoPE's and
+stick-breaking's, in Triton) takes that instead, for every query at once, in a layer with
+neither a window nor a chunk and without log-n scaling.
 
 torch's FlexAttention has no backward on CPU; there it runs eagerly and unfused, for
 evaluation and for checking that these score_mods equal the default paths (tests/).
@@ -34,7 +35,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from posenc_cli.encodings.base import BiasSite, PositionalEncoding, ScoreBias
+from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.encodings.site import BiasSite, ScoreBias
 from posenc_cli.model.context import AttentionContext
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
@@ -54,18 +56,28 @@ def takes_flex(ctx: AttentionContext) -> bool:
     a bias of i - j over a range of positions, a separable bias, a ``score_bias``, or a window
     or a chunk; never weights that are not a softmax, other content or pair biases, or
     randomized positions."""
-    return has_flex_form(ctx.encoding, ctx.local, ctx.materialised, ctx.span.contiguous)
+    scaled = ctx.logn_length is not None
+    return has_flex_form(
+        ctx.encoding, ctx.local, ctx.materialised, ctx.span.contiguous, ctx.span.device, scaled
+    )
 
 
 def has_flex_form(
-    enc: PositionalEncoding, local: bool, materialised: bool = False, contiguous: bool = True
+    enc: PositionalEncoding,
+    local: bool,
+    materialised: bool = False,
+    contiguous: bool = True,
+    device: torch.device | None = None,
+    query_scaled: bool = False,
 ) -> bool:
-    """``takes_flex`` of a layer with ``enc``, a window or a chunk (``local``), a bias that is
-    ``materialised`` (pair biases, randomized positions) and positions that are a range."""
+    """``takes_flex`` of a layer with ``enc`` on ``device`` (the CPU by default), a window or
+    a chunk (``local``), a bias that is ``materialised`` (pair biases, randomized positions),
+    positions that are a range, and log-n scaling of the queries (``query_scaled``), which
+    an encoding's own fused kernel does not take: CoPE's bias reads the unscaled queries."""
+    if enc.fuses_attention(device or torch.device("cpu")):
+        return not (local or query_scaled)
     if enc.has_own_weights:
         return False
-    if enc.fuses_content_attention:  # its own fused kernel: attention.py's _chunked
-        return not local
     if enc.has_score_bias:
         return contiguous
     if materialised or enc.has_pair_bias:
@@ -73,6 +85,27 @@ def has_flex_form(
     if enc.has_key_bias:  # its content bias is the general form of the same bias
         return True
     return not enc.has_content_bias and (enc.has_distance_bias or local)
+
+
+def flex_forward(
+    q: Tensor,
+    k: Tensor,
+    qkv: tuple[Tensor, Tensor, Tensor],
+    ctx: AttentionContext,
+    scale: float,
+    layer: int,
+    inputs: Tensor,
+) -> Tensor:
+    """A ``takes_flex`` layer's attention: the encoding's own fused kernel, its
+    ``score_bias``, or its key or distance bias in FlexAttention. ``q``, ``k`` before
+    ``transform_qk`` (the hooks' inputs), ``qkv`` as the kernel takes them."""
+    enc = ctx.encoding
+    if enc.fuses_attention(q.device):
+        return enc.fused_attention(*qkv, scale, layer)
+    if enc.has_score_bias:
+        return flex_scored(qkv, (q, k), ctx, scale, layer, inputs)
+    key_bias = ctx.key_bias(k, layer, inputs) if enc.has_key_bias else None
+    return flex_attend(*qkv, ctx, scale, key_bias)
 
 
 def flex_attend(

@@ -186,10 +186,12 @@ class TransformerLM(nn.Module):
         """Attend with ``kernel`` (sdpa | flex) where a layer has that form; the kernel the
         model then uses: sdpa when no layer has a FlexAttention form (model/flex.py)."""
         kinds = zip(self.layer_kinds, self.windows, self.chunks, strict=True)
+        device, scaled = next(self.parameters()).device, self.logn_length is not None
         flex = kernel == "flex" and any(
-            has_flex_form(self.layer_encoding(kind), window is not None or chunk is not None)
-            for kind, window, chunk in kinds
-        )
+            has_flex_form(self.layer_encoding(kind), w is not None or c is not None, False, True,
+                          device, scaled)
+            for kind, w, c in kinds
+        )  # fmt: skip
         self.attention_kernel = "flex" if flex else "sdpa"
         return self.attention_kernel
 

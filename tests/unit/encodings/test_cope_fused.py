@@ -126,5 +126,5 @@ def test_without_the_interpreter_a_cpu_has_no_fused_form(
 ) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     model = make_model("cope")
-    assert not model.encoding.fuses_content_attention
+    assert not model.encoding.fuses_attention(torch.device("cpu"))
     assert model.use_attention("flex") == "sdpa"
