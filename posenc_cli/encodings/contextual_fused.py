@@ -27,7 +27,13 @@ import triton.language as tl
 from torch import Tensor
 
 from posenc_cli.encodings.contextual import table_weights
-from posenc_cli.nn.fused_kernels import tile_edge
+from posenc_cli.nn.fused_kernels import (
+    as_rows,
+    kernel_constants,
+    key_blocks,
+    launch_grid,
+    tile_edge,
+)
 from posenc_cli.nn.triton_tiles import add_tile, tile
 
 #: Bytes of interpolation tables one launch may hold: the queries go in chunks under it (at
@@ -67,14 +73,14 @@ class FusedContextualAttention(torch.autograd.Function):
         ctx: Any, q: Tensor, k: Tensor, v: Tensor, tables: Tensor, scale: float, P: int
     ) -> Tensor:
         B, H, T, _ = q.shape
-        q3, k3, v3, tab = (_rows(x) for x in (q, k, v, tables))
+        q3, k3, v3, tab = (as_rows(x) for x in (q, k, v, tables))
         out = torch.empty(B * H, T, v.shape[-1], dtype=torch.float32, device=q.device)
         lse = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
         keep = any(ctx.needs_input_grad[:4])
-        blocks = triton.cdiv(k.shape[2], tile_edge()) if keep else 0
+        blocks = key_blocks(k.shape[2]) if keep else 0
         counts = torch.empty(B * H, T, blocks, dtype=torch.float32, device=q.device)
         sizes = _sizes(q, k, v, tables, P)
-        grid, tiles = _grid(q), _constants(q, v)
+        grid, tiles = launch_grid(q), kernel_constants(q, v)
         _forward[grid](q3, k3, v3, tab, out, lse, counts, *sizes, scale, keep, **tiles)
         ctx.save_for_backward(q3, k3, v3, tab, out, lse, counts)
         ctx.scale, ctx.sizes, ctx.shapes = scale, sizes, (q.shape, k.shape, v.shape, tables.shape)
@@ -87,34 +93,15 @@ class FusedContextualAttention(torch.autograd.Function):
         grads = [
             torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q3, k3, v3, tab)
         ]
-        inputs = (q3, k3, v3, tab, out, lse, counts, _rows(grad_out.float()), *grads)
-        _backward[_grid(q)](*inputs, *ctx.sizes, ctx.scale, **_constants(q, v))
+        inputs = (q3, k3, v3, tab, out, lse, counts, as_rows(grad_out.float()), *grads)
+        _backward[launch_grid(q)](*inputs, *ctx.sizes, ctx.scale, **kernel_constants(q, v))
         dq, dk, dv, dtab = (g.view(s) for g, s in zip(grads, ctx.shapes, strict=True))
         return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), dtab, None, None
-
-
-def _rows(x: Tensor) -> Tensor:
-    """(B·H, rows, cols), contiguous: the kernels address rows by one stride."""
-    return x.reshape(-1, *x.shape[-2:]).contiguous()
-
-
-def _grid(q: Tensor) -> tuple[int, int]:
-    return triton.cdiv(q.shape[2], tile_edge()), q.shape[0] * q.shape[1]
 
 
 def _sizes(q: Tensor, k: Tensor, v: Tensor, tables: Tensor, P: int) -> tuple[int, ...]:
     """T, S, E, Ev, the tables' width N and P, in the kernels' argument order."""
     return q.shape[2], k.shape[2], q.shape[3], v.shape[3], tables.shape[3], P
-
-
-def _constants(q: Tensor, v: Tensor) -> dict[str, int | str]:
-    """The kernels' compile-time constants: tile sizes, heads padded to a power of two, and
-    the float32 products' precision, TF32 exactly where torch's own matmuls may use it."""
-    edge = tile_edge()
-    head, value = (max(16, triton.next_power_of_2(n)) for n in (q.shape[3], v.shape[3]))
-    exact = q.dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32
-    precision = "ieee" if exact else "tf32"
-    return {"BM": edge, "BN": edge, "BE": head, "BV": value, "PRECISION": precision}
 
 
 @triton.jit

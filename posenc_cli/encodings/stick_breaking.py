@@ -19,7 +19,8 @@ In log space, since log σ(z) = z − softplus(z) and log(1 − σ(z)) = −soft
 
 a cumulative sum over the keys in reverse, O(t·S) per query chunk (the authors' naive
 reference multiplies by a triangular matrix instead, O(t·S²)); no difference of two large sums
-is ever taken.
+is ever taken. With train.attention=flex, where Triton runs, one fused kernel forms, sums and
+applies the weights tile by tile with no (T, S) block (encodings/stick_breaking_fused.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from posenc_cli.encodings.base import PositionalEncoding
+from posenc_cli.nn.fused_kernels import triton_runs
 
 #: Log-weights below this count as 0 (e^-80 ≈ 2e-35): exp of the far keys' very negative
 #: log-weights underflows through denormals, which made it 15x slower than exp of normal
@@ -56,3 +58,14 @@ class StickBreakingEncoding(PositionalEncoding):
         rest = (1.0 - weights.sum(-1)).clamp(min=0.0)  # ≥ 0 up to rounding
         weights.diagonal(S - t, -2, -1).copy_(rest)
         return weights
+
+    def fuses_attention(self, device: torch.device) -> bool:
+        return triton_runs(device)
+
+    def fused_attention(
+        self, q_BHTE: Tensor, k_BHTE: Tensor, v_BHTE: Tensor, scale: float, layer: int
+    ) -> Tensor:
+        """The Triton kernel of encodings/stick_breaking_fused.py, forward and backward."""
+        from posenc_cli.encodings.stick_breaking_fused import fused_stick_breaking
+
+        return fused_stick_breaking(q_BHTE, k_BHTE, v_BHTE, scale, LOG_FLOOR)

@@ -43,7 +43,7 @@ def test_compiled_kernel_equals_the_formula(
     emb = exact[3].detach().float().requires_grad_()
     got = _fused()(*low, emb, SCALE)
     grads = torch.autograd.grad((got.float() * weights).sum(), [*low, emb])
-    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    tolerance = 3e-5 if dtype == torch.float32 else 2e-2
     for name, g, e in zip(["out", "q", "k", "v", "emb"], [got, *grads], expected, strict=True):
         err = (g.double() - e).abs().max() / e.abs().max().clamp(min=1.0)
         assert err < tolerance, (name, float(err))

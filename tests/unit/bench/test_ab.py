@@ -36,7 +36,7 @@ def test_flex_and_sdpa_evaluations_time_side_by_side(tmp_path: Path) -> None:
     ("variants", "why"),
     [
         ("alibi:fp32+flex", "trains on CUDA only"),
-        ("stick_breaking:fp32+flex", "no layer of stick_breaking"),
+        ("path:fp32+flex", "no layer of path"),
     ],
 )
 def test_flex_where_it_cannot_run_is_one_line(
