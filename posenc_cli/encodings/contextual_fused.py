@@ -2,19 +2,20 @@
 tile by tile, so no (T, S) block of scores, gates or bias is ever held — the memory is
 CoPE's own (T, 2P) interpolation tables (queries chunked to a budget) and the output.
 
-The forward runs one program per (query block, batch·head) and walks the key blocks from the
+The forward runs one program per (batch·head, query block) and walks the key blocks from the
 diagonal back, the order in which CoPE counts: p_ij = Σ_{t=j..i} g_it is a reverse cumulative
-sum of the gates, carried from block to block as each row's count. Each tile's interpolated
-bias joins its logits and an online softmax (running maximum and sum, as FlashAttention's);
-the program keeps each row's log-sum-exp and gate total.
+sum of the gates, carried from block to block as each row's count (taken from the block's
+positions themselves, so one number serves the next block's positions and indices). Each
+tile's interpolated bias joins its logits and an online softmax (running maximum and sum, as
+FlashAttention's); the program keeps each row's log-sum-exp and, for the backward, its count
+at the start of every key block.
 
-The backward walks the same key blocks forward: p_ij = total_i − Σ_{t<j} g_it recounts the
-positions, and ∂L/∂g_it = Σ_{j≤t} ∂L/∂p_ij is a forward cumulative sum carried the same way.
-∂L/∂q stays in the program; ∂L/∂k, ∂L/∂v and the tables' gradients are summed with atomics
-(so, like FlexAttention's compiled backward, not bit-reproducible). The tables
-[q·e | q·Δe] come from one matmul outside the kernel (``table_weights``), so autograd maps
-their gradient back to q and the embeddings. Runs on CUDA, and on the CPU under Triton's
-interpreter (TRITON_INTERPRET=1), which is how the tests check it.
+The backward walks the key blocks forward from those counts, and ∂L/∂g_it = Σ_{j≤t} ∂L/∂p_ij
+is a forward cumulative sum carried the same way. ∂L/∂q stays in the program; ∂L/∂k, ∂L/∂v
+and the tables' gradients are summed with relaxed atomics (so, like FlexAttention's compiled
+backward, not bit-reproducible). The tables [q·e | q·Δe] come from one matmul outside the kernel
+(``table_weights``), so autograd maps their gradient back to q and the embeddings. Launch
+settings: nn/fused_kernels.py.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from posenc_cli.nn.fused_kernels import (
     kernel_constants,
     key_blocks,
     launch_grid,
-    tile_edge,
+    matmul_precision,
+    on_device,
+    query_tile,
 )
 from posenc_cli.nn.triton_tiles import add_tile, tile
 
@@ -49,39 +52,43 @@ def fused_contextual_attention(
     are what memory holds (the default path holds them too, besides its (T, S) blocks)."""
     B, H, T, _ = q.shape
     P, start = emb.shape[-1], k.shape[2] - T
-    with torch.autocast(q.device.type, enabled=False):
+    keep = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v, emb))
+    with torch.autocast(q.device.type, enabled=False), on_device(q):
         weights = table_weights(emb.float(), P)
-        block = tile_edge()
+        block = query_tile(backward=False)
         rows = max(block, TABLE_BUDGET // (B * H * weights.shape[-1] * 4) // block * block)
         parts = []
         for s in range(0, T, rows):
             e = min(T, s + rows)
             tables = torch.matmul(q[:, :, s:e].float(), weights)
             kv = (k[:, :, : start + e], v[:, :, : start + e])
-            parts.append(FusedContextualAttention.apply(q[:, :, s:e], *kv, tables, scale, P))
+            parts.append(FusedContextualAttention.apply(q[:, :, s:e], *kv, tables, scale, P, keep))
+            del tables, kv  # before the next chunk's tables: one chunk's at a time
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
 class FusedContextualAttention(torch.autograd.Function):
-    """The kernels below as one autograd node of (q, k, v, tables). For the backward the
-    forward also keeps each row's count at the start of every key block, (T, S / 64) per
-    head, so the positions are recounted bit for bit (recounting them from a row's total
-    would cancel large sums near the diagonal, where positions are small)."""
+    """The kernels below as one autograd node of (q, k, v, tables); ``keep``: the counts at
+    the start of every key block are kept for a backward, (T, S / 32) per head, from which
+    it recounts the positions as the forward had them (recounting from a row's total would
+    cancel large sums near the diagonal, where positions are small)."""
 
     @staticmethod
     def forward(
-        ctx: Any, q: Tensor, k: Tensor, v: Tensor, tables: Tensor, scale: float, P: int
-    ) -> Tensor:
+        ctx: Any, q: Tensor, k: Tensor, v: Tensor, tables: Tensor, scale: float, P: int,
+        keep: bool,
+    ) -> Tensor:  # fmt: skip
         B, H, T, _ = q.shape
         q3, k3, v3, tab = (as_rows(x) for x in (q, k, v, tables))
         out = torch.empty(B * H, T, v.shape[-1], dtype=torch.float32, device=q.device)
         lse = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
-        keep = any(ctx.needs_input_grad[:4])
         blocks = key_blocks(k.shape[2]) if keep else 0
         counts = torch.empty(B * H, T, blocks, dtype=torch.float32, device=q.device)
-        sizes = _sizes(q, k, v, tables, P)
-        grid, tiles = launch_grid(q), kernel_constants(q, v)
-        _forward[grid](q3, k3, v3, tab, out, lse, counts, *sizes, scale, keep, **tiles)
+        sizes, ctx.precision = _sizes(q, k, v, tables, P), matmul_precision(q)
+        constants = kernel_constants(q, v, ctx.precision, backward=False)
+        _forward[launch_grid(q, backward=False)](
+            q3, k3, v3, tab, out, lse, counts, *sizes, scale, keep, **constants
+        )
         ctx.save_for_backward(q3, k3, v3, tab, out, lse, counts)
         ctx.scale, ctx.sizes, ctx.shapes = scale, sizes, (q.shape, k.shape, v.shape, tables.shape)
         return out.view(B, H, T, -1).to(q.dtype)
@@ -94,9 +101,11 @@ class FusedContextualAttention(torch.autograd.Function):
             torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q3, k3, v3, tab)
         ]
         inputs = (q3, k3, v3, tab, out, lse, counts, as_rows(grad_out.float()), *grads)
-        _backward[launch_grid(q)](*inputs, *ctx.sizes, ctx.scale, **kernel_constants(q, v))
+        constants = kernel_constants(q, v, ctx.precision, backward=True)
+        with on_device(q):
+            _backward[launch_grid(q, backward=True)](*inputs, *ctx.sizes, ctx.scale, **constants)
         dq, dk, dv, dtab = (g.view(s) for g, s in zip(grads, ctx.shapes, strict=True))
-        return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), dtab, None, None
+        return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), dtab, None, None, None
 
 
 def _sizes(q: Tensor, k: Tensor, v: Tensor, tables: Tensor, P: int) -> tuple[int, ...]:
@@ -133,11 +142,11 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
     """One query block of one (batch, head): key blocks from the diagonal back, counting
     positions, into an online softmax; writes the output, the log-sum-exp and (``KEEP``, for
     the backward) each row's count at the start of every key block."""
-    bh = tl.program_id(1)
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    bh = tl.program_id(0).to(tl.int64)  # int64 offsets: B·H·S·E may pass 2³¹
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
     heads, values = tl.arange(0, BE), tl.arange(0, BV)
     q = tile(Q + bh * T * E, rows, T, heads, E, E)
-    top = tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)
+    top = tl.cdiv(tl.minimum(tl.program_id(1) * BM + BM + S - T, S), BN)
     most = tl.full([BM], -1.0e30, tl.float32)  # finite: rows with no key yet stay 0
     total = tl.zeros([BM], tl.float32)
     count = tl.zeros([BM], tl.float32)
@@ -150,7 +159,7 @@ def _forward(Q, K, V, TAB, OUT, LSE, COUNTS, T, S, E, EV, N, P, scale, KEEP: tl.
         pos = tl.cumsum(gates, axis=1, reverse=True) + count[:, None]
         if KEEP:
             tl.store(counts + top - 1 - block, count, mask=rows < T)
-        count += tl.sum(gates, axis=1)
+        count = tl.sum(tl.where(tl.arange(0, BN)[None, :] == 0, pos, 0.0), axis=1)  # exact
         bias, _, _, _ = _interpolated(TAB + bh * T * N, rows, pos, visible, N, P)
         logits = tl.where(visible, scores + bias, float("-inf"))
         peak = tl.maximum(most, tl.max(logits, axis=1))
@@ -172,10 +181,9 @@ def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV,
               BM: tl.constexpr, BN: tl.constexpr, BE: tl.constexpr, BV: tl.constexpr,
               PRECISION: tl.constexpr):  # fmt: skip
     """One query block of one (batch, head): key blocks from the first to the diagonal, the
-    positions from the forward's counts (bit for bit); ∂L/∂q stored, the rest added
-    atomically."""
-    bh = tl.program_id(1)
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    positions from the forward's counts; ∂L/∂q stored, the rest added atomically."""
+    bh = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
     heads, values = tl.arange(0, BE), tl.arange(0, BV)
     q = tile(Q + bh * T * E, rows, T, heads, E, E)
     q32 = q.to(tl.float32)
@@ -185,7 +193,7 @@ def _backward(Q, K, V, TAB, OUT, LSE, COUNTS, DO, DQ, DK, DV, DTAB, T, S, E, EV,
     counts = COUNTS + bh * T * tl.cdiv(S, BN) + rows * tl.cdiv(S, BN)
     carry = tl.zeros([BM], tl.float32)  # Σ ∂L/∂p over the keys before the block
     grad_q = tl.zeros([BM, BE], tl.float32)
-    for block in range(tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)):
+    for block in range(tl.cdiv(tl.minimum(tl.program_id(1) * BM + BM + S - T, S), BN)):
         keys = block * BN + tl.arange(0, BN)
         k = tile(K + bh * S * E, keys, S, heads, E, E)
         v = tile(V + bh * S * EV, keys, S, values, EV, EV).to(tl.float32)
@@ -225,7 +233,9 @@ def _logit_grads(TAB, DTAB, rows, pos, scores, visible, lse, delta, grad_out, v,
 @triton.jit
 def _add_tables(DTAB, rows, index, weight, grad, visible, N, P):
     """∂L/∂e_q[⌊p⌋] += ∂L/∂bias and ∂L/∂Δe_q[⌊p⌋] += ∂L/∂bias·(p − ⌊p⌋), atomically: two
-    keys of a row may share an index."""
+    keys of a row may share an index. Index, weight and mask come from one copy of the
+    positions: a second reading of them (a clamped row's sum, say) made the compiler
+    recompute the positions' scan in another layout, where they may round apart."""
     at = DTAB + rows[:, None] * N + index
-    tl.atomic_add(at, grad, mask=visible)
-    tl.atomic_add(at + P, grad * weight, mask=visible)
+    tl.atomic_add(at, grad, mask=visible, sem="relaxed")
+    tl.atomic_add(at + P, grad * weight, mask=visible, sem="relaxed")

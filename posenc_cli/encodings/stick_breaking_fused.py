@@ -25,42 +25,48 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from posenc_cli.nn.fused_kernels import as_rows, kernel_constants, key_blocks, launch_grid
+from posenc_cli.nn.fused_kernels import (
+    as_rows,
+    kernel_constants,
+    key_blocks,
+    launch_grid,
+    matmul_precision,
+    on_device,
+)
 from posenc_cli.nn.triton_tiles import add_tile, tile
 
 
 def fused_stick_breaking(q: Tensor, k: Tensor, v: Tensor, scale: float, floor: float) -> Tensor:
     """Stick-breaking attention of T queries that end with the S keys, (B, H, T, Ev), in the
     queries' dtype; log-weights below ``floor`` count as 0, as on the default path."""
-    with torch.autocast(q.device.type, enabled=False):
-        out: Tensor = FusedStickBreaking.apply(q, k, v, scale, floor)
+    keep = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+    with torch.autocast(q.device.type, enabled=False), on_device(q):
+        out: Tensor = FusedStickBreaking.apply(q, k, v, scale, floor, keep)
     return out
 
 
 class FusedStickBreaking(torch.autograd.Function):
-    """The kernels below as one autograd node of (q, k, v)."""
+    """The kernels below as one autograd node of (q, k, v); ``keep``: the carried sums at
+    the start of every key block are kept for a backward, (T, S / 32) per head."""
 
     @staticmethod
-    def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, scale: float, floor: float) -> Tensor:
+    def forward(
+        ctx: Any, q: Tensor, k: Tensor, v: Tensor, scale: float, floor: float, keep: bool
+    ) -> Tensor:
         B, H, T, _ = q.shape
         q3, k3, v3 = (as_rows(x) for x in (q, k, v))
         out = torch.empty(B * H, T, v.shape[-1], dtype=torch.float32, device=q.device)
         total = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
-        keep = any(ctx.needs_input_grad[:3])
-        carries = torch.empty(
-            B * H, T, key_blocks(k.shape[2]) if keep else 0, dtype=torch.float32, device=q.device
-        )
-        sizes = (T, k.shape[2], q.shape[3], v.shape[3])
-        _forward[launch_grid(q)](
-            q3, k3, v3, out, total, carries, *sizes, scale, floor, keep, **kernel_constants(q, v)
+        blocks = key_blocks(k.shape[2]) if keep else 0
+        carries = torch.empty(B * H, T, blocks, dtype=torch.float32, device=q.device)
+        sizes, ctx.precision = (T, k.shape[2], q.shape[3], v.shape[3]), matmul_precision(q)
+        constants = kernel_constants(q, v, ctx.precision, backward=False)
+        _forward[launch_grid(q, backward=False)](
+            q3, k3, v3, out, total, carries, *sizes, scale, floor, keep, **constants
         )
         ctx.save_for_backward(q3, k3, v3, total, carries)
-        ctx.scale, ctx.floor, ctx.sizes, ctx.shapes = (
-            scale,
-            floor,
-            sizes,
-            (q.shape, k.shape, v.shape),
-        )
+        ctx.scale, ctx.floor, ctx.sizes = scale, floor, sizes
+        ctx.shapes = (q.shape, k.shape, v.shape)
         return out.view(B, H, T, -1).to(q.dtype)
 
     @staticmethod
@@ -69,25 +75,30 @@ class FusedStickBreaking(torch.autograd.Function):
         q, v = q3.view(ctx.shapes[0]), v3.view(ctx.shapes[2])
         grads = [torch.zeros(x.shape, dtype=torch.float32, device=x.device) for x in (q3, k3, v3)]
         inputs = (q3, k3, v3, total, carries, as_rows(grad_out.float()), *grads)
-        _backward[launch_grid(q)](
-            *inputs, *ctx.sizes, ctx.scale, ctx.floor, **kernel_constants(q, v)
-        )
+        constants = kernel_constants(q, v, ctx.precision, backward=True)
+        with on_device(q):
+            _backward[launch_grid(q, backward=True)](
+                *inputs, *ctx.sizes, ctx.scale, ctx.floor, **constants
+            )
         dq, dk, dv = (g.view(s) for g, s in zip(grads, ctx.shapes, strict=True))
-        return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), None, None
+        return dq.to(q.dtype), dk.to(k3.dtype), dv.to(v.dtype), None, None, None
 
 
 @triton.jit
 def _weights(q, k, rows, keys, T, S, scale, carry, floor, PRECISION: tl.constexpr):
-    """A tile's logits, the softplus of the earlier keys' (0 elsewhere), where a key is
-    earlier than its query, whether a log-weight is inside [floor, 0] and the weights, with
-    ``carry`` the row's sum of softplus over the later key blocks. Query i is key i + S − T."""
+    """A tile's logits, where a key is earlier than its query, whether a log-weight is inside
+    [floor, 0], the weights, and the carried sum of softplus for the next block back, with
+    ``carry`` the row's sum over the later key blocks. Query i is key i + S − T."""
     logits = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
     earlier = (keys[None, :] < rows[:, None] + S - T) & (rows[:, None] < T)
     spent = tl.where(earlier, tl.maximum(logits, 0.0) + tl.log(1.0 + tl.exp(-tl.abs(logits))), 0.0)
-    log_weights = logits - tl.cumsum(spent, axis=1, reverse=True) - carry[:, None]
+    reach = tl.cumsum(spent, axis=1, reverse=True) + carry[:, None]
+    log_weights = logits - reach
     inside = (log_weights >= floor) & (log_weights <= 0.0)
     weights = tl.where(earlier, tl.exp(tl.minimum(tl.maximum(log_weights, floor), 0.0)), 0.0)
-    return logits, spent, earlier, inside, weights
+    # the next carry from the block's own sums, exactly: one number per row serves both
+    after = tl.sum(tl.where(tl.arange(0, k.shape[0])[None, :] == 0, reach, 0.0), axis=1)
+    return logits, earlier, inside, weights, after
 
 
 @triton.jit
@@ -96,11 +107,11 @@ def _forward(Q, K, V, OUT, TOTAL, CARRIES, T, S, E, EV, scale, floor, KEEP: tl.c
              PRECISION: tl.constexpr):  # fmt: skip
     """One query block of one (batch, head): key blocks from the diagonal back; writes the
     output, each row's sum of weights and (``KEEP``) its carried softplus per key block."""
-    bh = tl.program_id(1)
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    bh = tl.program_id(0).to(tl.int64)  # int64 offsets: B·H·S·E may pass 2³¹
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
     heads, values = tl.arange(0, BE), tl.arange(0, BV)
     q = tile(Q + bh * T * E, rows, T, heads, E, E)
-    top = tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)
+    top = tl.cdiv(tl.minimum(tl.program_id(1) * BM + BM + S - T, S), BN)
     carries = CARRIES + bh * T * tl.cdiv(S, BN) + rows * tl.cdiv(S, BN)
     carry = tl.zeros([BM], tl.float32)
     total = tl.zeros([BM], tl.float32)
@@ -108,10 +119,10 @@ def _forward(Q, K, V, OUT, TOTAL, CARRIES, T, S, E, EV, scale, floor, KEEP: tl.c
     for block in range(top):
         keys = (top - 1 - block) * BN + tl.arange(0, BN)
         k = tile(K + bh * S * E, keys, S, heads, E, E)
-        _, spent, _, _, weights = _weights(q, k, rows, keys, T, S, scale, carry, floor, PRECISION)
+        _, _, _, weights, after = _weights(q, k, rows, keys, T, S, scale, carry, floor, PRECISION)
         if KEEP:
             tl.store(carries + top - 1 - block, carry, mask=rows < T)
-        carry += tl.sum(spent, axis=1)
+        carry = after
         total += tl.sum(weights, axis=1)
         v = tile(V + bh * S * EV, keys, S, values, EV, EV)
         acc += tl.dot(weights.to(v.dtype), v, input_precision=PRECISION)
@@ -128,8 +139,8 @@ def _backward(Q, K, V, TOTAL, CARRIES, DO, DQ, DK, DV, T, S, E, EV, scale, floor
               PRECISION: tl.constexpr):  # fmt: skip
     """One query block of one (batch, head): key blocks from the first to the diagonal;
     ∂L/∂q stored, ∂L/∂k and ∂L/∂v (the own value's share included) added atomically."""
-    bh = tl.program_id(1)
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    bh = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
     heads, values = tl.arange(0, BE), tl.arange(0, BV)
     q = tile(Q + bh * T * E, rows, T, heads, E, E)
     grad_out = tile(DO + bh * T * EV, rows, T, values, EV, EV)
@@ -142,12 +153,12 @@ def _backward(Q, K, V, TOTAL, CARRIES, DO, DQ, DK, DV, T, S, E, EV, scale, floor
     carries = CARRIES + bh * T * tl.cdiv(S, BN) + rows * tl.cdiv(S, BN)
     before = tl.zeros([BM], tl.float32)  # Σ_j g_ij over the key blocks before this one
     grad_q = tl.zeros([BM, BE], tl.float32)
-    for block in range(tl.cdiv(tl.minimum(tl.program_id(0) * BM + BM + S - T, S), BN)):
+    for block in range(tl.cdiv(tl.minimum(tl.program_id(1) * BM + BM + S - T, S), BN)):
         keys = block * BN + tl.arange(0, BN)
         k = tile(K + bh * S * E, keys, S, heads, E, E)
         v = tile(V + bh * S * EV, keys, S, values, EV, EV).to(tl.float32)
         carry = tl.load(carries + block, mask=rows < T, other=0.0)
-        logits, _, earlier, inside, weights = _weights(
+        logits, earlier, inside, weights, _ = _weights(
             q, k, rows, keys, T, S, scale, carry, floor, PRECISION
         )
         grad_weights = tl.dot(grad_out, tl.trans(v), input_precision=PRECISION) - own_grad[:, None]

@@ -1,9 +1,18 @@
-"""Where posenc's own Triton kernels run (CoPE's and stick-breaking's fused attention): CUDA,
-or the CPU under Triton's interpreter (TRITON_INTERPRET=1, which the test suite sets where
-there is no CUDA), with Triton installed. Nothing here imports Triton."""
+"""Where posenc's own Triton kernels run (CoPE's and stick-breaking's fused attention) and how
+they are launched: CUDA, or the CPU under Triton's interpreter (TRITON_INTERPRET=1, which the
+test suite sets where there is no CUDA), with Triton installed. Nothing here imports Triton.
+
+Tiles on a GPU: the forwards at 64 queries x 32 keys and the backwards at 32 x 32, in 8 warps
+and one pipeline stage, compile for an H100 (sm_90, ptxas) with no register spills at head
+sizes up to 64, where 64 x 64 in 4 warps and 3 stages spilled up to 59 kB per thread (the
+exact-fp32 backward) and needed more shared memory than the device has at head size 128 in
+fp32. One stage also keeps a single copy of each carried row count, which pipelining had
+split into two that rounded apart. Forward and backward share the key tile: the forward's
+per-block counts are laid out by it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from importlib.util import find_spec
 
@@ -21,15 +30,19 @@ def triton_runs(device: torch.device) -> bool:
     return (device.type == "cuda" or interpreted()) and find_spec("triton") is not None
 
 
-def tile_edge() -> int:
-    """Queries and keys per tile: 64 on a GPU; 16 under the interpreter, whose tiles are NumPy
-    arrays, so that the tests' short sequences cross several blocks."""
-    return 16 if interpreted() else 64
+def key_tile() -> int:
+    """Keys per tile: 32 on a GPU; 16 under the interpreter, whose tiles are NumPy arrays, so
+    that the tests' short sequences cross several blocks."""
+    return 16 if interpreted() else 32
+
+
+def query_tile(backward: bool) -> int:
+    return 16 if interpreted() else 32 if backward else 64
 
 
 def key_blocks(keys: int) -> int:
-    """Key blocks of ``tile_edge`` keys that cover ``keys``."""
-    return -(-keys // tile_edge())
+    """Key tiles that cover ``keys``."""
+    return -(-keys // key_tile())
 
 
 def as_rows(x: Tensor) -> Tensor:
@@ -37,17 +50,29 @@ def as_rows(x: Tensor) -> Tensor:
     return x.reshape(-1, *x.shape[-2:]).contiguous()
 
 
-def launch_grid(q: Tensor) -> tuple[int, int]:
-    """One program per block of queries and per (batch, head)."""
-    return key_blocks(q.shape[2]), q.shape[0] * q.shape[1]
+def launch_grid(q: Tensor, backward: bool) -> tuple[int, int]:
+    """One program per (batch, head) and block of queries (B·H on the axis without the
+    65,535 limit)."""
+    return q.shape[0] * q.shape[1], -(-q.shape[2] // query_tile(backward))
 
 
-def kernel_constants(q: Tensor, v: Tensor) -> dict[str, int | str]:
-    """The kernels' compile-time constants: tile sizes, heads padded to a power of two (16 at
-    least, tl.dot's smallest), and the float32 products' precision, TF32 exactly where
-    torch's own matmuls may use it."""
-    edge = tile_edge()
-    head, value = (max(16, 1 << (n - 1).bit_length()) for n in (q.shape[3], v.shape[3]))
+def matmul_precision(q: Tensor) -> str:
+    """Float32 products in TF32 exactly where torch's own matmuls may use it."""
     exact = q.dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32
-    precision = "ieee" if exact else "tf32"
-    return {"BM": edge, "BN": edge, "BE": head, "BV": value, "PRECISION": precision}
+    return "ieee" if exact else "tf32"
+
+
+def kernel_constants(q: Tensor, v: Tensor, precision: str, backward: bool) -> dict[str, int | str]:
+    """The compile-time constants and launch options of a forward or backward kernel: tiles,
+    heads padded to a power of two (16 at least, tl.dot's smallest), the products' precision,
+    warps and stages."""
+    head, value = (max(16, 1 << (n - 1).bit_length()) for n in (q.shape[3], v.shape[3]))
+    return {
+        **{"BM": query_tile(backward), "BN": key_tile(), "BE": head, "BV": value},
+        **{"PRECISION": precision, "num_warps": 8, "num_stages": 1},
+    }
+
+
+def on_device(x: Tensor) -> contextlib.AbstractContextManager[object]:
+    """Triton launches on the current CUDA device: make it ``x``'s."""
+    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()

@@ -17,6 +17,7 @@ def tile(ptr, rows, n_rows, cols, n_cols, stride):
 @triton.jit
 def add_tile(ptr, rows, n_rows, cols, n_cols, values):
     """Adds a (rows, cols) tile into a row-major float32 matrix of ``n_cols`` columns,
-    atomically: several programs add into the same rows."""
+    atomically (relaxed: nothing reads the sums until the kernel ends): several programs add
+    into the same rows."""
     inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    tl.atomic_add(ptr + rows[:, None] * n_cols + cols[None, :], values, mask=inside)
+    tl.atomic_add(ptr + rows[:, None] * n_cols + cols[None, :], values, mask=inside, sem="relaxed")
