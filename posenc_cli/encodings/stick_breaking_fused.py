@@ -11,7 +11,7 @@ maximum.
 
 The backward walks the blocks forward: with g_ij = ∂L/∂log A_ij, ∂L/∂z_ik gains g_ik and loses
 σ(z_ik)·Σ_{j≤k} g_ij, a forward cumulative sum carried the same way. The forward keeps each
-row's carried sum at the start of every key block, (T, S/64) per head, so the backward
+row's carried sum at the start of every key block, (T, S/32) per head, so the backward
 recomputes the weights bit for bit. ∂L/∂k and ∂L/∂v are summed with atomics (not
 bit-reproducible). CUDA, or the CPU under Triton's interpreter (the tests).
 """
