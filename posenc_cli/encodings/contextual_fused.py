@@ -70,8 +70,9 @@ def fused_contextual_attention(
 class FusedContextualAttention(torch.autograd.Function):
     """The kernels below as one autograd node of (q, k, v, tables); ``keep``: the counts at
     the start of every key block are kept for a backward, (T, S / 32) per head, from which
-    it recounts the positions as the forward had them (recounting from a row's total would
-    cancel large sums near the diagonal, where positions are small)."""
+    it recounts the positions from the same carried counts, within a block's own rounding
+    (recounting from a row's total would cancel large sums near the diagonal, where
+    positions are small)."""
 
     @staticmethod
     def forward(

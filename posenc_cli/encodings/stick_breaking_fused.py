@@ -3,7 +3,7 @@ tile by tile, so no (T, S) block of logits or weights is ever held.
 
 With z_ij the scaled logit and sp = softplus, the weight of an earlier key is
 log A_ij = z_ij − Σ_{j≤k<i} sp(z_ik) (encodings/stick_breaking.py), a reverse cumulative sum
-over the keys. The forward runs one program per (query block, batch·head) and walks the key
+over the keys. The forward runs one program per (batch·head, query block) and walks the key
 blocks from the diagonal back, carrying each row's sum of sp from block to block; each tile's
 weights go straight into Σ_j A_ij v_j and their row sum, and what the earlier keys leave,
 max(1 − Σ_j A_ij, 0), goes to the query's own value at the end. No softmax, so no running
@@ -11,9 +11,10 @@ maximum.
 
 The backward walks the blocks forward: with g_ij = ∂L/∂log A_ij, ∂L/∂z_ik gains g_ik and loses
 σ(z_ik)·Σ_{j≤k} g_ij, a forward cumulative sum carried the same way. The forward keeps each
-row's carried sum at the start of every key block, (T, S/32) per head, so the backward
-recomputes the weights bit for bit. ∂L/∂k and ∂L/∂v are summed with atomics (not
-bit-reproducible). CUDA, or the CPU under Triton's interpreter (the tests).
+row's carried sum at the start of every key block, (T, S/32) per head, from which the
+backward recomputes the weights (its logits may round differently: another tile shape).
+∂L/∂k and ∂L/∂v are summed with atomics (not bit-reproducible). CUDA, or the CPU under
+Triton's interpreter (the tests).
 """
 
 from __future__ import annotations

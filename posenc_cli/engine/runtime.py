@@ -219,7 +219,7 @@ def check_flex_training(cfg: RunConfig, device: torch.device) -> None:
         raise PosencError(
             f"train.attention=flex cannot train here ({why})",
             "train with train.attention=auto; evaluate with `posenc eval RUN "
-            "train.attention=flex` (on CPU it runs unfused)",
+            "train.attention=flex` (on CPU FlexAttention runs unfused)",
         )
 
 

@@ -200,7 +200,7 @@ def model_from_checkpoint(
     if model.use_attention(rt.attention) != rt.attention:
         raise PosencError(
             f"train.attention=flex: no layer of this run ({cfg.encoding.name}) has a "
-            "FlexAttention form",
+            f"FlexAttention form on {rt.device.type}",
             "evaluate without train.attention=flex (docs/performance.md, FlexAttention)",
         )
     return model

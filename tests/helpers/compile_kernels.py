@@ -42,11 +42,22 @@ def argument_type(name: str, io: str) -> str:
     return io if name in ("Q", "K", "V") else "*fp32"
 
 
+def aligned(kernel: Any, types: dict[str, str]) -> dict[tuple[int, ...], list[list[Any]]]:
+    """What Triton's launcher asserts of a launch at GPT-2 small's sizes: every pointer
+    16-byte aligned and the lengths, head sizes and table width multiples of 16."""
+    sixteen = ("T", "S", "E", "EV", "N")
+    return {
+        (i,): [["tt.divisibility", 16]]
+        for i, n in enumerate(kernel.arg_names)
+        if types[n].startswith("*") or n in sixteen
+    }
+
+
 def report(name: str, kernel: Any, io: str, constants: dict[str, Any]) -> dict[str, Any]:
     options = {k: constants.pop(k) for k in ("num_warps", "num_stages")}
     constants |= {"KEEP": True} if "KEEP" in kernel.arg_names else {}
     types = {n: "constexpr" if n in constants else argument_type(n, io) for n in kernel.arg_names}
-    source = ASTSource(kernel, types, constexprs=constants)
+    source = ASTSource(kernel, types, constexprs=constants, attrs=aligned(kernel, types))
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     with tempfile.TemporaryDirectory() as folder:
         ptx = Path(folder) / "kernel.ptx"

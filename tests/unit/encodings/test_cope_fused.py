@@ -88,34 +88,45 @@ def test_fused_is_causal(interpreted: ModuleType) -> None:
 
 
 def test_fused_keeps_nothing_of_size_t_by_s(interpreted: ModuleType) -> None:
-    """What the backward keeps is O(T + S) per head: inputs, tables, output and row stats."""
+    """What the backward keeps: q, k, v, the (T, 2P) tables (P = 8, padded to 16 columns),
+    the output, a log-sum-exp per row and a count per row and key block — no (T, S) block."""
     T = S = 96
     q, k, v, emb = inputs(T, S, 8)
     out = interpreted.fused_contextual_attention(
         *(t.detach().float().requires_grad_() for t in (q, k, v)), emb.detach().float(), SCALE
     )
-    saved = out.grad_fn.saved_tensors
-    assert saved and all(t.numel() < q.shape[0] * q.shape[1] * T * S / 4 for t in saved)
+    rows, blocks = 2 * 2 * T, -(-S // 16)  # (batch·head) rows; key tiles under the interpreter
+    sizes = sorted(t.numel() for t in out.grad_fn.saved_tensors)
+    assert sizes == sorted([rows * 4] * 4 + [rows * 16, rows, rows * blocks])
 
 
+@pytest.mark.parametrize("windows", [[None, None], [6, None]], ids=["global", "one-windowed"])
 def test_a_cope_model_takes_the_fused_kernel_under_flex(
-    interpreted: ModuleType, make_model, tokens
+    interpreted: ModuleType, make_model, tokens, monkeypatch: pytest.MonkeyPatch, windows
 ) -> None:
-    """train.attention=flex: the model reports flex, and its logits and every gradient equal
-    the default path's."""
+    """train.attention=flex: every global layer takes the kernel once per forward (a windowed
+    one keeps its own path), and the logits and every gradient equal the default path's."""
     model = make_model("cope")
+    model.windows = windows
     with torch.no_grad():  # CoPE's embeddings start at zero: give the positions a say
         for table in model.encoding.parameters():
             table.normal_(generator=torch.Generator().manual_seed(3))
+    calls = []
+    fused = type(model.encoding).fused_attention
+    monkeypatch.setattr(
+        type(model.encoding), "fused_attention", lambda *a: calls.append(1) or fused(*a)
+    )
     x = tokens(40)
     results = {}
     for kernel in ("sdpa", "flex"):
         assert model.use_attention(kernel) == kernel
+        calls.clear()
         model.zero_grad()
         logits = model(x)
         logits.square().mean().backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results[kernel] = (logits.detach(), grads)
+        results[kernel] = (logits.detach(), grads, len(calls))
+    assert (results["sdpa"][2], results["flex"][2]) == (0, windows.count(None))
     torch.testing.assert_close(results["flex"][0], results["sdpa"][0], rtol=1e-4, atol=1e-5)
     for name, grad in results["sdpa"][1].items():
         torch.testing.assert_close(results["flex"][1][name], grad, rtol=1e-3, atol=1e-6)

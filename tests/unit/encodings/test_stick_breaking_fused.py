@@ -29,11 +29,11 @@ def interpreted() -> ModuleType:
     return importlib.import_module("posenc_cli.encodings.stick_breaking_fused")
 
 
-def qkv(T: int, S: int, E: int = 8, seed: int = 0) -> list[torch.Tensor]:
+def qkv(T: int, S: int, E: int = 8, Ev: int = 8, seed: int = 0) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     return [
-        torch.randn(2, 2, n, E, generator=gen, dtype=torch.float64).requires_grad_()
-        for n in (T, S, S)
+        torch.randn(2, 2, n, e, generator=gen, dtype=torch.float64).requires_grad_()
+        for n, e in ((T, E), (S, E), (S, Ev))
     ]
 
 
@@ -44,48 +44,97 @@ def outputs_and_gradients(out: torch.Tensor, tensors: list[torch.Tensor]) -> lis
     return [out.detach(), *torch.autograd.grad((out * weights.to(out.dtype)).sum(), tensors)]
 
 
-@pytest.mark.parametrize(("T", "S"), [(24, 24), (9, 30), (16, 16), (1, 20)])
+@pytest.mark.parametrize(
+    ("T", "S", "E", "Ev", "floor"),
+    [(24, 24, 8, 8, FLOOR), (9, 30, 8, 8, FLOOR), (16, 16, 8, 8, FLOOR), (1, 20, 8, 8, FLOOR),
+     (21, 21, 12, 20, FLOOR), (20, 20, 8, 8, -3.0)],
+    ids=["one-length", "fewer-queries", "one-block", "one-query", "head-12-value-20", "floor"],
+)  # fmt: skip
 def test_fused_equals_the_product_formula(
-    interpreted: ModuleType, make_model, reference_attention, T: int, S: int
+    interpreted: ModuleType, make_model, reference_attention, T, S, E, Ev, floor
 ) -> None:
     """float32 through the kernel against float64 through the formula, to float32 precision
-    relative to each tensor's largest entry."""
+    relative to each tensor's largest entry. At a floor of −3 (large logits) many
+    log-weights are clamped, and the formula clamps them the same way."""
     enc = make_model("stick_breaking").encoding
-    exact = qkv(T, S)
-    expected = outputs_and_gradients(reference_attention(*exact, SCALE, enc=enc), exact)
+    exact = qkv(T, S, E, Ev)
+    scale = SCALE if floor == FLOOR else 2.0
+    reference = (
+        reference_attention(*exact, scale, enc=enc)
+        if floor == FLOOR
+        else floored_product(*exact, scale, floor)
+    )
+    expected = outputs_and_gradients(reference, exact)
     single = [t.detach().float().requires_grad_() for t in exact]
-    fused = interpreted.fused_stick_breaking(*single, SCALE, FLOOR)
-    for name, g, e in zip(
-        ["out", "q", "k", "v"], outputs_and_gradients(fused, single), expected, strict=True
-    ):
+    got = outputs_and_gradients(interpreted.fused_stick_breaking(*single, scale, floor), single)
+    for name, g, e in zip(["out", "q", "k", "v"], got, expected, strict=True):
         assert g.dtype == torch.float32
         err = (g.double() - e).abs().max() / e.abs().max().clamp(min=1.0)
         assert err < 2e-6, (name, float(err))
 
 
+def floored_product(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, floor: float
+) -> torch.Tensor:
+    """The product formula in log space, log A_ij = log σ(z_ij) + Σ_{j<k<i} log(1 − σ(z_ik)),
+    clamped to [floor, 0] as posenc clamps it; the rest, at least 0, to the own value."""
+    T, S = q.shape[-2], k.shape[-2]
+    beta = torch.sigmoid(scale * q @ k.transpose(-1, -2))
+    earlier = torch.arange(S)[None, :] < torch.arange(S - T, S)[:, None]
+    kept = torch.log1p(-beta).masked_fill(~earlier, 0.0)
+    log_weights = beta.log() + kept.flip(-1).cumsum(-1).flip(-1) - kept
+    assert (log_weights[..., earlier] < floor).any()  # the floor binds
+    weights = log_weights.clamp(floor, 0.0).exp().masked_fill(~earlier, 0.0)
+    rest = (1 - weights.sum(-1)).clamp(min=0.0)
+    return weights @ v + rest[..., None] * v[..., S - T :, :]
+
+
 def test_fused_is_causal_and_keeps_nothing_of_size_t_by_s(interpreted: ModuleType) -> None:
+    """A new key 50 and value 50 change rows 50 on (row 50's own value) and no earlier one;
+    what the backward keeps is q, k, v, a sum per row and a carry per row and key block."""
     q, k, v = (t.detach().float() for t in qkv(96, 96))
     before = interpreted.fused_stick_breaking(q, k, v, SCALE, FLOOR)
-    k[..., -1, :], v[..., -1, :] = 5.0, -5.0
+    k[..., 50, :], v[..., 50, :] = 5.0, -5.0
     after = interpreted.fused_stick_breaking(q, k, v, SCALE, FLOOR)
-    assert torch.equal(before[..., :-1, :], after[..., :-1, :])
-    assert not torch.equal(before[..., -1, :], after[..., -1, :])
+    assert torch.equal(before[..., :50, :], after[..., :50, :])
+    assert not torch.equal(before[..., 50, :], after[..., 50, :])
+    assert not torch.equal(before[..., 51, :], after[..., 51, :])
     out = interpreted.fused_stick_breaking(q.requires_grad_(), k, v, SCALE, FLOOR)
-    saved = out.grad_fn.saved_tensors
-    assert saved and all(t.numel() < 2 * 2 * 96 * 96 / 4 for t in saved)
+    blocks = -(-96 // 16)  # key tiles under the interpreter
+    sizes = sorted(t.numel() for t in out.grad_fn.saved_tensors)
+    assert sizes == sorted([2 * 2 * 96 * 8] * 3 + [2 * 2 * 96, 2 * 2 * 96 * blocks])
 
 
-def test_a_stick_breaking_model_takes_the_fused_kernel_under_flex(make_model, tokens) -> None:
+@pytest.mark.parametrize("windows", [[None, None], [6, None]], ids=["global", "one-windowed"])
+def test_a_stick_breaking_model_takes_the_fused_kernel_under_flex(
+    make_model, tokens, monkeypatch: pytest.MonkeyPatch, windows
+) -> None:
+    """Every global layer takes the kernel once per forward (a windowed one keeps its own
+    path), and the logits and every gradient equal the default path's."""
     model = make_model("stick_breaking")
+    model.windows = windows
+    calls = []
+    fused = type(model.encoding).fused_attention
+    monkeypatch.setattr(
+        type(model.encoding), "fused_attention", lambda *a: calls.append(1) or fused(*a)
+    )
     x = tokens(40)
     results = {}
     for kernel in ("sdpa", "flex"):
         assert model.use_attention(kernel) == kernel
+        calls.clear()
         model.zero_grad()
         logits = model(x)
         logits.square().mean().backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results[kernel] = (logits.detach(), grads)
+        results[kernel] = (logits.detach(), grads, len(calls))
+    assert (results["sdpa"][2], results["flex"][2]) == (0, windows.count(None))
     torch.testing.assert_close(results["flex"][0], results["sdpa"][0], rtol=1e-4, atol=1e-5)
     for name, grad in results["sdpa"][1].items():
         torch.testing.assert_close(results["flex"][1][name], grad, rtol=1e-3, atol=1e-6)
+
+
+def test_log_n_scaling_keeps_the_default_path(make_model) -> None:
+    model = make_model("stick_breaking")
+    model.logn_length = 16
+    assert model.use_attention("flex") == "sdpa"
