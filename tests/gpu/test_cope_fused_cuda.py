@@ -13,6 +13,7 @@ import torch
 from posenc_cli.engine.runtime import Runtime
 from posenc_cli.engine.step import lm_loss
 from tests.helpers.cope import SCALE, inputs, naive
+from tests.helpers.fused import assert_same_results, through_each_kernel
 
 pytestmark = [
     pytest.mark.gpu,
@@ -59,16 +60,8 @@ def test_a_model_trains_through_it_as_through_the_default_path(
             table.normal_()
     x, y = tokens(300).cuda(), tokens(300, seed=2).cuda()
     rt = Runtime(torch.device("cuda"), "fp32")
-    results = {}
-    for kernel in ("sdpa", "flex"):
-        assert model.use_attention(kernel) == kernel
-        model.zero_grad()
-        loss = lm_loss(model, x, y, rt)
-        loss.backward()
-        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        results[kernel] = (loss.item(), grads)
-    assert results["flex"][0] == pytest.approx(results["sdpa"][0], rel=1e-5)
-    torch.testing.assert_close(results["flex"][1], results["sdpa"][1], rtol=1e-3, atol=1e-5)
+    results = through_each_kernel(model, lambda m: lm_loss(m, x, y, rt), monkeypatch)
+    assert_same_results(results, 2, tolerance=(1e-5, 0.0), grad_atol=1e-5)  # both layers
 
 
 def test_evaluating_16k_tokens_holds_no_t_by_t_block() -> None:

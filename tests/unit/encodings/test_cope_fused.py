@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.helpers.cope import SCALE, inputs, naive
+from tests.helpers.fused import assert_same_results, through_each_kernel
 
 pytest.importorskip("triton", reason="the fused kernel is written in Triton")
 pytestmark = pytest.mark.skipif(
@@ -111,25 +112,9 @@ def test_a_cope_model_takes_the_fused_kernel_under_flex(
     with torch.no_grad():  # CoPE's embeddings start at zero: give the positions a say
         for table in model.encoding.parameters():
             table.normal_(generator=torch.Generator().manual_seed(3))
-    calls = []
-    fused = type(model.encoding).fused_attention
-    monkeypatch.setattr(
-        type(model.encoding), "fused_attention", lambda *a: calls.append(1) or fused(*a)
-    )
     x = tokens(40)
-    results = {}
-    for kernel in ("sdpa", "flex"):
-        assert model.use_attention(kernel) == kernel
-        calls.clear()
-        model.zero_grad()
-        logits = model(x)
-        logits.square().mean().backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results[kernel] = (logits.detach(), grads, len(calls))
-    assert (results["sdpa"][2], results["flex"][2]) == (0, windows.count(None))
-    torch.testing.assert_close(results["flex"][0], results["sdpa"][0], rtol=1e-4, atol=1e-5)
-    for name, grad in results["sdpa"][1].items():
-        torch.testing.assert_close(results["flex"][1][name], grad, rtol=1e-3, atol=1e-6)
+    results = through_each_kernel(model, lambda m: m(x), monkeypatch)
+    assert_same_results(results, windows.count(None))
 
 
 def test_without_the_interpreter_a_cpu_has_no_fused_form(

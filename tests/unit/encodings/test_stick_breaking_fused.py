@@ -14,6 +14,8 @@ from types import ModuleType
 import pytest
 import torch
 
+from tests.helpers.fused import assert_same_results, through_each_kernel
+
 pytest.importorskip("triton", reason="the fused kernel is written in Triton")
 pytestmark = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") != "1",
@@ -113,25 +115,9 @@ def test_a_stick_breaking_model_takes_the_fused_kernel_under_flex(
     path), and the logits and every gradient equal the default path's."""
     model = make_model("stick_breaking")
     model.windows = windows
-    calls = []
-    fused = type(model.encoding).fused_attention
-    monkeypatch.setattr(
-        type(model.encoding), "fused_attention", lambda *a: calls.append(1) or fused(*a)
-    )
     x = tokens(40)
-    results = {}
-    for kernel in ("sdpa", "flex"):
-        assert model.use_attention(kernel) == kernel
-        calls.clear()
-        model.zero_grad()
-        logits = model(x)
-        logits.square().mean().backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results[kernel] = (logits.detach(), grads, len(calls))
-    assert (results["sdpa"][2], results["flex"][2]) == (0, windows.count(None))
-    torch.testing.assert_close(results["flex"][0], results["sdpa"][0], rtol=1e-4, atol=1e-5)
-    for name, grad in results["sdpa"][1].items():
-        torch.testing.assert_close(results["flex"][1][name], grad, rtol=1e-3, atol=1e-6)
+    results = through_each_kernel(model, lambda m: m(x), monkeypatch)
+    assert_same_results(results, windows.count(None))
 
 
 def test_log_n_scaling_keeps_the_default_path(make_model) -> None:
