@@ -83,7 +83,8 @@ def make_step(
     kernel = "flex" if variant.flex else "sdpa"
     if model.use_attention(kernel) != kernel:
         raise PosencError(
-            f"variant '{variant.name}': no layer of {cfg.encoding.name} has a FlexAttention form",
+            f"variant '{variant.name}': no layer of {cfg.encoding.name} has a FlexAttention "
+            f"form on {x.device.type}",
             "drop +flex for it (docs/performance.md, FlexAttention)",
         )
     if variant.flex and not evaluate and x.device.type != "cuda":
