@@ -66,6 +66,9 @@ class PositionalEncoding(nn.Module):
     #: False where log-n scaling (model.logn_scaling), which scales q before q·k, would scale
     #: only part of the encoding's logit (PaTH's is not q·k): the config check refuses it.
     scales_with_queries: ClassVar[bool] = True
+    #: Whether ``fused_attention`` on log-n-scaled queries is the model's attention: False
+    #: where the default path reads the unscaled ones too (CoPE's bias and gates).
+    fuses_scaled_queries: ClassVar[bool] = True
     #: Whether ``content_bias`` against keys [first, end) is the bias against every earlier key
     #: cut to those columns: the bias of i and j reads nothing before key j. A windowed or
     #: chunked layer then passes only the keys its queries can see. False for PaTH, whose

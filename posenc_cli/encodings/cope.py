@@ -45,6 +45,7 @@ class CopeEncoding(PositionalEncoding):
 
     relative = True
     bias_buffers = 6
+    fuses_scaled_queries = False
 
     def __init__(
         self,

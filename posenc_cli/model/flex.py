@@ -19,7 +19,7 @@ a ``block_mask`` hides. Three forms cover these encodings, with no code of their
 
 An encoding with a fused kernel of its own where it runs (``fuses_attention``: CoPE's and
 stick-breaking's, in Triton) takes that instead, for every query at once, in a layer with
-neither a window nor a chunk and without log-n scaling.
+neither a window nor a chunk (and for CoPE without log-n scaling).
 
 torch's FlexAttention has no backward on CPU; there it runs eagerly and unfused, for
 evaluation and for checking that these score_mods equal the default paths (tests/).
@@ -73,9 +73,9 @@ def has_flex_form(
     """``takes_flex`` of a layer with ``enc`` on ``device`` (the CPU by default), a window or
     a chunk (``local``), a bias that is ``materialised`` (pair biases, randomized positions),
     positions that are a range, and log-n scaling of the queries (``query_scaled``), which
-    an encoding's own fused kernel does not take: CoPE's bias reads the unscaled queries."""
+    CoPE's own fused kernel does not take: its bias reads the unscaled queries."""
     if enc.fuses_attention(device or torch.device("cpu")):
-        return not (local or query_scaled)
+        return not local and (enc.fuses_scaled_queries or not query_scaled)
     if enc.has_own_weights:
         return False
     if enc.has_score_bias:

@@ -124,3 +124,10 @@ def test_without_the_interpreter_a_cpu_has_no_fused_form(
     model = make_model("cope")
     assert not model.encoding.fuses_attention(torch.device("cpu"))
     assert model.use_attention("flex") == "sdpa"
+
+
+def test_log_n_scaling_keeps_the_default_path(make_model) -> None:
+    """CoPE's bias and gates read the unscaled queries, which the kernel does not take."""
+    model = make_model("cope")
+    model.logn_length = 16
+    assert model.use_attention("flex") == "sdpa"

@@ -120,7 +120,13 @@ def test_a_stick_breaking_model_takes_the_fused_kernel_under_flex(
     assert_same_results(results, windows.count(None))
 
 
-def test_log_n_scaling_keeps_the_default_path(make_model) -> None:
+def test_with_log_n_scaling_the_kernel_takes_the_scaled_queries(
+    make_model, tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stick-breaking's default path attends with the scaled queries as well, so the kernel
+    serves log-n scaling too (CoPE's does not: tests/unit/encodings/test_cope_fused.py)."""
     model = make_model("stick_breaking")
     model.logn_length = 16
-    assert model.use_attention("flex") == "sdpa"
+    x = tokens(40)
+    results = through_each_kernel(model, lambda m: m(x), monkeypatch)
+    assert_same_results(results, 2)
