@@ -37,6 +37,8 @@ def key_tile() -> int:
 
 
 def query_tile(backward: bool) -> int:
+    """Queries per program: 64 in a forward, 32 in a backward (which holds more tiles per
+    query), 16 under the interpreter."""
     return 16 if interpreted() else 32 if backward else 64
 
 
