@@ -13,6 +13,7 @@ per-block counts are laid out by it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from importlib.util import find_spec
 
@@ -25,9 +26,15 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+@functools.cache
+def triton_installed() -> bool:
+    """Looked up once: every flex layer of every forward asks ``triton_runs``."""
+    return find_spec("triton") is not None
+
+
 def triton_runs(device: torch.device) -> bool:
     """Whether a Triton kernel can run on ``device``."""
-    return (device.type == "cuda" or interpreted()) and find_spec("triton") is not None
+    return (device.type == "cuda" or interpreted()) and triton_installed()
 
 
 def key_tile() -> int:
